@@ -1,0 +1,204 @@
+//! The model side: one request/response exchange, tool calls included.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::ToolSpec;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The person (or agent) talking to the agent.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned id; tool results refer to it.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments object.
+    pub arguments: Value,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Speaker.
+    pub role: Role,
+    /// Text (may be empty for a pure tool-call turn).
+    pub content: String,
+    /// Tool calls (assistant messages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Which call this answers (tool messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    /// A message with text only.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// What the engine asks a provider.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompletionRequest {
+    /// Model name.
+    pub model: String,
+    /// System instruction (identity, context block, memory block).
+    pub system: Option<String>,
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Tools the model may call (already filtered by access control).
+    pub tools: Vec<ToolSpec>,
+    /// Output cap.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+}
+
+/// Token accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A final answer.
+    EndTurn,
+    /// It wants tool results.
+    ToolUse,
+    /// Output cap reached.
+    MaxTokens,
+    /// Anything else the provider reported.
+    Other,
+}
+
+/// A provider's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionResponse {
+    /// The assistant message (text and/or tool calls).
+    pub message: ChatMessage,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// More text.
+    TextDelta(String),
+    /// A complete tool call (providers assemble argument fragments first).
+    ToolCall(ToolCall),
+}
+
+/// Provider failures. The message names the provider and, for auth problems, the config key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// 401/403.
+    #[error("{provider}: authentication failed ({detail}); check `{config_key}`")]
+    Auth {
+        /// Provider name.
+        provider: String,
+        /// Where the key is configured.
+        config_key: String,
+        /// What the server said.
+        detail: String,
+    },
+    /// Retries exhausted on 429/5xx/connection errors.
+    #[error("{provider}: unavailable after {attempts} attempts: {detail}")]
+    Unavailable {
+        /// Provider name.
+        provider: String,
+        /// Attempts made.
+        attempts: u32,
+        /// Last error.
+        detail: String,
+    },
+    /// The answer could not be understood.
+    #[error("{provider}: unexpected response: {detail}")]
+    Protocol {
+        /// Provider name.
+        provider: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A model vendor. Providers never run tools: they return the calls, the engine runs them
+/// through the Invoker and sends the results back in the next request.
+///
+/// ```
+/// use strata_engine::llm::*;
+///
+/// /// Answers every request with the last user message, reversed.
+/// struct Mirror;
+///
+/// #[strata_engine::async_trait]
+/// impl LlmProvider for Mirror {
+///     fn name(&self) -> &str { "mirror" }
+///     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+///         let last = req.messages.last().map(|m| m.content.chars().rev().collect::<String>());
+///         Ok(CompletionResponse {
+///             message: ChatMessage::text(Role::Assistant, last.unwrap_or_default()),
+///             stop: StopReason::EndTurn,
+///             usage: Usage::default(),
+///         })
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait LlmProvider: Send + Sync {
+    /// Short name for logs and errors (`openai`, `anthropic`…).
+    fn name(&self) -> &str;
+
+    /// One exchange.
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError>;
+
+    /// One exchange, streamed: `on_event` sees text deltas and completed tool calls as they
+    /// arrive; the return value is the same as [`Self::complete`]'s. The default streams the
+    /// complete answer as one delta.
+    async fn complete_streaming(
+        &self,
+        req: &CompletionRequest,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<CompletionResponse, LlmError> {
+        let resp = self.complete(req).await?;
+        if !resp.message.content.is_empty() {
+            on_event(StreamEvent::TextDelta(resp.message.content.clone()));
+        }
+        for c in &resp.message.tool_calls {
+            on_event(StreamEvent::ToolCall(c.clone()));
+        }
+        Ok(resp)
+    }
+}

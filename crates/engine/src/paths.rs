@@ -1,0 +1,157 @@
+//! Confining file access to allowed roots.
+//!
+//! Every file tool goes through [`resolve_within`]: the path is resolved (symlinks followed,
+//! `..` applied by the file system, not by string games) and must land inside one of the roots,
+//! themselves resolved. For a path that does not exist yet (a file about to be written), the
+//! nearest existing ancestor is resolved and the remaining components must be plain names.
+
+use std::path::{Component, Path, PathBuf};
+
+/// A path that may not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The resolved path lies outside every allowed root.
+    #[error(
+        "path `{path}` resolves to `{resolved}`, outside the allowed roots ({roots}); refused"
+    )]
+    OutsideRoots {
+        /// As given.
+        path: String,
+        /// After resolving symlinks and `..`.
+        resolved: String,
+        /// The allowed roots, comma-separated.
+        roots: String,
+    },
+    /// No allowed root exists on disk.
+    #[error("no allowed root exists (configured: {0}); create one or fix `tools.roots`")]
+    NoRoots(String),
+    /// The path could not be resolved (does not exist, permission, loop…).
+    #[error("cannot resolve `{path}`: {reason}")]
+    Unresolvable {
+        /// As given.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+fn join_roots(roots: &[PathBuf]) -> String {
+    roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Resolves `path` and requires it inside one of `roots`.
+///
+/// A relative `path` is taken from the first root that exists. The returned path is absolute
+/// and free of symlinks (for an existing path) so callers may open it directly.
+pub fn resolve_within(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, PathError> {
+    let resolved_roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    let Some(base) = resolved_roots.first() else {
+        return Err(PathError::NoRoots(join_roots(roots)));
+    };
+    let candidate = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let resolved = resolve_lenient(&candidate).map_err(|e| PathError::Unresolvable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if resolved_roots.iter().any(|r| resolved.starts_with(r)) {
+        Ok(resolved)
+    } else {
+        Err(PathError::OutsideRoots {
+            path: path.display().to_string(),
+            resolved: resolved.display().to_string(),
+            roots: join_roots(roots),
+        })
+    }
+}
+
+/// Canonicalises the longest existing prefix of `p` and appends the rest, refusing `..` in the
+/// non-existing rest (it cannot be resolved safely before the directories exist).
+fn resolve_lenient(p: &Path) -> std::io::Result<PathBuf> {
+    match std::fs::canonicalize(p) {
+        Ok(r) => return Ok(r),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no existing ancestor",
+                ));
+            }
+        }
+    }
+    // `file_name()` is None for a trailing `..`, so `rest` holds only plain names; but a `..`
+    // in the middle of the missing part is still in `existing`'s components if it exists —
+    // canonicalize handles that. Reject anything that is not a normal component anyway.
+    let mut out = std::fs::canonicalize(&existing)?;
+    for name in rest.iter().rev() {
+        let comp = Path::new(name);
+        if !matches!(comp.components().next(), Some(Component::Normal(_))) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "`..` in a path that does not exist yet",
+            ));
+        }
+        out.push(name);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inside_outside_and_missing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+        std::fs::write(root.join("sub/a.txt"), "a").expect("write");
+        std::fs::write(dir.path().join("secret.txt"), "s").expect("write");
+        let roots = vec![root.clone()];
+
+        let ok = resolve_within(Path::new("sub/a.txt"), &roots).expect("inside");
+        assert!(ok.ends_with("root/sub/a.txt"));
+        // Not existing yet, but inside: fine (for writers).
+        let new = resolve_within(Path::new("sub/new/b.txt"), &roots).expect("new inside");
+        assert!(new.ends_with("root/sub/new/b.txt"));
+
+        for bad in ["../secret.txt", "sub/../../secret.txt"] {
+            let err = resolve_within(Path::new(bad), &roots).expect_err(bad);
+            assert!(matches!(err, PathError::OutsideRoots { .. }), "{bad}: {err}");
+        }
+        let abs = dir.path().join("secret.txt");
+        assert!(matches!(
+            resolve_within(&abs, &roots),
+            Err(PathError::OutsideRoots { .. })
+        ));
+        // `..` through a directory that does not exist is refused rather than guessed.
+        assert!(resolve_within(Path::new("nope/../../secret.txt"), &roots).is_err());
+    }
+
+    #[test]
+    fn no_root_exists() {
+        let err = resolve_within(Path::new("a"), &[PathBuf::from("/definitely/not/here")])
+            .expect_err("no roots");
+        assert!(matches!(err, PathError::NoRoots(_)));
+    }
+}

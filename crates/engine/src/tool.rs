@@ -1,0 +1,366 @@
+//! Tools: what they declare ([`ToolSpec`]), how they run ([`Tool`]) and what they get
+//! ([`ToolContext`]).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::principal::Principal;
+
+/// What a tool may touch. Access control (layer 3) uses it to cap what an agent can call:
+/// an agent without `subprocess` never sees shell tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Reads local files or state.
+    Read,
+    /// Creates or changes local files.
+    FileWrite,
+    /// Talks to other hosts.
+    Network,
+    /// Starts processes.
+    Subprocess,
+    /// Reads or writes agent memory.
+    Memory,
+    /// Sends messages to people or agents.
+    Messaging,
+    /// Uses vault secrets.
+    Secrets,
+}
+
+/// How far a call's effects reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SideEffects {
+    /// Changes nothing: safe to retry, safe to call speculatively.
+    #[default]
+    None,
+    /// Changes state on this machine (files, memory, the database).
+    Local,
+    /// Acts on the world outside this machine (sends, posts, buys, deletes remotely).
+    External,
+}
+
+/// Which layer a tool came from. Later layers shadow earlier ones with the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layer {
+    /// Engine crates (`crates/`).
+    Core,
+    /// A domain crate under `modules/`, by its module name.
+    Module(String),
+    /// The deployment's own crate.
+    Overlay,
+    /// Registered at run time with [`crate::Registry::register`] (MCP client, embedders).
+    Runtime,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Layer::Core => f.write_str("core"),
+            Layer::Module(m) => write!(f, "module:{m}"),
+            Layer::Overlay => f.write_str("overlay"),
+            Layer::Runtime => f.write_str("runtime"),
+        }
+    }
+}
+
+impl Serialize for Layer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Everything a caller needs to know about a tool before calling it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolSpec {
+    /// Unique name (`[A-Za-z0-9_-]+`).
+    pub name: String,
+    /// What it does, for the model and for people.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments object.
+    pub input_schema: Value,
+    /// What the tool may touch.
+    pub capabilities: Vec<Capability>,
+    /// How far its effects reach.
+    pub side_effects: SideEffects,
+    /// Every call waits for a human's approval.
+    pub hitl: bool,
+    /// Its output carries content from the web (content safety applies).
+    pub web_facing: bool,
+    /// Per-tool timeout; `None` uses `tools.timeout_secs`.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
+    pub timeout: Option<Duration>,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// What a tool returns on success: any JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput(pub Value);
+
+impl From<Value> for ToolOutput {
+    fn from(v: Value) -> Self {
+        ToolOutput(v)
+    }
+}
+
+/// Why a tool call failed. The Invoker maps `InvalidArgs` to `validation_error` and the rest
+/// to `error`; the message goes back to the model verbatim, so make it say what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the tool's schema.
+    #[error("invalid argument `{field}`: {message}")]
+    InvalidArgs {
+        /// Dotted path of the offending field (`.` for the arguments object itself).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    /// A failure with a message.
+    pub fn failed(msg: impl fmt::Display) -> Self {
+        ToolError::Failed(msg.to_string())
+    }
+
+    /// An argument problem, naming the field.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolError::InvalidArgs {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for ToolError {
+    fn from(s: String) -> Self {
+        ToolError::Failed(s)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(s: &str) -> Self {
+        ToolError::Failed(s.to_owned())
+    }
+}
+
+impl From<std::io::Error> for ToolError {
+    fn from(e: std::io::Error) -> Self {
+        ToolError::Failed(e.to_string())
+    }
+}
+
+impl From<crate::paths::PathError> for ToolError {
+    fn from(e: crate::paths::PathError) -> Self {
+        ToolError::Failed(e.to_string())
+    }
+}
+
+/// A tool. Most are written as an `async fn` with [`crate::tool`]; implement this by hand for
+/// tools whose schema is only known at run time and register them with
+/// [`crate::Registry::register`].
+///
+/// ```
+/// use strata_engine::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+///
+/// struct Echo(ToolSpec);
+///
+/// #[strata_engine::async_trait]
+/// impl Tool for Echo {
+///     fn spec(&self) -> &ToolSpec { &self.0 }
+///     async fn call(&self, _ctx: &ToolContext, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
+///         Ok(ToolOutput(args))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's declaration.
+    fn spec(&self) -> &ToolSpec;
+    /// Checks arguments before any guard or approval sees the call. The default checks the
+    /// structure against `spec().input_schema` ([`crate::schema::check_schema`]); `#[tool]`
+    /// functions check with their typed deserialiser.
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        crate::schema::check_schema(&self.spec().input_schema, args)
+    }
+    /// Runs the tool. `args` has passed the Invoker's checks; typed tools deserialise it again.
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// Where a call comes from and what it may use. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The agent on whose behalf the tool runs, if any.
+    pub agent_id: Option<String>,
+    /// The conversation session, if any.
+    pub session_id: Option<String>,
+    /// The channel (connector-specific id), if any.
+    pub channel_id: Option<String>,
+    /// Who is calling.
+    pub principal: Principal,
+    /// The request id of this invocation.
+    pub request_id: String,
+    /// The runtime's shared handles.
+    pub env: Arc<RuntimeEnv>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("agent_id", &self.agent_id)
+            .field("session_id", &self.session_id)
+            .field("channel_id", &self.channel_id)
+            .field("principal", &self.principal)
+            .field("request_id", &self.request_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// The merged configuration.
+    pub fn config(&self) -> &Config {
+        &self.env.config
+    }
+
+    /// Roots a file tool may touch, resolved against the overlay directory.
+    pub fn tool_roots(&self) -> Vec<PathBuf> {
+        self.env.tool_roots()
+    }
+}
+
+/// Process-wide handles every tool call shares: config and resolved directories. Later issues
+/// add the vault, memory and store handles here.
+#[derive(Debug)]
+pub struct RuntimeEnv {
+    /// The merged configuration.
+    pub config: Config,
+    /// The overlay directory (absolute).
+    pub overlay_dir: PathBuf,
+    /// Where runtime data lives (absolute).
+    pub data_dir: PathBuf,
+}
+
+impl RuntimeEnv {
+    /// Builds the environment from a loaded config.
+    pub fn new(config: Config, overlay_dir: PathBuf, data_dir: PathBuf) -> Self {
+        RuntimeEnv {
+            config,
+            overlay_dir,
+            data_dir,
+        }
+    }
+
+    /// `tools.roots`, relative entries taken from the overlay directory.
+    pub fn tool_roots(&self) -> Vec<PathBuf> {
+        self.config
+            .tools
+            .roots
+            .iter()
+            .map(|r| self.overlay_dir.join(r))
+            .collect()
+    }
+}
+
+/// A compile-time registration produced by `#[tool]`. Collected with `inventory`.
+pub struct ToolRegistration {
+    /// `CARGO_PKG_NAME` of the crate that declared the tool: decides its layer.
+    pub crate_name: &'static str,
+    /// The tool's name (also in its spec; here so duplicates are found without building).
+    pub name: &'static str,
+    /// Builds the tool.
+    pub make: fn() -> Box<dyn Tool>,
+}
+
+inventory::collect!(ToolRegistration);
+
+/// How a crate of tools declares its layer. Core crates and modules submit one (with
+/// [`crate::declare_core!`] / [`crate::declare_module!`]); crates without one are overlay.
+#[derive(Debug)]
+pub struct Component {
+    /// `CARGO_PKG_NAME` of the declaring crate.
+    pub crate_name: &'static str,
+    /// What it is.
+    pub kind: ComponentKind,
+}
+
+/// Kind of a [`Component`].
+#[derive(Debug)]
+pub enum ComponentKind {
+    /// A core crate.
+    Core,
+    /// A module, with its name and embedded `config/default.yaml`.
+    Module {
+        /// Module name, e.g. `ops`: its config lives under `modules.<name>`.
+        name: &'static str,
+        /// The module's default configuration (YAML), merged after core, before the overlay.
+        default_config: &'static str,
+        /// Checks the module's section (`modules.<name>`) against its config type.
+        validate: Option<fn(&figment::Figment, &str) -> Result<(), figment::Error>>,
+        /// The module crate's `config/` directory at build time.
+        config_dir: &'static str,
+    },
+}
+
+inventory::collect!(Component);
+
+/// Declares the current crate a core crate: its tools get the `core` layer.
+#[macro_export]
+macro_rules! declare_core {
+    () => {
+        $crate::__private::inventory::submit! {
+            $crate::Component { crate_name: ::core::env!("CARGO_PKG_NAME"), kind: $crate::ComponentKind::Core }
+        }
+    };
+}
+
+/// Declares the current crate a module. The module's defaults are its crate's
+/// `config/default.yaml` (embedded), merged under `modules.<name>`; the optional type is the
+/// module's config section, checked at start (unknown keys are reported with a suggestion).
+///
+/// ```ignore
+/// strata_engine::declare_module!("ops", OpsConfig);
+/// ```
+#[macro_export]
+macro_rules! declare_module {
+    ($name:literal) => {
+        $crate::declare_module!(@inner $name, ::core::option::Option::None);
+    };
+    ($name:literal, $config:ty) => {
+        $crate::declare_module!(@inner $name, ::core::option::Option::Some(
+            $crate::config::validate_module_section::<$config>
+                as fn(&$crate::__private::figment::Figment, &str)
+                    -> ::core::result::Result<(), $crate::__private::figment::Error>
+        ));
+    };
+    (@inner $name:literal, $validate:expr) => {
+        $crate::__private::inventory::submit! {
+            $crate::Component {
+                crate_name: ::core::env!("CARGO_PKG_NAME"),
+                kind: $crate::ComponentKind::Module {
+                    name: $name,
+                    default_config: ::core::include_str!(::core::concat!(
+                        ::core::env!("CARGO_MANIFEST_DIR"), "/config/default.yaml"
+                    )),
+                    validate: $validate,
+                    config_dir: ::core::concat!(::core::env!("CARGO_MANIFEST_DIR"), "/config"),
+                },
+            }
+        }
+    };
+}

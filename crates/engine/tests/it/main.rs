@@ -1,0 +1,30 @@
+//! Integration tests of the engine's public API (one test binary, several modules).
+
+mod config;
+mod invoker;
+mod schema;
+
+use std::sync::Arc;
+
+use strata_engine::config::Config;
+use strata_engine::{RuntimeEnv, ToolContext};
+
+/// A runtime environment over a temp overlay.
+pub fn env_in(dir: &std::path::Path) -> Arc<RuntimeEnv> {
+    let mut config = Config::default();
+    config.tools.timeout_secs = 5;
+    Arc::new(RuntimeEnv::new(config, dir.to_path_buf(), dir.join("data")))
+}
+
+/// Silences "unused" for helpers only some modules use.
+#[allow(dead_code)]
+pub fn ctx(env: Arc<RuntimeEnv>) -> ToolContext {
+    ToolContext {
+        agent_id: None,
+        session_id: None,
+        channel_id: None,
+        principal: strata_engine::Principal::Operator,
+        request_id: "test".into(),
+        env,
+    }
+}
