@@ -45,16 +45,17 @@ fn join_roots(roots: &[PathBuf]) -> String {
 
 /// Resolves `path` and requires it inside one of `roots`.
 ///
-/// A relative `path` is taken from the first root that exists. The returned path is absolute
-/// and free of symlinks (for an existing path) so callers may open it directly.
-pub fn resolve_within(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, PathError> {
+/// A relative `path` is taken from `base` (for tools: the overlay directory, so
+/// `agents/main/AGENTS.md` means what it says). The returned path is absolute and free of
+/// symlinks (for an existing path) so callers may open it directly.
+pub fn resolve_within(path: &Path, base: &Path, roots: &[PathBuf]) -> Result<PathBuf, PathError> {
     let resolved_roots: Vec<PathBuf> = roots
         .iter()
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
-    let Some(base) = resolved_roots.first() else {
+    if resolved_roots.is_empty() {
         return Err(PathError::NoRoots(join_roots(roots)));
-    };
+    }
     let candidate = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -129,28 +130,29 @@ mod tests {
         std::fs::write(dir.path().join("secret.txt"), "s").expect("write");
         let roots = vec![root.clone()];
 
-        let ok = resolve_within(Path::new("sub/a.txt"), &roots).expect("inside");
+        let base = dir.path();
+        let ok = resolve_within(Path::new("root/sub/a.txt"), base, &roots).expect("inside");
         assert!(ok.ends_with("root/sub/a.txt"));
         // Not existing yet, but inside: fine (for writers).
-        let new = resolve_within(Path::new("sub/new/b.txt"), &roots).expect("new inside");
+        let new = resolve_within(Path::new("root/sub/new/b.txt"), base, &roots).expect("new");
         assert!(new.ends_with("root/sub/new/b.txt"));
 
-        for bad in ["../secret.txt", "sub/../../secret.txt"] {
-            let err = resolve_within(Path::new(bad), &roots).expect_err(bad);
+        for bad in ["secret.txt", "root/../secret.txt", "root/sub/../../secret.txt", "."] {
+            let err = resolve_within(Path::new(bad), base, &roots).expect_err(bad);
             assert!(matches!(err, PathError::OutsideRoots { .. }), "{bad}: {err}");
         }
         let abs = dir.path().join("secret.txt");
         assert!(matches!(
-            resolve_within(&abs, &roots),
+            resolve_within(&abs, base, &roots),
             Err(PathError::OutsideRoots { .. })
         ));
         // `..` through a directory that does not exist is refused rather than guessed.
-        assert!(resolve_within(Path::new("nope/../../secret.txt"), &roots).is_err());
+        assert!(resolve_within(Path::new("root/nope/../../secret.txt"), base, &roots).is_err());
     }
 
     #[test]
     fn no_root_exists() {
-        let err = resolve_within(Path::new("a"), &[PathBuf::from("/definitely/not/here")])
+        let err = resolve_within(Path::new("a"), Path::new("/"), &[PathBuf::from("/definitely/not/here")])
             .expect_err("no roots");
         assert!(matches!(err, PathError::NoRoots(_)));
     }

@@ -242,6 +242,16 @@ impl ToolContext {
     pub fn tool_roots(&self) -> Vec<PathBuf> {
         self.env.tool_roots()
     }
+
+    /// Resolves a path given by a caller (relative to the overlay directory) and requires it
+    /// inside `tools.roots`. Every file tool goes through this.
+    pub fn resolve_path(&self, path: &str) -> Result<PathBuf, crate::paths::PathError> {
+        crate::paths::resolve_within(
+            std::path::Path::new(path),
+            &self.env.overlay_dir,
+            &self.env.tool_roots(),
+        )
+    }
 }
 
 /// Process-wide handles every tool call shares: config and resolved directories. Later issues

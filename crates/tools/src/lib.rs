@@ -1,1 +1,17 @@
+//! # strata-tools
+//!
+//! Generic tools every deployment gets. Each is a `#[tool]` function; binaries call [`link`]
+//! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
+mod files;
+
+pub use files::{FileEntry, ListFilesOutput, ReadFileOutput};
+
+strata_engine::declare_core!();
+
+/// Keeps this crate linked into the binary. Call it once from `main` (the launcher does).
+/// Returns the names of the tools this crate provides, for start-up checks and tests.
+#[inline(never)]
+pub fn link() -> &'static [&'static str] {
+    &["list_files", "read_file"]
+}

@@ -1,1 +1,274 @@
+//! # strata-mod-ops
+//!
+//! Host and service health tools: `system_info` and `service_health`. Configured under
+//! `modules.ops` (defaults in `config/default.yaml`).
 
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use strata_engine::{ToolContext, ToolError, tool};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `modules.ops` configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsConfig {
+    /// Services to check.
+    #[serde(default)]
+    pub services: Vec<Service>,
+    /// Per-check timeout in milliseconds (default 2000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One service to check: `tcp` or `http`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// Name shown in results.
+    pub name: String,
+    /// `host:port` to connect to.
+    #[serde(default)]
+    pub tcp: Option<String>,
+    /// `http://host:port/path` to GET.
+    #[serde(default)]
+    pub http: Option<String>,
+}
+
+strata_engine::declare_module!("ops", OpsConfig);
+
+/// Keeps this crate linked into the binary and names the module for precedence order:
+/// `Launcher::new().module(strata_mod_ops::link())`.
+#[inline(never)]
+pub fn link() -> &'static str {
+    "ops"
+}
+
+/// Host facts from `system_info`.
+#[derive(Debug, Serialize)]
+pub struct SystemInfo {
+    /// Host name.
+    pub hostname: Option<String>,
+    /// OS family and distribution.
+    pub os: String,
+    /// Kernel release.
+    pub kernel: Option<String>,
+    /// Seconds since boot.
+    pub uptime_secs: Option<u64>,
+    /// 1, 5 and 15 minute load averages.
+    pub load: Option<[f64; 3]>,
+    /// CPUs available to this process.
+    pub cpus: usize,
+    /// Memory in bytes.
+    pub memory: Option<Memory>,
+    /// Disk holding the data directory.
+    pub data_disk: Option<Disk>,
+}
+
+/// Memory figures.
+#[derive(Debug, Serialize)]
+pub struct Memory {
+    /// Total bytes.
+    pub total: u64,
+    /// Available bytes.
+    pub available: u64,
+}
+
+/// Disk figures.
+#[derive(Debug, Serialize)]
+pub struct Disk {
+    /// The directory measured.
+    pub path: String,
+    /// Total bytes.
+    pub total: u64,
+    /// Bytes available to unprivileged users.
+    pub available: u64,
+}
+
+/// Reports this host: hostname, OS, kernel, uptime, load averages, CPUs, memory, and the disk
+/// that holds Strata's data directory. Read-only.
+#[tool(capabilities = [read], side_effects = none, timeout_secs = 10)]
+async fn system_info(ctx: &ToolContext) -> Result<SystemInfo, ToolError> {
+    let uname = rustix::system::uname();
+    let hostname = uname.nodename().to_str().ok().map(str::to_owned);
+    let kernel = uname.release().to_str().ok().map(str::to_owned);
+    let os_release = tokio::fs::read_to_string("/etc/os-release").await.ok();
+    let pretty = os_release.as_deref().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+            .map(|v| v.trim_matches('"').to_owned())
+    });
+    let os = match pretty {
+        Some(p) => format!("{} ({p})", std::env::consts::OS),
+        None => std::env::consts::OS.to_owned(),
+    };
+    let uptime_secs = tokio::fs::read_to_string("/proc/uptime")
+        .await
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|s| s as u64);
+    let load = tokio::fs::read_to_string("/proc/loadavg").await.ok().and_then(|t| {
+        let mut it = t.split_whitespace().map(|x| x.parse::<f64>().ok());
+        Some([it.next()??, it.next()??, it.next()??])
+    });
+    let memory = tokio::fs::read_to_string("/proc/meminfo")
+        .await
+        .ok()
+        .and_then(|t| {
+            let kib = |key: &str| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            };
+            Some(Memory {
+                total: kib("MemTotal:")? * 1024,
+                available: kib("MemAvailable:")? * 1024,
+            })
+        });
+    // The data dir may not exist yet: measure its nearest existing ancestor.
+    let mut probe = ctx.env.data_dir.clone();
+    while !probe.exists() {
+        if !probe.pop() {
+            break;
+        }
+    }
+    let data_disk = rustix::fs::statvfs(&probe).ok().map(|s| Disk {
+        path: ctx.env.data_dir.display().to_string(),
+        total: s.f_blocks.saturating_mul(s.f_frsize),
+        available: s.f_bavail.saturating_mul(s.f_frsize),
+    });
+    Ok(SystemInfo {
+        hostname,
+        os,
+        kernel,
+        uptime_secs,
+        load,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        memory,
+        data_disk,
+    })
+}
+
+/// One result of `service_health`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// Service name.
+    pub name: String,
+    /// What was checked (`tcp://host:port` or the URL).
+    pub target: String,
+    /// Whether it answered as expected.
+    pub up: bool,
+    /// Time to the answer (or the failure).
+    pub latency_ms: f64,
+    /// HTTP status line, or the error.
+    pub detail: String,
+}
+
+/// Checks the services configured under `modules.ops.services` (TCP connect, or HTTP GET where
+/// a 2xx/3xx answer counts as up) and reports each one's state and latency. Targets come from
+/// configuration only; pass `names` to check a subset.
+#[tool(capabilities = [network], side_effects = none, timeout_secs = 60)]
+async fn service_health(
+    ctx: &ToolContext,
+    /// Only these services (by name); default all configured.
+    names: Option<Vec<String>>,
+) -> Result<Vec<Health>, ToolError> {
+    let cfg: OpsConfig = ctx
+        .config()
+        .module("ops")
+        .map_err(|e| ToolError::failed(format!("modules.ops: {e}")))?;
+    let timeout = Duration::from_millis(cfg.timeout_ms.unwrap_or(2000).clamp(50, 30_000));
+    let selected: Vec<Service> = match &names {
+        Some(n) => {
+            if let Some(missing) = n.iter().find(|x| !cfg.services.iter().any(|s| &s.name == *x)) {
+                let known: Vec<&str> = cfg.services.iter().map(|s| s.name.as_str()).collect();
+                return Err(ToolError::invalid(
+                    "names",
+                    format!("no service `{missing}` configured; known: {}", known.join(", ")),
+                ));
+            }
+            cfg.services.iter().filter(|s| n.contains(&s.name)).cloned().collect()
+        }
+        None => cfg.services.clone(),
+    };
+    let checks = selected.into_iter().map(|s| async move { check(s, timeout).await });
+    let mut out = Vec::new();
+    // Run concurrently: a dead service must not delay the others' answers.
+    let handles: Vec<_> = checks.map(tokio::spawn).collect();
+    for h in handles {
+        out.push(h.await.map_err(|e| ToolError::failed(format!("check failed: {e}")))?);
+    }
+    Ok(out)
+}
+
+async fn check(s: Service, timeout: Duration) -> Health {
+    let started = Instant::now();
+    let (target, result) = match (&s.tcp, &s.http) {
+        (Some(addr), None) => (format!("tcp://{addr}"), tcp_check(addr, timeout).await),
+        (None, Some(url)) => (url.clone(), http_check(url, timeout).await),
+        _ => (
+            String::new(),
+            Err("configure exactly one of `tcp` or `http`".to_owned()),
+        ),
+    };
+    let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    match result {
+        Ok(detail) => Health { name: s.name, target, up: true, latency_ms, detail },
+        Err(detail) => Health { name: s.name, target, up: false, latency_ms, detail },
+    }
+}
+
+async fn tcp_check(addr: &str, timeout: Duration) -> Result<String, String> {
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(_)) => Ok("connected".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// A plain HTTP/1.1 GET that reads only the status line. HTTPS needs the shared HTTP client
+/// that arrives with the providers; until then an `https` target is reported as unsupported.
+async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("bad URL `{url}`: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(format!("`{other}` checks are not supported yet; use `http` or `tcp`"));
+        }
+        None => return Err(format!("bad URL `{url}`: no scheme")),
+    }
+    let host = uri.host().ok_or_else(|| format!("bad URL `{url}`: no host"))?;
+    let port = uri.port_u16().unwrap_or(80);
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let fut = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: strata-ops\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 1024];
+        let mut n = 0;
+        while n < buf.len() {
+            let k = stream.read(&mut buf[n..]).await.map_err(|e| e.to_string())?;
+            if k == 0 || buf[..n + k].contains(&b'\n') {
+                n += k;
+                break;
+            }
+            n += k;
+        }
+        let head = String::from_utf8_lossy(&buf[..n]);
+        let line = head.lines().next().unwrap_or("").trim().to_owned();
+        let code: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("not an HTTP answer: `{line}`"))?;
+        if (200..400).contains(&code) { Ok(line) } else { Err(line) }
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}

@@ -1,0 +1,223 @@
+//! `read_file` and `list_files`, confined to `tools.roots`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use strata_engine::{ToolContext, ToolError, tool};
+
+const DEFAULT_READ: u64 = 64 * 1024;
+const MAX_READ: u64 = 1024 * 1024;
+const DEFAULT_LIST: u32 = 200;
+const MAX_LIST: u32 = 5000;
+const MAX_DEPTH: usize = 16;
+
+/// What `read_file` returns.
+#[derive(Debug, Serialize)]
+pub struct ReadFileOutput {
+    /// The path as given.
+    pub path: String,
+    /// File size in bytes.
+    pub size: u64,
+    /// Whether `content` stops before the end of the file.
+    pub truncated: bool,
+    /// The text (UTF-8; invalid sequences replaced).
+    pub content: String,
+}
+
+/// Reads a text file inside the allowed roots (`tools.roots`: by default the overlay's
+/// `agents/`, `tmp/` and `knowledgebase/`). Paths are relative to the overlay directory, e.g.
+/// `agents/main/AGENTS.md`. Binary files are refused. Long files are cut at `max_bytes` and
+/// say so with `truncated: true`.
+#[tool(capabilities = [read], side_effects = none, timeout_secs = 30)]
+async fn read_file(
+    ctx: &ToolContext,
+    /// File path, relative to the overlay directory (or absolute inside a root).
+    path: String,
+    /// Most bytes to return (default 65536, at most 1048576).
+    max_bytes: Option<u64>,
+) -> Result<ReadFileOutput, ToolError> {
+    let limit = max_bytes.unwrap_or(DEFAULT_READ);
+    if limit == 0 || limit > MAX_READ {
+        return Err(ToolError::invalid(
+            "max_bytes",
+            format!("must be between 1 and {MAX_READ}"),
+        ));
+    }
+    let resolved = ctx.resolve_path(&path)?;
+    let meta = tokio::fs::metadata(&resolved)
+        .await
+        .map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
+    if meta.is_dir() {
+        return Err(ToolError::failed(format!(
+            "`{path}` is a directory; use list_files to see what it holds"
+        )));
+    }
+    let size = meta.len();
+    let mut bytes = read_prefix(&resolved, limit)
+        .await
+        .map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
+    if bytes[..bytes.len().min(8192)].contains(&0) {
+        return Err(ToolError::failed(format!(
+            "`{path}` looks binary ({size} bytes); read_file returns text only"
+        )));
+    }
+    let truncated = size > bytes.len() as u64;
+    if truncated {
+        // Do not cut a UTF-8 sequence in half.
+        while !bytes.is_empty() && std::str::from_utf8(&bytes).is_err_and(|e| e.error_len().is_none()) {
+            bytes.pop();
+        }
+    }
+    Ok(ReadFileOutput {
+        path,
+        size,
+        truncated,
+        content: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+async fn read_prefix(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let mut buf = Vec::new();
+    file.take(limit).read_to_end(&mut buf).await?;
+    Ok(buf)
+}
+
+/// One entry of `list_files`.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Path relative to the overlay directory: pass it to `read_file` as is.
+    pub path: String,
+    /// `file`, `dir` or `symlink` (symlinks are listed, not followed).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Size in bytes (files only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// What `list_files` returns.
+#[derive(Debug, Serialize)]
+pub struct ListFilesOutput {
+    /// Entries, sorted by path.
+    pub entries: Vec<FileEntry>,
+    /// Whether more entries matched than `limit`.
+    pub truncated: bool,
+}
+
+/// Lists files under a directory inside the allowed roots, recursively, sorted by path.
+/// Without `path` it lists every root. `glob` filters by path relative to the listed
+/// directory (`*.md`, `**/notes/*.txt`); directories are listed only without a glob.
+#[tool(capabilities = [read], side_effects = none, timeout_secs = 30)]
+async fn list_files(
+    ctx: &ToolContext,
+    /// Directory, relative to the overlay directory (e.g. `knowledgebase`). Default: all roots.
+    path: Option<String>,
+    /// Glob on the path relative to the listed directory, e.g. `**/*.md`.
+    glob: Option<String>,
+    /// Most entries to return (default 200, at most 5000).
+    limit: Option<u32>,
+) -> Result<ListFilesOutput, ToolError> {
+    let limit = limit.unwrap_or(DEFAULT_LIST);
+    if limit == 0 || limit > MAX_LIST {
+        return Err(ToolError::invalid("limit", format!("must be between 1 and {MAX_LIST}")));
+    }
+    let matcher = match &glob {
+        Some(g) => Some(
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| ToolError::invalid("glob", e.to_string()))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let starts: Vec<PathBuf> = match &path {
+        Some(p) => vec![ctx.resolve_path(p)?],
+        None => ctx
+            .tool_roots()
+            .iter()
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect(),
+    };
+    let roots: Vec<PathBuf> = ctx
+        .tool_roots()
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    let overlay = std::fs::canonicalize(&ctx.env.overlay_dir).unwrap_or_else(|_| ctx.env.overlay_dir.clone());
+    let task = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        for start in &starts {
+            if !start.is_dir() {
+                return Err(ToolError::failed(format!(
+                    "`{}` is not a directory",
+                    display_rel(start, &overlay)
+                )));
+            }
+            walk(start, start, &overlay, &roots, matcher.as_ref(), 0, &mut out)?;
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.dedup_by(|a, b| a.path == b.path);
+        let truncated = out.len() > limit as usize;
+        out.truncate(limit as usize);
+        Ok(ListFilesOutput {
+            entries: out,
+            truncated,
+        })
+    });
+    task.await
+        .map_err(|e| ToolError::failed(format!("listing failed: {e}")))?
+}
+
+fn display_rel(p: &Path, overlay: &Path) -> String {
+    p.strip_prefix(overlay).unwrap_or(p).display().to_string()
+}
+
+fn walk(
+    start: &Path,
+    dir: &Path,
+    overlay: &Path,
+    roots: &[PathBuf],
+    matcher: Option<&globset::GlobMatcher>,
+    depth: usize,
+    out: &mut Vec<FileEntry>,
+) -> Result<(), ToolError> {
+    if depth > MAX_DEPTH || out.len() > MAX_LIST as usize {
+        return Ok(());
+    }
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| ToolError::failed(format!("cannot list `{}`: {e}", display_rel(dir, overlay))))?;
+    for entry in rd.flatten() {
+        let p = entry.path();
+        let Ok(ft) = entry.file_type() else { continue };
+        // Never report what lies outside the roots (a root nested in a symlinked dir, say).
+        if !roots.iter().any(|r| p.starts_with(r)) {
+            continue;
+        }
+        let rel_to_start = p.strip_prefix(start).unwrap_or(&p);
+        let kind = if ft.is_symlink() {
+            "symlink"
+        } else if ft.is_dir() {
+            "dir"
+        } else {
+            "file"
+        };
+        let keep = match matcher {
+            Some(m) => kind != "dir" && m.is_match(rel_to_start),
+            None => true,
+        };
+        if keep {
+            out.push(FileEntry {
+                path: display_rel(&p, overlay),
+                kind,
+                size: (kind == "file").then(|| entry.metadata().map(|m| m.len()).unwrap_or(0)),
+            });
+        }
+        if ft.is_dir() {
+            walk(start, &p, overlay, roots, matcher, depth + 1, out)?;
+        }
+    }
+    Ok(())
+}

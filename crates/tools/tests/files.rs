@@ -1,0 +1,160 @@
+//! File tools through the real Invoker on a temp overlay: contents, limits, and every way out
+//! of the roots refused.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use strata_engine::audit::NoAudit;
+use strata_engine::config::Config;
+use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+
+struct Overlay {
+    dir: tempfile::TempDir,
+    invoker: Invoker,
+}
+
+fn overlay() -> Overlay {
+    assert!(strata_tools::link().contains(&"read_file"));
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    for sub in ["agents/main", "tmp", "knowledgebase/notes", "config"] {
+        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
+    }
+    std::fs::write(d.join("agents/main/AGENTS.md"), "# Main\nYou help.\n").expect("w");
+    std::fs::write(d.join("knowledgebase/notes/a.md"), "alpha").expect("w");
+    std::fs::write(d.join("knowledgebase/notes/b.txt"), "beta").expect("w");
+    std::fs::write(d.join("knowledgebase/top.md"), "top").expect("w");
+    std::fs::write(d.join("config/secrets.enc"), "do not read").expect("w");
+    std::fs::write(d.join("tmp/bin.dat"), [0u8, 1, 2, 3]).expect("w");
+    let outside = d.join("outside.txt");
+    std::fs::write(&outside, "outside").expect("w");
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&outside, d.join("tmp/link-out")).expect("symlink");
+        std::os::unix::fs::symlink(d.join("config"), d.join("tmp/config-dir")).expect("symlink");
+    }
+    let env = Arc::new(RuntimeEnv::new(Config::default(), d.to_path_buf(), d.join("data")));
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    Overlay {
+        invoker: Invoker::new(reg, env, Arc::new(NoAudit)),
+        dir,
+    }
+}
+
+async fn call(o: &Overlay, tool: &str, args: Value) -> strata_engine::InvocationResult {
+    o.invoker.invoke(Invocation::new(tool, args, Principal::Operator)).await
+}
+
+#[tokio::test]
+async fn reads_text_inside_roots() {
+    let o = overlay();
+    let r = call(&o, "read_file", json!({"path": "agents/main/AGENTS.md"})).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.value["content"], "# Main\nYou help.\n");
+    assert_eq!(r.value["truncated"], false);
+    assert_eq!(r.value["size"], 17);
+
+    let r = call(&o, "read_file", json!({"path": "agents/main/AGENTS.md", "max_bytes": 6})).await;
+    assert_eq!(r.value["content"], "# Main");
+    assert_eq!(r.value["truncated"], true);
+
+    let abs = o.dir.path().join("knowledgebase/top.md");
+    let r = call(&o, "read_file", json!({"path": abs.to_str().expect("utf8")})).await;
+    assert_eq!(r.value["content"], "top");
+}
+
+#[tokio::test]
+async fn truncation_never_splits_a_character() {
+    let o = overlay();
+    std::fs::write(o.dir.path().join("tmp/utf8.txt"), "aé").expect("w"); // é is 2 bytes
+    let r = call(&o, "read_file", json!({"path": "tmp/utf8.txt", "max_bytes": 2})).await;
+    assert_eq!(r.value["content"], "a");
+    assert_eq!(r.value["truncated"], true);
+}
+
+#[tokio::test]
+async fn refuses_every_escape() {
+    let o = overlay();
+    let outside = o.dir.path().join("outside.txt");
+    let cases = [
+        "../outside.txt".to_owned(),
+        "agents/../outside.txt".to_owned(),
+        "agents/main/../../../../../etc/passwd".to_owned(),
+        outside.to_str().expect("utf8").to_owned(),
+        "/etc/passwd".to_owned(),
+        "config/secrets.enc".to_owned(),
+        "tmp/link-out".to_owned(),
+        "tmp/config-dir/secrets.enc".to_owned(),
+    ];
+    for path in cases {
+        let r = call(&o, "read_file", json!({"path": path})).await;
+        assert_eq!(r.status, Status::Error, "{path}: {r:?}");
+        let msg = r.error.expect("message");
+        assert!(msg.contains("outside the allowed roots"), "{path}: {msg}");
+        assert!(!r.value.to_string().contains("outside"), "{path}: content leaked");
+    }
+}
+
+#[tokio::test]
+async fn clear_errors_for_bad_input() {
+    let o = overlay();
+    let r = call(&o, "read_file", json!({"path": "tmp/bin.dat"})).await;
+    assert!(r.error.expect("msg").contains("binary"));
+    let r = call(&o, "read_file", json!({"path": "tmp/missing.txt"})).await;
+    assert_eq!(r.status, Status::Error);
+    let r = call(&o, "read_file", json!({"path": "knowledgebase"})).await;
+    assert!(r.error.expect("msg").contains("is a directory"));
+    let r = call(&o, "read_file", json!({"path": "tmp/x", "max_bytes": 0})).await;
+    assert_eq!(r.status, Status::ValidationError);
+    assert!(r.error.expect("msg").contains("max_bytes"));
+    let r = call(&o, "read_file", json!({})).await;
+    assert_eq!(r.status, Status::ValidationError);
+    assert!(r.error.expect("msg").contains("`path`"));
+}
+
+fn paths(v: &Value) -> Vec<String> {
+    v["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["path"].as_str().expect("path").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn lists_with_glob_limit_and_without_following_symlinks() {
+    let o = overlay();
+    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "**/*.md"})).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(paths(&r.value), ["knowledgebase/notes/a.md", "knowledgebase/top.md"]);
+
+    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "*.md"})).await;
+    assert_eq!(paths(&r.value), ["knowledgebase/top.md"]);
+
+    let r = call(&o, "list_files", json!({})).await;
+    let all = paths(&r.value);
+    assert!(all.contains(&"agents/main/AGENTS.md".to_owned()), "{all:?}");
+    assert!(all.contains(&"tmp/link-out".to_owned()));
+    assert!(!all.iter().any(|p| p.contains("secrets.enc")), "{all:?}");
+    assert!(!all.iter().any(|p| p.starts_with("config")), "{all:?}");
+
+    let r = call(&o, "list_files", json!({"limit": 2})).await;
+    assert_eq!(paths(&r.value).len(), 2);
+    assert_eq!(r.value["truncated"], true);
+
+    let r = call(&o, "list_files", json!({"path": ".."})).await;
+    assert!(r.error.expect("msg").contains("outside the allowed roots"));
+    let r = call(&o, "list_files", json!({"path": "tmp/link-out"})).await;
+    assert_eq!(r.status, Status::Error);
+    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "[bad"})).await;
+    assert_eq!(r.status, Status::ValidationError);
+}
+
+#[test]
+fn tools_are_core() {
+    let reg = Registry::from_inventory(&[]).expect("registry");
+    for name in strata_tools::link() {
+        let t = reg.get(name).expect("registered");
+        assert_eq!(t.layer.to_string(), "core");
+    }
+}

@@ -1,0 +1,115 @@
+//! Ops tools against real sockets on 127.0.0.1.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use strata_engine::audit::NoAudit;
+use strata_engine::config::Config;
+use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A tiny HTTP server answering every request with `status`.
+async fn http_server(status: &'static str) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let resp = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/health")
+}
+
+fn invoker(services: Value) -> (Invoker, tempfile::TempDir) {
+    assert_eq!(strata_mod_ops::link(), "ops");
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut config = Config::default();
+    config
+        .modules
+        .insert("ops".into(), json!({"services": services, "timeout_ms": 1000}));
+    let env = Arc::new(RuntimeEnv::new(config, dir.path().into(), dir.path().join("data")));
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    (Invoker::new(reg, env, Arc::new(NoAudit)), dir)
+}
+
+#[tokio::test]
+async fn service_health_reports_up_and_down() {
+    let ok = http_server("200 OK").await;
+    let broken = http_server("500 Internal Server Error").await;
+    let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let tcp_addr = tcp.local_addr().expect("addr").to_string();
+    // A port that was just free: bind, note, drop.
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        l.local_addr().expect("addr").to_string()
+    };
+    let (inv, _dir) = invoker(json!([
+        {"name": "web", "http": ok},
+        {"name": "broken", "http": broken},
+        {"name": "db", "tcp": tcp_addr},
+        {"name": "gone", "tcp": closed},
+        {"name": "tls", "http": "https://127.0.0.1:1/"},
+    ]));
+    let r = inv
+        .invoke(Invocation::new("service_health", json!({}), Principal::Operator))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let by_name = |n: &str| {
+        r.value
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|h| h["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} missing"))
+    };
+    assert_eq!(by_name("web")["up"], true);
+    assert_eq!(by_name("web")["detail"], "HTTP/1.1 200 OK");
+    assert_eq!(by_name("broken")["up"], false);
+    assert!(by_name("broken")["detail"].as_str().expect("d").contains("500"));
+    assert_eq!(by_name("db")["up"], true);
+    assert_eq!(by_name("gone")["up"], false);
+    assert_eq!(by_name("tls")["up"], false);
+    assert!(by_name("tls")["detail"].as_str().expect("d").contains("not supported"));
+
+    let r = inv
+        .invoke(Invocation::new("service_health", json!({"names": ["db"]}), Principal::Operator))
+        .await;
+    assert_eq!(r.value.as_array().expect("array").len(), 1);
+    let r = inv
+        .invoke(Invocation::new("service_health", json!({"names": ["dbb"]}), Principal::Operator))
+        .await;
+    assert_eq!(r.status, Status::ValidationError);
+    assert!(r.error.expect("msg").contains("no service `dbb`"));
+}
+
+#[tokio::test]
+async fn system_info_reports_this_host() {
+    let (inv, _dir) = invoker(json!([]));
+    let r = inv
+        .invoke(Invocation::new("system_info", json!({}), Principal::Operator))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let v = r.value;
+    assert!(v["cpus"].as_u64().expect("cpus") >= 1);
+    assert!(v["os"].as_str().expect("os").starts_with(std::env::consts::OS));
+    if cfg!(target_os = "linux") {
+        assert!(v["memory"]["total"].as_u64().expect("mem") > 0);
+        assert!(v["uptime_secs"].is_u64());
+        assert!(v["data_disk"]["total"].as_u64().expect("disk") > 0);
+    }
+}
+
+#[test]
+fn tools_carry_the_module_layer() {
+    let reg = Registry::from_inventory(&["ops".into()]).expect("registry");
+    for name in ["system_info", "service_health"] {
+        assert_eq!(reg.get(name).expect(name).layer.to_string(), "module:ops");
+    }
+}
