@@ -145,7 +145,14 @@ fn doc_text(attrs: &[Attribute]) -> Option<String> {
             lines.push(v.strip_prefix(' ').unwrap_or(&v).trim_end().to_owned());
         }
     }
-    let text = lines.join("\n").trim().to_owned();
+    // As rustdoc renders it: lines of a paragraph run together, paragraphs stay apart.
+    let text = lines
+        .join("\n")
+        .split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
     (!text.is_empty()).then_some(text)
 }
 

@@ -89,6 +89,11 @@ pub struct Disk {
 /// that holds Strata's data directory. Read-only.
 #[tool(capabilities = [read], side_effects = none, timeout_secs = 10)]
 async fn system_info(ctx: &ToolContext) -> Result<SystemInfo, ToolError> {
+    Ok(collect_system_info(ctx).await)
+}
+
+/// What `system_info` reports, for overlays that extend the tool.
+pub async fn collect_system_info(ctx: &ToolContext) -> SystemInfo {
     let uname = rustix::system::uname();
     let hostname = uname.nodename().to_str().ok().map(str::to_owned);
     let kernel = uname.release().to_str().ok().map(str::to_owned);
@@ -137,7 +142,7 @@ async fn system_info(ctx: &ToolContext) -> Result<SystemInfo, ToolError> {
         total: s.f_blocks.saturating_mul(s.f_frsize),
         available: s.f_bavail.saturating_mul(s.f_frsize),
     });
-    Ok(SystemInfo {
+    SystemInfo {
         hostname,
         os,
         kernel,
@@ -146,7 +151,7 @@ async fn system_info(ctx: &ToolContext) -> Result<SystemInfo, ToolError> {
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         memory,
         data_disk,
-    })
+    }
 }
 
 /// One result of `service_health`.

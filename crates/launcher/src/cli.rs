@@ -1,0 +1,89 @@
+//! Command-line grammar.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Strata: an agent engine. Runs agents, serves tools, and lets you call them.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The overlay directory (config/, agents/, data/). Default: this binary's own overlay, or
+    /// the current directory.
+    #[arg(long, global = true, env = "STRATA_OVERLAY", value_name = "DIR")]
+    pub overlay: Option<PathBuf>,
+    /// Profile: also loads config/config.<P>.yaml and config/agents.<P>.yaml.
+    #[arg(long, global = true, env = "STRATA_PROFILE", value_name = "P")]
+    pub profile: Option<String>,
+    /// Where runtime data lives (overrides `data_dir`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Overrides one config value, e.g. `--set server.port=9000` (repeatable, applied last).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Starts the runtime and runs until SIGINT or SIGTERM.
+    Serve,
+    /// Lists the tools linked into this binary.
+    Tools {
+        /// Prints `{"tools": [ToolSpec…]}` with each tool's layer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one tool's spec and input schema.
+    Inspect {
+        /// Tool name.
+        #[arg(long, value_name = "NAME")]
+        tool: String,
+        /// Prints the spec as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Calls a tool through the invocation pipeline (audited like every call).
+    Invoke {
+        /// Tool name.
+        #[arg(long, value_name = "NAME")]
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Request id to record (default: a new UUID).
+        #[arg(long, value_name = "ID")]
+        request_id: Option<String>,
+        /// Prints the full InvocationResult as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Checks config, overlay layout and data dir; exits non-zero on a fatal problem.
+    Doctor,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Prints the merged configuration (secrets masked).
+    Show {
+        /// Shows which layer set each value.
+        #[arg(long)]
+        origin: bool,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

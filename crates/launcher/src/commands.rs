@@ -1,0 +1,426 @@
+//! The subcommands.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use strata_engine::audit::JsonlAudit;
+use strata_engine::config::{LoadOptions, LoadedConfig};
+use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+
+use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs};
+use crate::{Exit, Launcher};
+
+/// Everything a command needs once config and registry are loaded.
+struct Loaded {
+    config: LoadedConfig,
+    registry: Arc<Registry>,
+}
+
+fn init_logging(default_level: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(default_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Loaded> {
+    let overlay_dir = g
+        .overlay
+        .clone()
+        .or_else(|| launcher.overlay_default().cloned())
+        .map_or_else(std::env::current_dir, Ok)
+        .context("cannot determine the overlay directory")?;
+    let modules = Registry::module_sources(launcher.modules())?;
+    let config = LoadedConfig::load(&LoadOptions {
+        overlay_dir,
+        profile: g.profile.clone(),
+        modules,
+        use_env: true,
+        data_dir: g.data_dir.clone(),
+        overrides: g.overrides.clone(),
+    })?;
+    let registry = Arc::new(Registry::from_inventory(launcher.modules())?);
+    Ok(Loaded { config, registry })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn fail(err: &anyhow::Error) -> Exit {
+    eprintln!("error: {err:#}");
+    Exit::Failure
+}
+
+pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
+    let quiet = !matches!(cli.command, Command::Serve);
+    // CLI commands keep stdout for their output and stderr for warnings only.
+    if quiet {
+        init_logging("warn", false);
+    }
+    let loaded = match load(launcher, &cli.global) {
+        Ok(l) => l,
+        Err(e) => {
+            if matches!(cli.command, Command::Doctor) {
+                println!("FAIL config: {e:#}");
+                return Exit::Failure;
+            }
+            return fail(&e);
+        }
+    };
+    match cli.command {
+        Command::Serve => serve(loaded).unwrap_or_else(|e| fail(&e)),
+        Command::Tools { json } => tools(&loaded, json),
+        Command::Inspect { tool, json } => inspect(&loaded, &tool, json),
+        Command::Invoke {
+            tool,
+            args,
+            request_id,
+            json,
+        } => invoke(loaded, &tool, &args, request_id, json),
+        Command::Config {
+            command: ConfigCommand::Show { origin, json },
+        } => config_show(&loaded, origin, json),
+        Command::Doctor => doctor(&loaded),
+    }
+}
+
+fn out(text: &str) -> Exit {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Ok(()) => Exit::Ok,
+        // A closed pipe (`strata tools | head`) is not worth a panic.
+        Err(_) => Exit::Failure,
+    }
+}
+
+fn tools(l: &Loaded, json: bool) -> Exit {
+    let list = l.registry.list();
+    if json {
+        let tools: Vec<_> = list.iter().map(|t| t.listing()).collect();
+        return out(&serde_json::to_string_pretty(&json!({ "tools": tools })).unwrap_or_default());
+    }
+    let width = list.iter().map(|t| t.spec().name.len()).max().unwrap_or(4);
+    let lwidth = list
+        .iter()
+        .map(|t| t.layer.to_string().len())
+        .max()
+        .unwrap_or(5);
+    let mut text = String::new();
+    for t in &list {
+        let first = summary(&t.spec().description);
+        text.push_str(&format!(
+            "{:width$}  {:lwidth$}  {first}\n",
+            t.spec().name,
+            t.layer.to_string()
+        ));
+    }
+    for s in l.registry.shadowed() {
+        text.push_str(&format!(
+            "\n`{}`: {} shadows {}",
+            s.name, s.winner, s.hidden
+        ));
+    }
+    out(text.trim_end())
+}
+
+/// The first sentence of a description, for one-line listings.
+fn summary(description: &str) -> &str {
+    let para = description.split("\n\n").next().unwrap_or("");
+    match para.find(". ") {
+        Some(i) => &para[..=i],
+        None => para,
+    }
+}
+
+fn inspect(l: &Loaded, name: &str, json: bool) -> Exit {
+    let Some(t) = l.registry.get(name) else {
+        let names: Vec<String> = l.registry.list().iter().map(|t| t.spec().name.clone()).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let hint = strata_engine::config::suggest(name, &refs)
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        eprintln!("error: unknown tool `{name}`{hint} (see `strata tools`)");
+        return Exit::Usage;
+    };
+    if json {
+        return out(&serde_json::to_string_pretty(&t.listing()).unwrap_or_default());
+    }
+    let s = t.spec();
+    let caps: Vec<String> = s
+        .capabilities
+        .iter()
+        .map(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+        .collect();
+    let text = format!(
+        "{}  ({} from {})\n\n{}\n\ncapabilities: {}\nside effects: {}\nhitl: {}\nweb-facing: {}\ntimeout: {}\n\ninput schema:\n{}",
+        s.name,
+        t.layer,
+        t.origin,
+        s.description,
+        if caps.is_empty() { "none".to_owned() } else { caps.join(", ") },
+        serde_json::to_value(s.side_effects).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        s.hitl,
+        s.web_facing,
+        s.timeout.map_or_else(|| "default (tools.timeout_secs)".to_owned(), |d| format!("{}s", d.as_secs())),
+        serde_json::to_string_pretty(&s.input_schema).unwrap_or_default()
+    );
+    out(&text)
+}
+
+fn make_env(l: &Loaded) -> Arc<RuntimeEnv> {
+    Arc::new(RuntimeEnv::new(
+        l.config.config.clone(),
+        l.config.overlay_dir.clone(),
+        l.config.data_dir.clone(),
+    ))
+}
+
+fn audit_path(l: &Loaded) -> PathBuf {
+    l.config.data_dir.join(&l.config.config.tools.audit_log)
+}
+
+fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, json: bool) -> Exit {
+    let args: Value = match serde_json::from_str(raw_args) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => {
+            eprintln!(
+                "error: --args must be a JSON object like '{{\"path\": \"x\"}}', got {}",
+                match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                }
+            );
+            return Exit::Usage;
+        }
+        Err(e) => {
+            eprintln!("error: --args is not valid JSON: {e}");
+            return Exit::Usage;
+        }
+    };
+    let audit = match JsonlAudit::open(&audit_path(&l)) {
+        Ok(a) => Arc::new(a),
+        Err(e) => return fail(&anyhow::Error::new(e)),
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let invoker = Invoker::new(l.registry.clone(), make_env(&l), audit.clone());
+    let mut call = Invocation::new(tool, args, Principal::Operator);
+    call.request_id = request_id;
+    let result = rt.block_on(invoker.invoke(call));
+    drop(invoker);
+    audit.close();
+    let code = if result.ok() { Exit::Ok } else { Exit::Failure };
+    if json {
+        let printed = out(&serde_json::to_string_pretty(&result).unwrap_or_default());
+        return if printed == Exit::Ok { code } else { printed };
+    }
+    if result.ok() {
+        let text = match &result.value {
+            Value::String(s) => s.clone(),
+            v => serde_json::to_string_pretty(v).unwrap_or_default(),
+        };
+        out(&text)
+    } else {
+        eprintln!(
+            "error: {} ({}): {}",
+            result.status.as_str(),
+            result.tool,
+            result.error.as_deref().unwrap_or("no message")
+        );
+        if result.status == Status::UnknownTool {
+            eprintln!("hint: `strata tools` lists the tools of this binary");
+        }
+        code
+    }
+}
+
+fn config_show(l: &Loaded, origin: bool, json: bool) -> Exit {
+    if origin {
+        let rows = l.config.origins();
+        if json {
+            let v: BTreeMap<String, Value> = rows
+                .into_iter()
+                .map(|(k, v, o)| (k, json!({"value": v, "origin": o})))
+                .collect();
+            return out(&serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        let width = rows.iter().map(|(k, v, _)| k.len() + v.to_string().len()).max().unwrap_or(10);
+        let text: Vec<String> = rows
+            .iter()
+            .map(|(k, v, o)| {
+                let kv = format!("{k} = {v}");
+                format!("{kv:width$}   # {o}", width = width + 3)
+            })
+            .collect();
+        return out(&text.join("\n"));
+    }
+    let masked = l.config.masked();
+    if json {
+        return out(&serde_json::to_string_pretty(&masked).unwrap_or_default());
+    }
+    out(serde_yaml::to_string(&masked).unwrap_or_default().trim_end())
+}
+
+fn doctor(l: &Loaded) -> Exit {
+    let mut fatal = false;
+    let mut lines = Vec::new();
+    let mut ok = |m: String| lines.push(format!("ok   {m}"));
+    let c = &l.config;
+    ok(format!("config loads (overlay {})", c.overlay_dir.display()));
+    let mut warns = Vec::new();
+    let mut fails = Vec::new();
+    if !c.overlay_dir.join("config").is_dir() {
+        warns.push(format!("no config/ directory in {}", c.overlay_dir.display()));
+    }
+    for id in c.config.agents.keys() {
+        let p = c.overlay_dir.join("agents").join(id).join("AGENTS.md");
+        if !p.is_file() {
+            warns.push(format!("agent `{id}` has no {}", p.display()));
+        }
+    }
+    for r in c.config.tools.roots.iter().map(|r| c.overlay_dir.join(r)) {
+        if !r.is_dir() {
+            warns.push(format!("tool root {} does not exist (file tools skip it)", r.display()));
+        }
+    }
+    match check_writable(&c.data_dir) {
+        Ok(()) => lines.push(format!("ok   data dir {} is writable", c.data_dir.display())),
+        Err(e) => fails.push(format!("data dir {}: {e}", c.data_dir.display())),
+    }
+    lines.push(format!(
+        "ok   {} tools linked ({})",
+        l.registry.len(),
+        layer_summary(&l.registry)
+    ));
+    for s in l.registry.shadowed() {
+        lines.push(format!("info tool `{}`: {} shadows {}", s.name, s.winner, s.hidden));
+    }
+    if provider_hint(c).is_some() {
+        warns.push("no LLM provider configured: tools work, agents cannot answer yet (see README, \"Providers\")".into());
+    }
+    for w in warns {
+        lines.push(format!("warn {w}"));
+    }
+    for f in fails {
+        fatal = true;
+        lines.push(format!("FAIL {f}"));
+    }
+    let code = out(&lines.join("\n"));
+    if fatal { Exit::Failure } else { code }
+}
+
+fn check_writable(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".strata-doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"probe")?;
+    std::fs::remove_file(&probe)
+}
+
+fn layer_summary(reg: &Registry) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in reg.list() {
+        *counts.entry(t.layer.to_string()).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `Some(hint)` when no agent can reach a model.
+fn provider_hint(c: &LoadedConfig) -> Option<&'static str> {
+    let any = c.config.defaults.llm.is_some() || c.config.agents.values().any(|a| a.llm.is_some());
+    (!any).then_some(
+        "No LLM provider is configured, so agents cannot answer yet; tools still work \
+         (`strata tools`, `strata invoke`). To add one, set `defaults.llm` in \
+         config/config.yaml, e.g.\n  defaults:\n    llm:\n      provider: openai\n      \
+         model: gpt-4o-mini\n      api_key: vault:openai-key\n(see README, \"Providers\", for \
+         Anthropic, Gemini, a local llama.cpp/Ollama server or the Claude Code CLI).",
+    )
+}
+
+fn serve(l: Loaded) -> anyhow::Result<Exit> {
+    let level = l.config.config.log.level.clone();
+    let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
+    init_logging(&level, json);
+    std::fs::create_dir_all(&l.config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", l.config.data_dir.display()))?;
+    let audit = Arc::new(JsonlAudit::open(&audit_path(&l))?);
+    let rt = runtime()?;
+    let env = make_env(&l);
+    let c = &l.config;
+    tracing::info!(
+        overlay = %c.overlay_dir.display(),
+        profile = c.profile.as_deref().unwrap_or("-"),
+        data_dir = %c.data_dir.display(),
+        "config loaded"
+    );
+    for s in l.registry.shadowed() {
+        tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
+    }
+    tracing::info!(
+        tools = l.registry.len(),
+        layers = %layer_summary(&l.registry),
+        modules = %l.registry.modules().join(","),
+        agents = %c.config.agents.keys().cloned().collect::<Vec<_>>().join(","),
+        audit = %audit.path().display(),
+        "registry loaded"
+    );
+    if let Some(hint) = provider_hint(c) {
+        tracing::warn!("{hint}");
+    }
+    let invoker = Arc::new(Invoker::new(l.registry.clone(), env, audit.clone()));
+    rt.block_on(async move {
+        tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        drop(invoker);
+    });
+    audit.close();
+    tracing::info!("stopped");
+    Ok(Exit::Ok)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C still works");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
