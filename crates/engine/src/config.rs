@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The whole merged configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where databases, the audit log and tokens live. Default `<overlay>/data`; relative paths
@@ -47,21 +47,6 @@ pub struct Config {
     pub modules: BTreeMap<String, Value>,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            data_dir: None,
-            log: LogConfig::default(),
-            server: ServerConfig::default(),
-            tools: ToolsConfig::default(),
-            defaults: DefaultsConfig::default(),
-            agents: BTreeMap::new(),
-            team: TeamConfig::default(),
-            mcp: McpConfig::default(),
-            modules: BTreeMap::new(),
-        }
-    }
-}
 
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
@@ -315,6 +300,9 @@ pub enum McpTransport {
     Http,
 }
 
+/// Checks a module's section (`modules.<name>`, the `&str`) of the merged figment.
+pub type ModuleValidator = fn(&Figment, &str) -> Result<(), Box<figment::Error>>;
+
 /// A module's contribution to config loading.
 #[derive(Clone)]
 pub struct ModuleConfigSource {
@@ -323,7 +311,7 @@ pub struct ModuleConfigSource {
     /// Its embedded `config/default.yaml`.
     pub default_yaml: &'static str,
     /// Checks `modules.<name>` against the module's config type.
-    pub validate: Option<fn(&Figment, &str) -> Result<(), figment::Error>>,
+    pub validate: Option<ModuleValidator>,
     /// The module's `config/` directory at build time (for [`LoadedConfig::resolve_config_file`]).
     pub config_dir: Option<PathBuf>,
 }
@@ -497,7 +485,10 @@ impl LoadedConfig {
         fig = file_layer(fig, o, "config/team.json", "overlay", &["team"]);
         fig = file_layer(fig, o, "config/mcp.yaml", "overlay", &["mcp"]);
         if let Some(p) = &opts.profile {
-            if p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            if p.is_empty()
+                || !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
                 return Err(ConfigError(format!(
                     "profile `{p}`: use letters, digits, `-` and `_` only"
@@ -543,7 +534,7 @@ impl LoadedConfig {
         let config: Config = fig.extract().map_err(|e| describe(&fig, e))?;
         for m in &opts.modules {
             if let Some(validate) = m.validate {
-                validate(&fig, &format!("modules.{}", m.name)).map_err(|e| describe(&fig, e))?;
+                validate(&fig, &format!("modules.{}", m.name)).map_err(|e| describe(&fig, *e))?;
             }
         }
         let known: Vec<&str> = opts.modules.iter().map(|m| m.name.as_str()).collect();
@@ -554,7 +545,11 @@ impl LoadedConfig {
             let origin = origin_label(&fig, &format!("modules.{unknown}"));
             return Err(ConfigError(format!(
                 "unknown module `modules.{unknown}` (set by {origin}){hint}; modules linked into this binary: {}",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             )));
         }
         let data_dir = match &config.data_dir {
@@ -624,13 +619,15 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// The variable that sets a dotted key: `server.port` → `STRATA_SERVER__PORT`.
+fn env_var_name(key: &str) -> String {
+    format!("STRATA_{}", key.replace('.', "__").to_ascii_uppercase())
+}
+
 /// Which layer set `key`: our labels, or the environment variable's name.
 fn origin_label(fig: &Figment, key: &str) -> String {
     match fig.find_metadata(key) {
-        Some(md) if md.name.contains("environment") => {
-            let keys: Vec<&str> = key.split('.').collect();
-            format!("env:{}", md.interpolate(&Profile::Default, &keys))
-        }
+        Some(md) if md.name.contains("environment") => format!("env:{}", env_var_name(key)),
         Some(md) => md.name.to_string(),
         // A key with no value of its own (an empty map) came from the defaults.
         None => "core".into(),
@@ -669,8 +666,7 @@ fn describe(fig: &Figment, err: figment::Error) -> ConfigError {
         let key = e.path.join(".");
         let source = match &e.metadata {
             Some(md) if md.name.contains("environment") => {
-                let keys: Vec<&str> = e.path.iter().map(String::as_str).collect();
-                format!("environment variable {}", md.interpolate(&Profile::Default, &keys))
+                format!("environment variable {}", env_var_name(&key))
             }
             Some(md) => match &md.source {
                 Some(figment::Source::File(p)) => p.display().to_string(),
@@ -682,7 +678,11 @@ fn describe(fig: &Figment, err: figment::Error) -> ConfigError {
             figment::error::Kind::UnknownField(field, expected) => {
                 // figment's path already ends with the unknown key; hints name its siblings.
                 let full = if e.path.last() == Some(field) || key.is_empty() {
-                    if key.is_empty() { field.clone() } else { key.clone() }
+                    if key.is_empty() {
+                        field.clone()
+                    } else {
+                        key.clone()
+                    }
                 } else {
                     format!("{key}.{field}")
                 };
@@ -695,11 +695,7 @@ fn describe(fig: &Figment, err: figment::Error) -> ConfigError {
                     Some(md) => match &md.source {
                         Some(figment::Source::File(p)) => p.display().to_string(),
                         _ if md.name.contains("environment") => {
-                            let keys: Vec<&str> = full.split('.').collect();
-                            format!(
-                                "environment variable {}",
-                                md.interpolate(&Profile::Default, &keys)
-                            )
+                            format!("environment variable {}", env_var_name(&full))
                         }
                         _ => md.name.to_string(),
                     },
@@ -741,11 +737,11 @@ fn describe(fig: &Figment, err: figment::Error) -> ConfigError {
 pub fn validate_module_section<T: serde::de::DeserializeOwned>(
     fig: &Figment,
     key: &str,
-) -> Result<(), figment::Error> {
+) -> Result<(), Box<figment::Error>> {
     match fig.find_value(key) {
         Ok(_) => {}
         Err(e) if e.missing() => return Ok(()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(Box::new(e)),
     }
     // `focus` + our own prefix: `extract_inner` appends the key to paths instead of
     // prepending it, which would garble the key in messages.
@@ -761,7 +757,9 @@ pub fn validate_module_section<T: serde::de::DeserializeOwned>(
             })
             .collect();
         let mut it = fixed.into_iter().rev();
-        let last = it.next().unwrap_or_else(|| figment::Error::from("invalid module section"));
-        it.fold(last, |acc, e| e.chain(acc))
+        let last = it
+            .next()
+            .unwrap_or_else(|| figment::Error::from("invalid module section"));
+        Box::new(it.fold(last, |acc, e| e.chain(acc)))
     })
 }

@@ -11,9 +11,7 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     /// The resolved path lies outside every allowed root.
-    #[error(
-        "path `{path}` resolves to `{resolved}`, outside the allowed roots ({roots}); refused"
-    )]
+    #[error("path `{path}` resolves to `{resolved}`, outside the allowed roots ({roots}); refused")]
     OutsideRoots {
         /// As given.
         path: String,
@@ -137,9 +135,17 @@ mod tests {
         let new = resolve_within(Path::new("root/sub/new/b.txt"), base, &roots).expect("new");
         assert!(new.ends_with("root/sub/new/b.txt"));
 
-        for bad in ["secret.txt", "root/../secret.txt", "root/sub/../../secret.txt", "."] {
+        for bad in [
+            "secret.txt",
+            "root/../secret.txt",
+            "root/sub/../../secret.txt",
+            ".",
+        ] {
             let err = resolve_within(Path::new(bad), base, &roots).expect_err(bad);
-            assert!(matches!(err, PathError::OutsideRoots { .. }), "{bad}: {err}");
+            assert!(
+                matches!(err, PathError::OutsideRoots { .. }),
+                "{bad}: {err}"
+            );
         }
         let abs = dir.path().join("secret.txt");
         assert!(matches!(
@@ -152,8 +158,12 @@ mod tests {
 
     #[test]
     fn no_root_exists() {
-        let err = resolve_within(Path::new("a"), Path::new("/"), &[PathBuf::from("/definitely/not/here")])
-            .expect_err("no roots");
+        let err = resolve_within(
+            Path::new("a"),
+            Path::new("/"),
+            &[PathBuf::from("/definitely/not/here")],
+        )
+        .expect_err("no roots");
         assert!(matches!(err, PathError::NoRoots(_)));
     }
 }

@@ -84,7 +84,9 @@ pub enum RegistryError {
         spec: String,
     },
     /// A declared module order names a module that is not linked.
-    #[error("module `{0}` is declared but not linked into this binary (no `declare_module!` found)")]
+    #[error(
+        "module `{0}` is declared but not linked into this binary (no `declare_module!` found)"
+    )]
     UnknownModule(String),
 }
 
@@ -92,7 +94,12 @@ pub enum RegistryError {
 fn rank(layer: &Layer, module_order: &[String]) -> usize {
     match layer {
         Layer::Core => 0,
-        Layer::Module(m) => 1 + module_order.iter().position(|x| x == m).unwrap_or(usize::MAX / 4),
+        Layer::Module(m) => {
+            1 + module_order
+                .iter()
+                .position(|x| x == m)
+                .unwrap_or(usize::MAX / 4)
+        }
         Layer::Overlay => usize::MAX / 2,
         Layer::Runtime => usize::MAX,
     }
@@ -156,10 +163,7 @@ impl Registry {
     /// Module names in precedence order: those in `declared` first, in that order, then any
     /// other linked module by name.
     pub fn module_order(declared: &[String]) -> Result<Vec<String>, RegistryError> {
-        let linked: Vec<String> = Self::linked_modules()
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
+        let linked: Vec<String> = Self::linked_modules().into_iter().map(|m| m.name).collect();
         let mut order = Vec::new();
         for d in declared {
             if !linked.contains(d) {
@@ -338,7 +342,11 @@ mod tests {
         fn spec(&self) -> &ToolSpec {
             &self.0
         }
-        async fn call(&self, _: &ToolContext, _: serde_json::Value) -> Result<ToolOutput, ToolError> {
+        async fn call(
+            &self,
+            _: &ToolContext,
+            _: serde_json::Value,
+        ) -> Result<ToolOutput, ToolError> {
             Ok(ToolOutput(serde_json::Value::Null))
         }
     }
@@ -414,14 +422,20 @@ mod tests {
         let err = Registry::build(vec![(&a, Layer::Core), (&b, Layer::Core)], vec![])
             .err()
             .expect("must fail");
-        assert!(matches!(err, RegistryError::SameLayerDuplicate { .. }), "{err}");
+        assert!(
+            matches!(err, RegistryError::SameLayerDuplicate { .. }),
+            "{err}"
+        );
     }
 
     #[test]
     fn runtime_registration_never_overrides() {
         let r = Registry::empty();
-        r.register(Arc::new(Named(spec("t", "one")))).expect("first");
-        let err = r.register(Arc::new(Named(spec("t", "two")))).expect_err("dup");
+        r.register(Arc::new(Named(spec("t", "one"))))
+            .expect("first");
+        let err = r
+            .register(Arc::new(Named(spec("t", "two"))))
+            .expect_err("dup");
         assert_eq!(err, RegistryError::Duplicate("t".into()));
         assert_eq!(r.get("t").expect("t").spec().description, "one");
         assert!(r.unregister("t"));

@@ -115,7 +115,10 @@ fn check_at(schema: &Value, v: &Value, path: &str) -> Result<(), ToolError> {
     if let Some(t) = s.get("type") {
         let ok = match t {
             Value::String(t) => type_matches(t, v),
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| type_matches(t, v)),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| type_matches(t, v)),
             _ => true,
         };
         if !ok {
@@ -151,8 +154,9 @@ fn check_at(schema: &Value, v: &Value, path: &str) -> Result<(), ToolError> {
                 Some(ps) => check_at(ps, val, &join(path, k))?,
                 None => {
                     if s.get("additionalProperties") == Some(&Value::Bool(false)) {
-                        let known: Vec<&str> =
-                            props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+                        let known: Vec<&str> = props
+                            .map(|p| p.keys().map(String::as_str).collect())
+                            .unwrap_or_default();
                         return Err(ToolError::invalid(
                             join(path, k),
                             format!("unknown field `{k}`, expected one of {}", known.join(", ")),
@@ -164,7 +168,11 @@ fn check_at(schema: &Value, v: &Value, path: &str) -> Result<(), ToolError> {
     }
     if let (Value::Array(items), Some(item_schema)) = (v, s.get("items")) {
         for (i, it) in items.iter().enumerate() {
-            check_at(item_schema, it, &format!("{}[{i}]", path.trim_end_matches('.')))?;
+            check_at(
+                item_schema,
+                it,
+                &format!("{}[{i}]", path.trim_end_matches('.')),
+            )?;
         }
     }
     Ok(())
@@ -237,7 +245,13 @@ mod tests {
             Err(ToolError::InvalidArgs { field, .. }) => field,
             other => panic!("expected invalid args, got {other:?}"),
         };
-        assert!(check_schema(&schema, &json!({"n": 1, "tags": ["a"], "inner": {"x": true}})).is_ok());
+        assert!(
+            check_schema(
+                &schema,
+                &json!({"n": 1, "tags": ["a"], "inner": {"x": true}})
+            )
+            .is_ok()
+        );
         assert_eq!(field(json!({})), "n");
         assert_eq!(field(json!({"n": "1"})), "n");
         assert_eq!(field(json!({"n": 1.5})), "n");

@@ -321,7 +321,7 @@ pub enum ComponentKind {
         /// The module's default configuration (YAML), merged after core, before the overlay.
         default_config: &'static str,
         /// Checks the module's section (`modules.<name>`) against its config type.
-        validate: Option<fn(&figment::Figment, &str) -> Result<(), figment::Error>>,
+        validate: Option<crate::config::ModuleValidator>,
         /// The module crate's `config/` directory at build time.
         config_dir: &'static str,
     },
@@ -353,9 +353,7 @@ macro_rules! declare_module {
     };
     ($name:literal, $config:ty) => {
         $crate::declare_module!(@inner $name, ::core::option::Option::Some(
-            $crate::config::validate_module_section::<$config>
-                as fn(&$crate::__private::figment::Figment, &str)
-                    -> ::core::result::Result<(), $crate::__private::figment::Error>
+            $crate::config::validate_module_section::<$config> as $crate::config::ModuleValidator
         ));
     };
     (@inner $name:literal, $validate:expr) => {

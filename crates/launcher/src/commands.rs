@@ -149,7 +149,12 @@ fn summary(description: &str) -> &str {
 
 fn inspect(l: &Loaded, name: &str, json: bool) -> Exit {
     let Some(t) = l.registry.get(name) else {
-        let names: Vec<String> = l.registry.list().iter().map(|t| t.spec().name.clone()).collect();
+        let names: Vec<String> = l
+            .registry
+            .list()
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let hint = strata_engine::config::suggest(name, &refs)
             .map(|s| format!("; did you mean `{s}`?"))
@@ -164,7 +169,12 @@ fn inspect(l: &Loaded, name: &str, json: bool) -> Exit {
     let caps: Vec<String> = s
         .capabilities
         .iter()
-        .map(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+        .map(|c| {
+            serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        })
         .collect();
     let text = format!(
         "{}  ({} from {})\n\n{}\n\ncapabilities: {}\nside effects: {}\nhitl: {}\nweb-facing: {}\ntimeout: {}\n\ninput schema:\n{}",
@@ -172,11 +182,21 @@ fn inspect(l: &Loaded, name: &str, json: bool) -> Exit {
         t.layer,
         t.origin,
         s.description,
-        if caps.is_empty() { "none".to_owned() } else { caps.join(", ") },
-        serde_json::to_value(s.side_effects).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        if caps.is_empty() {
+            "none".to_owned()
+        } else {
+            caps.join(", ")
+        },
+        serde_json::to_value(s.side_effects)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
         s.hitl,
         s.web_facing,
-        s.timeout.map_or_else(|| "default (tools.timeout_secs)".to_owned(), |d| format!("{}s", d.as_secs())),
+        s.timeout.map_or_else(
+            || "default (tools.timeout_secs)".to_owned(),
+            |d| format!("{}s", d.as_secs())
+        ),
         serde_json::to_string_pretty(&s.input_schema).unwrap_or_default()
     );
     out(&text)
@@ -264,7 +284,11 @@ fn config_show(l: &Loaded, origin: bool, json: bool) -> Exit {
                 .collect();
             return out(&serde_json::to_string_pretty(&v).unwrap_or_default());
         }
-        let width = rows.iter().map(|(k, v, _)| k.len() + v.to_string().len()).max().unwrap_or(10);
+        let width = rows
+            .iter()
+            .map(|(k, v, _)| k.len() + v.to_string().len())
+            .max()
+            .unwrap_or(10);
         let text: Vec<String> = rows
             .iter()
             .map(|(k, v, o)| {
@@ -278,7 +302,9 @@ fn config_show(l: &Loaded, origin: bool, json: bool) -> Exit {
     if json {
         return out(&serde_json::to_string_pretty(&masked).unwrap_or_default());
     }
-    out(serde_yaml::to_string(&masked).unwrap_or_default().trim_end())
+    out(serde_yaml::to_string(&masked)
+        .unwrap_or_default()
+        .trim_end())
 }
 
 fn doctor(l: &Loaded) -> Exit {
@@ -286,11 +312,17 @@ fn doctor(l: &Loaded) -> Exit {
     let mut lines = Vec::new();
     let mut ok = |m: String| lines.push(format!("ok   {m}"));
     let c = &l.config;
-    ok(format!("config loads (overlay {})", c.overlay_dir.display()));
+    ok(format!(
+        "config loads (overlay {})",
+        c.overlay_dir.display()
+    ));
     let mut warns = Vec::new();
     let mut fails = Vec::new();
     if !c.overlay_dir.join("config").is_dir() {
-        warns.push(format!("no config/ directory in {}", c.overlay_dir.display()));
+        warns.push(format!(
+            "no config/ directory in {}",
+            c.overlay_dir.display()
+        ));
     }
     for id in c.config.agents.keys() {
         let p = c.overlay_dir.join("agents").join(id).join("AGENTS.md");
@@ -300,11 +332,17 @@ fn doctor(l: &Loaded) -> Exit {
     }
     for r in c.config.tools.roots.iter().map(|r| c.overlay_dir.join(r)) {
         if !r.is_dir() {
-            warns.push(format!("tool root {} does not exist (file tools skip it)", r.display()));
+            warns.push(format!(
+                "tool root {} does not exist (file tools skip it)",
+                r.display()
+            ));
         }
     }
     match check_writable(&c.data_dir) {
-        Ok(()) => lines.push(format!("ok   data dir {} is writable", c.data_dir.display())),
+        Ok(()) => lines.push(format!(
+            "ok   data dir {} is writable",
+            c.data_dir.display()
+        )),
         Err(e) => fails.push(format!("data dir {}: {e}", c.data_dir.display())),
     }
     lines.push(format!(
@@ -313,7 +351,10 @@ fn doctor(l: &Loaded) -> Exit {
         layer_summary(&l.registry)
     ));
     for s in l.registry.shadowed() {
-        lines.push(format!("info tool `{}`: {} shadows {}", s.name, s.winner, s.hidden));
+        lines.push(format!(
+            "info tool `{}`: {} shadows {}",
+            s.name, s.winner, s.hidden
+        ));
     }
     if provider_hint(c).is_some() {
         warns.push("no LLM provider configured: tools work, agents cannot answer yet (see README, \"Providers\")".into());

@@ -94,7 +94,11 @@ impl Launcher {
             Ok(c) => c,
             Err(e) => {
                 let _ = e.print();
-                return if e.use_stderr() { Exit::Usage } else { Exit::Ok };
+                return if e.use_stderr() {
+                    Exit::Usage
+                } else {
+                    Exit::Ok
+                };
             }
         };
         commands::dispatch(&self, cli)

@@ -52,7 +52,11 @@ struct ToolArgs {
 fn word(expr: &Expr) -> syn::Result<(String, Span)> {
     match expr {
         Expr::Path(p) if p.path.get_ident().is_some() => {
-            let id = p.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+            let id = p
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
             Ok((id.replace('_', "-"), p.span()))
         }
         Expr::Lit(ExprLit {
@@ -104,7 +108,10 @@ fn parse_tool_args(attr: TokenStream) -> syn::Result<ToolArgs> {
             let lit: syn::LitInt = meta.value()?.parse()?;
             let secs: u64 = lit.base10_parse()?;
             if secs == 0 {
-                return Err(syn::Error::new(lit.span(), "timeout_secs must be at least 1"));
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "timeout_secs must be at least 1",
+                ));
             }
             out.timeout_secs = Some(secs);
         } else {
@@ -161,11 +168,9 @@ fn is_context(ty: &Type) -> bool {
     if let Type::Reference(r) = ty
         && let Type::Path(p) = r.elem.as_ref()
     {
-        return p
-            .path
-            .segments
-            .last()
-            .is_some_and(|s| s.ident == "ToolContext" && matches!(s.arguments, PathArguments::None));
+        return p.path.segments.last().is_some_and(|s| {
+            s.ident == "ToolContext" && matches!(s.arguments, PathArguments::None)
+        });
     }
     false
 }
@@ -187,10 +192,16 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
     let sig = &func.sig;
     if sig.asyncness.is_none() {
-        return Err(syn::Error::new(sig.fn_token.span(), "#[tool] needs an `async fn`"));
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            "#[tool] needs an `async fn`",
+        ));
     }
     if !sig.generics.params.is_empty() {
-        return Err(syn::Error::new(sig.generics.span(), "#[tool] functions cannot be generic"));
+        return Err(syn::Error::new(
+            sig.generics.span(),
+            "#[tool] functions cannot be generic",
+        ));
     }
     if matches!(sig.output, ReturnType::Default) {
         return Err(syn::Error::new(
@@ -227,11 +238,17 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
     let mut call_args = Vec::new();
     for (i, input) in func.sig.inputs.iter_mut().enumerate() {
         let FnArg::Typed(pt) = input else {
-            return Err(syn::Error::new(input.span(), "#[tool] functions cannot take `self`"));
+            return Err(syn::Error::new(
+                input.span(),
+                "#[tool] functions cannot take `self`",
+            ));
         };
         if is_context(&pt.ty) {
             if i != 0 {
-                return Err(syn::Error::new(pt.ty.span(), "`&ToolContext` must be the first parameter"));
+                return Err(syn::Error::new(
+                    pt.ty.span(),
+                    "`&ToolContext` must be the first parameter",
+                ));
             }
             has_ctx = true;
             pt.attrs.retain(|a| !a.path().is_ident("doc"));
@@ -290,11 +307,17 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
         Some(s) => quote! { ::core::option::Option::Some(::core::time::Duration::from_secs(#s)) },
         None => quote! { ::core::option::Option::None },
     };
-    let ctx_arg = if has_ctx { quote! { __ctx, } } else { quote! {} };
+    let ctx_arg = if has_ctx {
+        quote! { __ctx, }
+    } else {
+        quote! {}
+    };
     let vis = &func.vis;
     let impl_ident = format_ident!("__StrataTool_{}", fn_name);
 
     Ok(quote! {
+        // A tool's parameters are its JSON arguments; long lists are normal here.
+        #[allow(clippy::too_many_arguments)]
         #func
 
         #[doc(hidden)]

@@ -64,7 +64,9 @@ async fn read_file(
     let truncated = size > bytes.len() as u64;
     if truncated {
         // Do not cut a UTF-8 sequence in half.
-        while !bytes.is_empty() && std::str::from_utf8(&bytes).is_err_and(|e| e.error_len().is_none()) {
+        while !bytes.is_empty()
+            && std::str::from_utf8(&bytes).is_err_and(|e| e.error_len().is_none())
+        {
             bytes.pop();
         }
     }
@@ -121,7 +123,10 @@ async fn list_files(
 ) -> Result<ListFilesOutput, ToolError> {
     let limit = limit.unwrap_or(DEFAULT_LIST);
     if limit == 0 || limit > MAX_LIST {
-        return Err(ToolError::invalid("limit", format!("must be between 1 and {MAX_LIST}")));
+        return Err(ToolError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_LIST}"),
+        ));
     }
     let matcher = match &glob {
         Some(g) => Some(
@@ -146,7 +151,8 @@ async fn list_files(
         .iter()
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
-    let overlay = std::fs::canonicalize(&ctx.env.overlay_dir).unwrap_or_else(|_| ctx.env.overlay_dir.clone());
+    let overlay =
+        std::fs::canonicalize(&ctx.env.overlay_dir).unwrap_or_else(|_| ctx.env.overlay_dir.clone());
     let task = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         for start in &starts {
@@ -156,7 +162,15 @@ async fn list_files(
                     display_rel(start, &overlay)
                 )));
             }
-            walk(start, start, &overlay, &roots, matcher.as_ref(), 0, &mut out)?;
+            walk(
+                start,
+                start,
+                &overlay,
+                &roots,
+                matcher.as_ref(),
+                0,
+                &mut out,
+            )?;
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out.dedup_by(|a, b| a.path == b.path);
@@ -187,8 +201,9 @@ fn walk(
     if depth > MAX_DEPTH || out.len() > MAX_LIST as usize {
         return Ok(());
     }
-    let rd = std::fs::read_dir(dir)
-        .map_err(|e| ToolError::failed(format!("cannot list `{}`: {e}", display_rel(dir, overlay))))?;
+    let rd = std::fs::read_dir(dir).map_err(|e| {
+        ToolError::failed(format!("cannot list `{}`: {e}", display_rel(dir, overlay)))
+    })?;
     for entry in rd.flatten() {
         let p = entry.path();
         let Ok(ft) = entry.file_type() else { continue };

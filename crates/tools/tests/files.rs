@@ -33,7 +33,11 @@ fn overlay() -> Overlay {
         std::os::unix::fs::symlink(&outside, d.join("tmp/link-out")).expect("symlink");
         std::os::unix::fs::symlink(d.join("config"), d.join("tmp/config-dir")).expect("symlink");
     }
-    let env = Arc::new(RuntimeEnv::new(Config::default(), d.to_path_buf(), d.join("data")));
+    let env = Arc::new(RuntimeEnv::new(
+        Config::default(),
+        d.to_path_buf(),
+        d.join("data"),
+    ));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     Overlay {
         invoker: Invoker::new(reg, env, Arc::new(NoAudit)),
@@ -42,7 +46,9 @@ fn overlay() -> Overlay {
 }
 
 async fn call(o: &Overlay, tool: &str, args: Value) -> strata_engine::InvocationResult {
-    o.invoker.invoke(Invocation::new(tool, args, Principal::Operator)).await
+    o.invoker
+        .invoke(Invocation::new(tool, args, Principal::Operator))
+        .await
 }
 
 #[tokio::test]
@@ -54,12 +60,22 @@ async fn reads_text_inside_roots() {
     assert_eq!(r.value["truncated"], false);
     assert_eq!(r.value["size"], 17);
 
-    let r = call(&o, "read_file", json!({"path": "agents/main/AGENTS.md", "max_bytes": 6})).await;
+    let r = call(
+        &o,
+        "read_file",
+        json!({"path": "agents/main/AGENTS.md", "max_bytes": 6}),
+    )
+    .await;
     assert_eq!(r.value["content"], "# Main");
     assert_eq!(r.value["truncated"], true);
 
     let abs = o.dir.path().join("knowledgebase/top.md");
-    let r = call(&o, "read_file", json!({"path": abs.to_str().expect("utf8")})).await;
+    let r = call(
+        &o,
+        "read_file",
+        json!({"path": abs.to_str().expect("utf8")}),
+    )
+    .await;
     assert_eq!(r.value["content"], "top");
 }
 
@@ -67,7 +83,12 @@ async fn reads_text_inside_roots() {
 async fn truncation_never_splits_a_character() {
     let o = overlay();
     std::fs::write(o.dir.path().join("tmp/utf8.txt"), "aé").expect("w"); // é is 2 bytes
-    let r = call(&o, "read_file", json!({"path": "tmp/utf8.txt", "max_bytes": 2})).await;
+    let r = call(
+        &o,
+        "read_file",
+        json!({"path": "tmp/utf8.txt", "max_bytes": 2}),
+    )
+    .await;
     assert_eq!(r.value["content"], "a");
     assert_eq!(r.value["truncated"], true);
 }
@@ -91,7 +112,10 @@ async fn refuses_every_escape() {
         assert_eq!(r.status, Status::Error, "{path}: {r:?}");
         let msg = r.error.expect("message");
         assert!(msg.contains("outside the allowed roots"), "{path}: {msg}");
-        assert!(!r.value.to_string().contains("outside"), "{path}: content leaked");
+        assert!(
+            !r.value.to_string().contains("outside"),
+            "{path}: content leaked"
+        );
     }
 }
 
@@ -124,11 +148,24 @@ fn paths(v: &Value) -> Vec<String> {
 #[tokio::test]
 async fn lists_with_glob_limit_and_without_following_symlinks() {
     let o = overlay();
-    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "**/*.md"})).await;
+    let r = call(
+        &o,
+        "list_files",
+        json!({"path": "knowledgebase", "glob": "**/*.md"}),
+    )
+    .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(paths(&r.value), ["knowledgebase/notes/a.md", "knowledgebase/top.md"]);
+    assert_eq!(
+        paths(&r.value),
+        ["knowledgebase/notes/a.md", "knowledgebase/top.md"]
+    );
 
-    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "*.md"})).await;
+    let r = call(
+        &o,
+        "list_files",
+        json!({"path": "knowledgebase", "glob": "*.md"}),
+    )
+    .await;
     assert_eq!(paths(&r.value), ["knowledgebase/top.md"]);
 
     let r = call(&o, "list_files", json!({})).await;
@@ -146,7 +183,12 @@ async fn lists_with_glob_limit_and_without_following_symlinks() {
     assert!(r.error.expect("msg").contains("outside the allowed roots"));
     let r = call(&o, "list_files", json!({"path": "tmp/link-out"})).await;
     assert_eq!(r.status, Status::Error);
-    let r = call(&o, "list_files", json!({"path": "knowledgebase", "glob": "[bad"})).await;
+    let r = call(
+        &o,
+        "list_files",
+        json!({"path": "knowledgebase", "glob": "[bad"}),
+    )
+    .await;
     assert_eq!(r.status, Status::ValidationError);
 }
 

@@ -112,10 +112,13 @@ pub async fn collect_system_info(ctx: &ToolContext) -> SystemInfo {
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
         .map(|s| s as u64);
-    let load = tokio::fs::read_to_string("/proc/loadavg").await.ok().and_then(|t| {
-        let mut it = t.split_whitespace().map(|x| x.parse::<f64>().ok());
-        Some([it.next()??, it.next()??, it.next()??])
-    });
+    let load = tokio::fs::read_to_string("/proc/loadavg")
+        .await
+        .ok()
+        .and_then(|t| {
+            let mut it = t.split_whitespace().map(|x| x.parse::<f64>().ok());
+            Some([it.next()??, it.next()??, it.next()??])
+        });
     let memory = tokio::fs::read_to_string("/proc/meminfo")
         .await
         .ok()
@@ -185,23 +188,38 @@ async fn service_health(
     let timeout = Duration::from_millis(cfg.timeout_ms.unwrap_or(2000).clamp(50, 30_000));
     let selected: Vec<Service> = match &names {
         Some(n) => {
-            if let Some(missing) = n.iter().find(|x| !cfg.services.iter().any(|s| &s.name == *x)) {
+            if let Some(missing) = n
+                .iter()
+                .find(|x| !cfg.services.iter().any(|s| &s.name == *x))
+            {
                 let known: Vec<&str> = cfg.services.iter().map(|s| s.name.as_str()).collect();
                 return Err(ToolError::invalid(
                     "names",
-                    format!("no service `{missing}` configured; known: {}", known.join(", ")),
+                    format!(
+                        "no service `{missing}` configured; known: {}",
+                        known.join(", ")
+                    ),
                 ));
             }
-            cfg.services.iter().filter(|s| n.contains(&s.name)).cloned().collect()
+            cfg.services
+                .iter()
+                .filter(|s| n.contains(&s.name))
+                .cloned()
+                .collect()
         }
         None => cfg.services.clone(),
     };
-    let checks = selected.into_iter().map(|s| async move { check(s, timeout).await });
+    let checks = selected
+        .into_iter()
+        .map(|s| async move { check(s, timeout).await });
     let mut out = Vec::new();
     // Run concurrently: a dead service must not delay the others' answers.
     let handles: Vec<_> = checks.map(tokio::spawn).collect();
     for h in handles {
-        out.push(h.await.map_err(|e| ToolError::failed(format!("check failed: {e}")))?);
+        out.push(
+            h.await
+                .map_err(|e| ToolError::failed(format!("check failed: {e}")))?,
+        );
     }
     Ok(out)
 }
@@ -218,8 +236,20 @@ async fn check(s: Service, timeout: Duration) -> Health {
     };
     let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
     match result {
-        Ok(detail) => Health { name: s.name, target, up: true, latency_ms, detail },
-        Err(detail) => Health { name: s.name, target, up: false, latency_ms, detail },
+        Ok(detail) => Health {
+            name: s.name,
+            target,
+            up: true,
+            latency_ms,
+            detail,
+        },
+        Err(detail) => Health {
+            name: s.name,
+            target,
+            up: false,
+            latency_ms,
+            detail,
+        },
     }
 }
 
@@ -238,11 +268,15 @@ async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
     match uri.scheme_str() {
         Some("http") => {}
         Some(other) => {
-            return Err(format!("`{other}` checks are not supported yet; use `http` or `tcp`"));
+            return Err(format!(
+                "`{other}` checks are not supported yet; use `http` or `tcp`"
+            ));
         }
         None => return Err(format!("bad URL `{url}`: no scheme")),
     }
-    let host = uri.host().ok_or_else(|| format!("bad URL `{url}`: no host"))?;
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("bad URL `{url}`: no host"))?;
     let port = uri.port_u16().unwrap_or(80);
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let fut = async {
@@ -252,11 +286,17 @@ async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: strata-ops\r\nConnection: close\r\n\r\n"
         );
-        stream.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+        stream
+            .write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
         let mut buf = vec![0u8; 1024];
         let mut n = 0;
         while n < buf.len() {
-            let k = stream.read(&mut buf[n..]).await.map_err(|e| e.to_string())?;
+            let k = stream
+                .read(&mut buf[n..])
+                .await
+                .map_err(|e| e.to_string())?;
             if k == 0 || buf[..n + k].contains(&b'\n') {
                 n += k;
                 break;
@@ -270,7 +310,11 @@ async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .ok_or_else(|| format!("not an HTTP answer: `{line}`"))?;
-        if (200..400).contains(&code) { Ok(line) } else { Err(line) }
+        if (200..400).contains(&code) {
+            Ok(line)
+        } else {
+            Err(line)
+        }
     };
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,

@@ -18,7 +18,8 @@ async fn http_server(status: &'static str) -> String {
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf).await;
-                let resp = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let resp =
+                    format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 let _ = s.write_all(resp.as_bytes()).await;
             });
         }
@@ -30,10 +31,15 @@ fn invoker(services: Value) -> (Invoker, tempfile::TempDir) {
     assert_eq!(strata_mod_ops::link(), "ops");
     let dir = tempfile::tempdir().expect("tmp");
     let mut config = Config::default();
-    config
-        .modules
-        .insert("ops".into(), json!({"services": services, "timeout_ms": 1000}));
-    let env = Arc::new(RuntimeEnv::new(config, dir.path().into(), dir.path().join("data")));
+    config.modules.insert(
+        "ops".into(),
+        json!({"services": services, "timeout_ms": 1000}),
+    );
+    let env = Arc::new(RuntimeEnv::new(
+        config,
+        dir.path().into(),
+        dir.path().join("data"),
+    ));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     (Invoker::new(reg, env, Arc::new(NoAudit)), dir)
 }
@@ -57,7 +63,11 @@ async fn service_health_reports_up_and_down() {
         {"name": "tls", "http": "https://127.0.0.1:1/"},
     ]));
     let r = inv
-        .invoke(Invocation::new("service_health", json!({}), Principal::Operator))
+        .invoke(Invocation::new(
+            "service_health",
+            json!({}),
+            Principal::Operator,
+        ))
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     let by_name = |n: &str| {
@@ -72,18 +82,36 @@ async fn service_health_reports_up_and_down() {
     assert_eq!(by_name("web")["up"], true);
     assert_eq!(by_name("web")["detail"], "HTTP/1.1 200 OK");
     assert_eq!(by_name("broken")["up"], false);
-    assert!(by_name("broken")["detail"].as_str().expect("d").contains("500"));
+    assert!(
+        by_name("broken")["detail"]
+            .as_str()
+            .expect("d")
+            .contains("500")
+    );
     assert_eq!(by_name("db")["up"], true);
     assert_eq!(by_name("gone")["up"], false);
     assert_eq!(by_name("tls")["up"], false);
-    assert!(by_name("tls")["detail"].as_str().expect("d").contains("not supported"));
+    assert!(
+        by_name("tls")["detail"]
+            .as_str()
+            .expect("d")
+            .contains("not supported")
+    );
 
     let r = inv
-        .invoke(Invocation::new("service_health", json!({"names": ["db"]}), Principal::Operator))
+        .invoke(Invocation::new(
+            "service_health",
+            json!({"names": ["db"]}),
+            Principal::Operator,
+        ))
         .await;
     assert_eq!(r.value.as_array().expect("array").len(), 1);
     let r = inv
-        .invoke(Invocation::new("service_health", json!({"names": ["dbb"]}), Principal::Operator))
+        .invoke(Invocation::new(
+            "service_health",
+            json!({"names": ["dbb"]}),
+            Principal::Operator,
+        ))
         .await;
     assert_eq!(r.status, Status::ValidationError);
     assert!(r.error.expect("msg").contains("no service `dbb`"));
@@ -93,12 +121,21 @@ async fn service_health_reports_up_and_down() {
 async fn system_info_reports_this_host() {
     let (inv, _dir) = invoker(json!([]));
     let r = inv
-        .invoke(Invocation::new("system_info", json!({}), Principal::Operator))
+        .invoke(Invocation::new(
+            "system_info",
+            json!({}),
+            Principal::Operator,
+        ))
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     let v = r.value;
     assert!(v["cpus"].as_u64().expect("cpus") >= 1);
-    assert!(v["os"].as_str().expect("os").starts_with(std::env::consts::OS));
+    assert!(
+        v["os"]
+            .as_str()
+            .expect("os")
+            .starts_with(std::env::consts::OS)
+    );
     if cfg!(target_os = "linux") {
         assert!(v["memory"]["total"].as_u64().expect("mem") > 0);
         assert!(v["uptime_secs"].is_u64());

@@ -37,10 +37,21 @@ async fn agent_brief(
             format!("no agent `{agent}`; known: {}", known.join(", ")),
         ));
     };
-    if !agent.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(ToolError::invalid("agent", "agent ids use letters, digits, `-` and `_`"));
+    if !agent
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ToolError::invalid(
+            "agent",
+            "agent ids use letters, digits, `-` and `_`",
+        ));
     }
-    let path = ctx.env.overlay_dir.join("agents").join(&agent).join("AGENTS.md");
+    let path = ctx
+        .env
+        .overlay_dir
+        .join("agents")
+        .join(&agent)
+        .join("AGENTS.md");
     let identity = tokio::fs::read_to_string(&path).await.ok();
     Ok(AgentBrief {
         id: agent,

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use strata_engine::config::{LoadOptions, LoadedConfig, ModuleConfigSource, validate_module_section};
+use strata_engine::config::{
+    LoadOptions, LoadedConfig, ModuleConfigSource, validate_module_section,
+};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,7 +61,10 @@ fn defaults_apply_with_an_empty_overlay() {
     let loaded = LoadedConfig::load(&opts(dir.path())).expect("load");
     assert_eq!(loaded.config.server.port, 8770);
     assert_eq!(loaded.config.server.bind, "127.0.0.1");
-    assert_eq!(loaded.data_dir, std::path::absolute(dir.path()).expect("abs").join("data"));
+    assert_eq!(
+        loaded.data_dir,
+        std::path::absolute(dir.path()).expect("abs").join("data")
+    );
     let first: TestModConfig = loaded.config.module("first").expect("first");
     assert_eq!((first.greeting.as_str(), first.volume), ("from-first", 1));
     let o = loaded.origins();
@@ -76,28 +81,51 @@ fn every_file_layer_and_flag_overrides_the_one_before() {
         "config/config.yaml",
         "# overlay\nserver:\n  port: 9001\nmodules:\n  first:\n    greeting: from-overlay\nagents:\n  main:\n    description: from-config\n    name: Main\n",
     );
-    write(d, "config/agents.yaml", "agents:\n  main:\n    description: from-agents\n    tools: [read_file]\n");
+    write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    description: from-agents\n    tools: [read_file]\n",
+    );
     write(
         d,
         "config/team.json",
         r#"{"people": [{"id": "owner", "name": "Owner Person", "access": "owner", "contacts": {"discord": "000000000000000000"}}], "agents": [{"id": "main", "agent_tier": "coordinator"}]}"#,
     );
-    write(d, "config/mcp.yaml", "servers:\n  files:\n    transport: stdio\n    command: mcp-files\n");
-    write(d, "config/config.ops.yaml", "server:\n  port: 9002\n  bind: 127.0.0.2\n");
-    write(d, "config/agents.ops.yaml", "agents:\n  main:\n    description: from-ops-profile\n");
+    write(
+        d,
+        "config/mcp.yaml",
+        "servers:\n  files:\n    transport: stdio\n    command: mcp-files\n",
+    );
+    write(
+        d,
+        "config/config.ops.yaml",
+        "server:\n  port: 9002\n  bind: 127.0.0.2\n",
+    );
+    write(
+        d,
+        "config/agents.ops.yaml",
+        "agents:\n  main:\n    description: from-ops-profile\n",
+    );
 
     let base = LoadedConfig::load(&opts(d)).expect("load");
     let c = &base.config;
     assert_eq!(c.server.port, 9001);
     assert_eq!(c.agents["main"].description.as_deref(), Some("from-agents"));
-    assert_eq!(c.agents["main"].name.as_deref(), Some("Main"), "maps merge key by key");
+    assert_eq!(
+        c.agents["main"].name.as_deref(),
+        Some("Main"),
+        "maps merge key by key"
+    );
     assert_eq!(c.team.people[0].id, "owner");
     assert_eq!(c.mcp.servers["files"].command.as_deref(), Some("mcp-files"));
     let first: TestModConfig = c.module("first").expect("first");
     assert_eq!((first.greeting.as_str(), first.volume), ("from-overlay", 1));
     let o = base.origins();
     assert_eq!(origin(&o, "server.port"), "overlay:config/config.yaml");
-    assert_eq!(origin(&o, "agents.main.description"), "overlay:config/agents.yaml");
+    assert_eq!(
+        origin(&o, "agents.main.description"),
+        "overlay:config/agents.yaml"
+    );
     assert_eq!(origin(&o, "team.people"), "overlay:config/team.json");
     assert_eq!(origin(&o, "modules.first.volume"), "module:first");
 
@@ -106,18 +134,30 @@ fn every_file_layer_and_flag_overrides_the_one_before() {
     let p = LoadedConfig::load(&with_profile).expect("profile");
     assert_eq!(p.config.server.port, 9002);
     assert_eq!(p.config.server.bind, "127.0.0.2");
-    assert_eq!(p.config.agents["main"].description.as_deref(), Some("from-ops-profile"));
-    assert_eq!(origin(&p.origins(), "server.port"), "profile:config/config.ops.yaml");
+    assert_eq!(
+        p.config.agents["main"].description.as_deref(),
+        Some("from-ops-profile")
+    );
+    assert_eq!(
+        origin(&p.origins(), "server.port"),
+        "profile:config/config.ops.yaml"
+    );
 
     let mut flags = with_profile.clone();
-    flags.overrides = vec!["server.port=9003".into(), "modules.second.greeting=from flag".into()];
+    flags.overrides = vec![
+        "server.port=9003".into(),
+        "modules.second.greeting=from flag".into(),
+    ];
     flags.data_dir = Some("elsewhere".into());
     let f = LoadedConfig::load(&flags).expect("flags");
     assert_eq!(f.config.server.port, 9003);
     assert_eq!(f.config.server.bind, "127.0.0.2");
     let second: TestModConfig = f.config.module("second").expect("second");
     assert_eq!(second.greeting, "from flag");
-    assert_eq!(f.data_dir, std::path::absolute(d).expect("abs").join("elsewhere"));
+    assert_eq!(
+        f.data_dir,
+        std::path::absolute(d).expect("abs").join("elsewhere")
+    );
     let o = f.origins();
     assert_eq!(origin(&o, "server.port"), "flag:--set server.port");
     assert_eq!(origin(&o, "data_dir"), "flag:--data-dir");
@@ -130,7 +170,11 @@ fn module_order_decides_between_modules() {
     o.modules = vec![module("a", "greeting: a\n"), module("b", "greeting: b\n")];
     // Modules have their own sections, so order shows in `resolve_config_file` and tools;
     // here we check each keeps its own defaults and the overlay beats both.
-    write(dir.path(), "config/config.yaml", "modules:\n  b:\n    greeting: overlay\n");
+    write(
+        dir.path(),
+        "config/config.yaml",
+        "modules:\n  b:\n    greeting: overlay\n",
+    );
     let l = LoadedConfig::load(&o).expect("load");
     let a: TestModConfig = l.config.module("a").expect("a");
     let b: TestModConfig = l.config.module("b").expect("b");
@@ -156,19 +200,34 @@ fn unknown_keys_are_reported_with_the_nearest_valid_key_and_the_file() {
     assert!(e.contains("config/config.yaml"), "{e}");
 
     let e = load_err(&[("config/config.yaml", "tool:\n  roots: []\n")]);
-    assert!(e.contains("unknown key `tool`") && e.contains("did you mean `tools`?"), "{e}");
+    assert!(
+        e.contains("unknown key `tool`") && e.contains("did you mean `tools`?"),
+        "{e}"
+    );
 
-    let e = load_err(&[("config/agents.yaml", "agents:\n  main:\n    instructions: hi\n")]);
+    let e = load_err(&[(
+        "config/agents.yaml",
+        "agents:\n  main:\n    instructions: hi\n",
+    )]);
     assert!(e.contains("did you mean `agents.main.instruction`?"), "{e}");
     assert!(e.contains("config/agents.yaml"), "{e}");
 
     // Inside a module's own section, checked against the module's type.
-    let e = load_err(&[("config/config.yaml", "modules:\n  first:\n    greting: hi\n")]);
+    let e = load_err(&[(
+        "config/config.yaml",
+        "modules:\n  first:\n    greting: hi\n",
+    )]);
     assert!(e.contains("did you mean `modules.first.greeting`?"), "{e}");
 
     // A module that is not linked.
-    let e = load_err(&[("config/config.yaml", "modules:\n  frist:\n    greeting: hi\n")]);
-    assert!(e.contains("unknown module `modules.frist`") && e.contains("did you mean `modules.first`?"), "{e}");
+    let e = load_err(&[(
+        "config/config.yaml",
+        "modules:\n  frist:\n    greeting: hi\n",
+    )]);
+    assert!(
+        e.contains("unknown module `modules.frist`") && e.contains("did you mean `modules.first`?"),
+        "{e}"
+    );
 
     // Far from anything: no suggestion, but the valid keys are listed.
     let e = load_err(&[("config/config.yaml", "zzzzqqq: 1\n")]);
@@ -179,13 +238,22 @@ fn unknown_keys_are_reported_with_the_nearest_valid_key_and_the_file() {
 #[test]
 fn bad_values_and_bad_files_name_file_and_key() {
     let e = load_err(&[("config/config.yaml", "server:\n  port: not-a-number\n")]);
-    assert!(e.contains("config/config.yaml") && e.contains("`server.port`"), "{e}");
+    assert!(
+        e.contains("config/config.yaml") && e.contains("`server.port`"),
+        "{e}"
+    );
 
     let e = load_err(&[("config/config.yaml", "server: [unclosed\n")]);
     assert!(e.contains("config/config.yaml"), "{e}");
 
-    let e = load_err(&[("config/team.json", r#"{"people": [{"id": "x", "name": "X", "access": "root"}]}"#)]);
-    assert!(e.contains("config/team.json") && e.contains("`root`"), "{e}");
+    let e = load_err(&[(
+        "config/team.json",
+        r#"{"people": [{"id": "x", "name": "X", "access": "root"}]}"#,
+    )]);
+    assert!(
+        e.contains("config/team.json") && e.contains("`root`"),
+        "{e}"
+    );
     assert!(e.contains("owner, admin, staff, viewer"), "{e}");
 }
 
@@ -212,7 +280,11 @@ fn secrets_are_masked_but_vault_references_shown() {
 #[test]
 fn comment_only_files_are_empty_layers() {
     let dir = tempfile::tempdir().expect("tmp");
-    write(dir.path(), "config/config.yaml", "# nothing yet\n\n# server:\n#   port: 1\n");
+    write(
+        dir.path(),
+        "config/config.yaml",
+        "# nothing yet\n\n# server:\n#   port: 1\n",
+    );
     let l = LoadedConfig::load(&opts(dir.path())).expect("load");
     assert_eq!(l.config.server.port, 8770);
 }

@@ -73,16 +73,38 @@ async fn ok_result_and_request_id_round_trip() {
     let dir = tempfile::tempdir().expect("tmp");
     let (inv, audit) = invoker(dir.path());
     let r = inv
-        .invoke(call("repeat", json!({"word": "ab", "times": 3, "api_key": "sk-live-123"})).with_request_id("req-1"))
+        .invoke(
+            call(
+                "repeat",
+                json!({"word": "ab", "times": 3, "api_key": "sk-live-123"}),
+            )
+            .with_request_id("req-1"),
+        )
         .await;
     assert_eq!(r.status, Status::Ok);
     assert_eq!(r.value, json!("ababab"));
     assert_eq!(r.request_id, "req-1");
     assert!(r.error.is_none());
     let wire = serde_json::to_value(&r).expect("ser");
-    let mut keys: Vec<&str> = wire.as_object().expect("obj").keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = wire
+        .as_object()
+        .expect("obj")
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["elapsed_ms", "error", "ok", "request_id", "status", "tool", "value"]);
+    assert_eq!(
+        keys,
+        [
+            "elapsed_ms",
+            "error",
+            "ok",
+            "request_id",
+            "status",
+            "tool",
+            "value"
+        ]
+    );
     assert_eq!(wire["ok"], true);
 
     let lines = audit_lines(&audit);
@@ -105,15 +127,30 @@ async fn every_failure_is_a_status_with_an_audit_record() {
 
     let r = inv.invoke(call("nope", json!({}))).await;
     assert_eq!(r.status, Status::UnknownTool);
-    assert!(r.error.as_deref().expect("msg").contains("unknown tool `nope`"));
+    assert!(
+        r.error
+            .as_deref()
+            .expect("msg")
+            .contains("unknown tool `nope`")
+    );
 
     let r = inv.invoke(call("repeat", json!(["ab", 3]))).await;
     assert_eq!(r.status, Status::ValidationError);
-    assert!(r.error.as_deref().expect("msg").contains("must be a JSON object"));
+    assert!(
+        r.error
+            .as_deref()
+            .expect("msg")
+            .contains("must be a JSON object")
+    );
 
-    let r = inv.invoke(call("repeat", json!({"word": "ab", "times": "x"}))).await;
+    let r = inv
+        .invoke(call("repeat", json!({"word": "ab", "times": "x"})))
+        .await;
     assert_eq!(r.status, Status::ValidationError);
-    assert!(r.error.as_deref().expect("msg").contains("`times`"), "{r:?}");
+    assert!(
+        r.error.as_deref().expect("msg").contains("`times`"),
+        "{r:?}"
+    );
 
     let r = inv.invoke(call("fails", json!({}))).await;
     assert_eq!(r.status, Status::Error);
@@ -124,7 +161,15 @@ async fn every_failure_is_a_status_with_an_audit_record() {
         .iter()
         .map(|l| l["status"].as_str().expect("status").to_owned())
         .collect();
-    assert_eq!(statuses, ["unknown_tool", "validation_error", "validation_error", "error"]);
+    assert_eq!(
+        statuses,
+        [
+            "unknown_tool",
+            "validation_error",
+            "validation_error",
+            "error"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -134,8 +179,13 @@ async fn a_panic_becomes_an_error_and_the_invoker_keeps_working() {
     let r = inv.invoke(call("boom", json!({}))).await;
     assert_eq!(r.status, Status::Error);
     let msg = r.error.expect("msg");
-    assert!(msg.contains("panicked") && msg.contains("kaboom 42"), "{msg}");
-    let r = inv.invoke(call("repeat", json!({"word": "x", "times": 2}))).await;
+    assert!(
+        msg.contains("panicked") && msg.contains("kaboom 42"),
+        "{msg}"
+    );
+    let r = inv
+        .invoke(call("repeat", json!({"word": "x", "times": 2})))
+        .await;
     assert_eq!(r.value, json!("xx"));
 }
 
@@ -145,7 +195,13 @@ async fn a_timeout_becomes_an_error_and_stops_the_tool() {
     let (inv, _audit) = invoker(dir.path());
     let r = inv.invoke(call("forever", json!({}))).await;
     assert_eq!(r.status, Status::Error);
-    assert!(r.error.as_deref().expect("msg").contains("timed out after 1s"), "{r:?}");
+    assert!(
+        r.error
+            .as_deref()
+            .expect("msg")
+            .contains("timed out after 1s"),
+        "{r:?}"
+    );
     assert!(r.elapsed_ms >= 1000.0);
     // The task was aborted: the counter stops moving.
     let before = TICKS.load(Ordering::SeqCst);
@@ -189,13 +245,22 @@ async fn guards_run_after_validation_and_filters_after_execution() {
     let inv = inv
         .with_guard(Arc::new(DenyAgents))
         .with_output_filter(Arc::new(Upper));
-    let agent = Principal::Agent { id: "helper".into() };
+    let agent = Principal::Agent {
+        id: "helper".into(),
+    };
 
     let r = inv
-        .invoke(Invocation::new("repeat", json!({"word": "a", "times": 1}), agent.clone()))
+        .invoke(Invocation::new(
+            "repeat",
+            json!({"word": "a", "times": 1}),
+            agent.clone(),
+        ))
         .await;
     assert_eq!(r.status, Status::Denied);
-    assert_eq!(r.error.as_deref(), Some("layer 2: agents may not call this"));
+    assert_eq!(
+        r.error.as_deref(),
+        Some("layer 2: agents may not call this")
+    );
 
     // A malformed call is reported as such before any guard looks at it.
     let r = inv
@@ -203,7 +268,9 @@ async fn guards_run_after_validation_and_filters_after_execution() {
         .await;
     assert_eq!(r.status, Status::ValidationError);
 
-    let r = inv.invoke(call("repeat", json!({"word": "a", "times": 2}))).await;
+    let r = inv
+        .invoke(call("repeat", json!({"word": "a", "times": 2})))
+        .await;
     assert_eq!(r.value, json!("AA"));
     let lines = audit_lines(&audit);
     assert_eq!(lines[0]["principal"], "agent:helper");

@@ -126,7 +126,10 @@ fn schema_marks_optional_params_as_not_required() {
         .collect();
     assert!(required.contains(&"text") && required.contains(&"target"));
     assert!(!required.contains(&"note") && !required.contains(&"more"));
-    assert_eq!(schema["properties"]["small"]["description"], "A small unsigned integer.");
+    assert_eq!(
+        schema["properties"]["small"]["description"],
+        "A small unsigned integer."
+    );
 }
 
 async fn validate(args: serde_json::Value) -> Result<(), ToolError> {
@@ -163,7 +166,10 @@ async fn validation_errors_name_the_field() {
     a["volume"] = json!("deafening");
     let err = validate(a).await.expect_err("variant");
     assert_eq!(field_of(Err(err.clone())), "volume");
-    assert!(err.to_string().contains("unknown variant `deafening`"), "{err}");
+    assert!(
+        err.to_string().contains("unknown variant `deafening`"),
+        "{err}"
+    );
 
     let mut a = sink_args();
     a["target"]["port"] = json!(-1);
@@ -180,5 +186,8 @@ async fn validation_errors_name_the_field() {
     let mut a = sink_args();
     a["surprise"] = json!(1);
     let err = validate(a).await.expect_err("unknown field");
-    assert!(err.to_string().contains("unknown field `surprise`"), "{err}");
+    assert!(
+        err.to_string().contains("unknown field `surprise`"),
+        "{err}"
+    );
 }

@@ -1,0 +1,116 @@
+//! In-process invoke pipeline: resolve → validate → execute → audit, for a trivial tool.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use strata_engine::audit::{AuditSink, JsonlAudit, NoAudit};
+use strata_engine::config::Config;
+use strata_engine::{
+    Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, ToolError, tool,
+};
+
+use crate::{Report, Row, median, quantile};
+
+/// Returns its input plus one.
+#[tool]
+async fn bench_inc(
+    /// A number.
+    n: u64,
+) -> Result<u64, ToolError> {
+    Ok(n.wrapping_add(1))
+}
+
+struct Measured {
+    throughput: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+/// `calls` invocations spread over `tasks` concurrent tasks; per-call latencies recorded.
+async fn measure(invoker: Arc<Invoker>, calls: usize, tasks: usize) -> Result<Measured, String> {
+    let per_task = calls / tasks;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let inv = invoker.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_task);
+            for i in 0..per_task {
+                let call = Invocation::new("bench_inc", json!({"n": i}), Principal::Operator);
+                let t0 = Instant::now();
+                let r = inv.invoke(call).await;
+                lat.push(t0.elapsed().as_secs_f64() * 1e6);
+                if r.status != Status::Ok {
+                    return Err(format!("task {t}: {:?}", r.error));
+                }
+            }
+            Ok(lat)
+        }));
+    }
+    let mut all = Vec::with_capacity(calls);
+    for h in handles {
+        all.extend(h.await.map_err(|e| e.to_string())??);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    Ok(Measured {
+        throughput: all.len() as f64 / wall,
+        p50_us: quantile(&all, 0.5),
+        p99_us: quantile(&all, 0.99),
+    })
+}
+
+pub fn run(quick: bool) -> Result<Report, String> {
+    let runs = if quick { 3 } else { 7 };
+    let calls = if quick { 20_000 } else { 100_000 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let env = Arc::new(RuntimeEnv::new(
+        Config::default(),
+        dir.path().to_path_buf(),
+        dir.path().join("data"),
+    ));
+    let _ = strata_tools::link();
+    let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
+    let mut rows = Vec::new();
+    for (label, tasks, with_audit) in [
+        ("1 task, JSONL audit", 1, true),
+        ("64 tasks, JSONL audit", 64, true),
+        ("1 task, no audit", 1, false),
+        ("64 tasks, no audit", 64, false),
+    ] {
+        let (mut tp, mut p50, mut p99) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 0..runs {
+            let audit: Arc<dyn AuditSink> = if with_audit {
+                let path = dir.path().join(format!("audit-{tasks}-{run}.jsonl"));
+                Arc::new(JsonlAudit::open(&path).map_err(|e| e.to_string())?)
+            } else {
+                Arc::new(NoAudit)
+            };
+            let invoker = Arc::new(Invoker::new(registry.clone(), env.clone(), audit));
+            // Warm-up.
+            rt.block_on(measure(invoker.clone(), 1_000.max(tasks), tasks))?;
+            let m = rt.block_on(measure(invoker, calls, tasks))?;
+            tp.push(m.throughput);
+            p50.push(m.p50_us);
+            p99.push(m.p99_us);
+        }
+        rows.push(Row {
+            name: label.to_owned(),
+            throughput_per_s: median(&mut tp),
+            p50_us: median(&mut p50),
+            p99_us: median(&mut p99),
+        });
+    }
+    Ok(Report {
+        bench: "invoke",
+        runs,
+        calls_per_run: calls,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        rows,
+    })
+}

@@ -1,0 +1,395 @@
+//! The real `strata` binary: exit codes, output contracts, config precedence through the
+//! environment, and graceful shutdown.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+
+struct Overlay {
+    dir: tempfile::TempDir,
+}
+
+impl Overlay {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        for sub in ["config", "agents/main", "tmp", "knowledgebase"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        std::fs::write(dir.path().join("knowledgebase/note.md"), "hello").expect("w");
+        std::fs::write(dir.path().join("agents/main/AGENTS.md"), "# Main").expect("w");
+        Overlay { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.path().join(rel), text).expect("write");
+    }
+
+    /// `strata --overlay <dir> ARGS` with a clean STRATA_* environment plus `env`.
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(BIN);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("STRATA_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("--overlay").arg(self.path()).args(args);
+        cmd.envs(env.iter().copied());
+        cmd.output().expect("run strata")
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn exit_codes() {
+    let ov = Overlay::new();
+    let cases: &[(&[&str], i32)] = &[
+        (&["tools"], 0),
+        (&["tools", "--json"], 0),
+        (&["inspect", "--tool", "read_file"], 0),
+        (&["inspect", "--tool", "read_file", "--json"], 0),
+        (
+            &[
+                "invoke",
+                "--tool",
+                "read_file",
+                "--args",
+                r#"{"path":"knowledgebase/note.md"}"#,
+            ],
+            0,
+        ),
+        // Operational: unknown tool on invoke, a tool that fails, a validation error.
+        (&["invoke", "--tool", "no_such_tool"], 1),
+        (
+            &[
+                "invoke",
+                "--tool",
+                "read_file",
+                "--args",
+                r#"{"path":"../etc/passwd"}"#,
+            ],
+            1,
+        ),
+        (
+            &["invoke", "--tool", "read_file", "--args", r#"{"path": 5}"#],
+            1,
+        ),
+        // User input: unknown tool on inspect, missing --tool, bad --args, unknown subcommand.
+        (&["inspect", "--tool", "no_such_tool"], 2),
+        (&["inspect"], 2),
+        (&["invoke"], 2),
+        (&["invoke", "--tool", "read_file", "--args", "{not json"], 2),
+        (&["invoke", "--tool", "read_file", "--args", "[1,2]"], 2),
+        (&["invoke", "--tool", "read_file", "--args", "\"text\""], 2),
+        (&["frobnicate"], 2),
+        (&["--help"], 0),
+    ];
+    for (args, want) in cases {
+        let o = ov.run(args, &[]);
+        assert_eq!(code(&o), *want, "strata {args:?}\nstderr: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn invoke_json_has_exactly_the_contract_keys() {
+    let ov = Overlay::new();
+    let o = ov.run(
+        &[
+            "invoke",
+            "--tool",
+            "read_file",
+            "--json",
+            "--request-id",
+            "rid-7",
+            "--args",
+            r#"{"path":"knowledgebase/note.md"}"#,
+        ],
+        &[],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let mut keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "elapsed_ms",
+            "error",
+            "ok",
+            "request_id",
+            "status",
+            "tool",
+            "value"
+        ]
+    );
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["request_id"], "rid-7");
+    assert_eq!(v["value"]["content"], "hello");
+
+    // A failing call still prints the result object, with exit 1.
+    let o = ov.run(&["invoke", "--tool", "nope", "--json"], &[]);
+    assert_eq!(code(&o), 1);
+    let v = stdout_json(&o);
+    assert_eq!(v["status"], "unknown_tool");
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().expect("error").contains("nope"));
+
+    // Every call is audited, in the data dir.
+    let audit = std::fs::read_to_string(ov.path().join("data/audit.jsonl")).expect("audit");
+    let recs: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0]["request_id"], "rid-7");
+    assert_eq!(recs[1]["status"], "unknown_tool");
+}
+
+#[test]
+fn tools_json_lists_specs_with_layers() {
+    let ov = Overlay::new();
+    let o = ov.run(&["tools", "--json"], &[]);
+    let v = stdout_json(&o);
+    let tools = v["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["list_files", "read_file"],
+        "sorted, core only in this binary"
+    );
+    for t in tools {
+        assert_eq!(t["layer"], "core");
+        assert_eq!(t["input_schema"]["type"], "object");
+        for key in [
+            "description",
+            "capabilities",
+            "side_effects",
+            "hitl",
+            "web_facing",
+        ] {
+            assert!(t.get(key).is_some(), "missing {key} in {t}");
+        }
+    }
+}
+
+fn port(ov: &Overlay, args: &[&str], env: &[(&str, &str)]) -> (Value, String) {
+    let mut full = vec!["config", "show", "--origin", "--json"];
+    full.extend_from_slice(args);
+    let o = ov.run(&full, env);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = stdout_json(&o);
+    let entry = &v["server.port"];
+    (
+        entry["value"].clone(),
+        entry["origin"].as_str().expect("origin").to_owned(),
+    )
+}
+
+#[test]
+fn precedence_defaults_overlay_profile_env_flags() {
+    let ov = Overlay::new();
+    assert_eq!(port(&ov, &[], &[]), (Value::from(8770), "core".into()));
+    ov.write("config/config.yaml", "server:\n  port: 9001\n");
+    assert_eq!(
+        port(&ov, &[], &[]),
+        (Value::from(9001), "overlay:config/config.yaml".into())
+    );
+    ov.write("config/config.ops.yaml", "server:\n  port: 9002\n");
+    assert_eq!(
+        port(&ov, &["--profile", "ops"], &[]),
+        (Value::from(9002), "profile:config/config.ops.yaml".into())
+    );
+    // The profile can also come from the environment.
+    assert_eq!(
+        port(&ov, &[], &[("STRATA_PROFILE", "ops")]).0,
+        Value::from(9002)
+    );
+    let env = [("STRATA_SERVER__PORT", "9003")];
+    assert_eq!(
+        port(&ov, &["--profile", "ops"], &env),
+        (Value::from(9003), "env:STRATA_SERVER__PORT".into())
+    );
+    assert_eq!(
+        port(
+            &ov,
+            &["--profile", "ops", "--set", "server.port=9004"],
+            &env
+        ),
+        (Value::from(9004), "flag:--set server.port".into())
+    );
+    // Variables that are not config (STRATA_OVERLAY, STRATA_VAULT_*) are not read as keys.
+    assert_eq!(
+        port(&ov, &[], &[("STRATA_VAULT_PASSPHRASE", "x")]).0,
+        Value::from(9001)
+    );
+}
+
+#[test]
+fn config_errors_are_clear_and_fail_with_1() {
+    let ov = Overlay::new();
+    ov.write("config/config.yaml", "server:\n  prot: 1\n");
+    let o = ov.run(&["tools"], &[]);
+    assert_eq!(code(&o), 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains("config/config.yaml") && e.contains("did you mean `server.port`?"),
+        "{e}"
+    );
+
+    let ov = Overlay::new();
+    let o = ov.run(&["tools"], &[("STRATA_SERVR__PORT", "1")]);
+    assert_eq!(code(&o), 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains("STRATA_SERVR") && e.contains("did you mean `server`?"),
+        "{e}"
+    );
+}
+
+#[test]
+fn config_show_masks_secrets() {
+    let ov = Overlay::new();
+    ov.write(
+        "config/config.yaml",
+        "defaults:\n  llm:\n    provider: openai\n    api_key: sk-not-for-your-eyes\n",
+    );
+    for args in [
+        &["config", "show"][..],
+        &["config", "show", "--json"],
+        &["config", "show", "--origin"],
+    ] {
+        let o = ov.run(args, &[]);
+        assert_eq!(code(&o), 0);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !text.contains("sk-not-for-your-eyes"),
+            "{args:?} leaked: {text}"
+        );
+        assert!(text.contains("********"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn doctor_passes_and_fails() {
+    let ov = Overlay::new();
+    let o = ov.run(&["doctor"], &[]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stdout));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("ok   data dir"), "{text}");
+    assert!(text.contains("no LLM provider configured"), "{text}");
+
+    // A data dir that cannot be created: a regular file stands in its way.
+    ov.write("blocker", "x");
+    let o = ov.run(
+        &[
+            "doctor",
+            "--data-dir",
+            ov.path().join("blocker/data").to_str().expect("utf8"),
+        ],
+        &[],
+    );
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL data dir"));
+
+    // A broken config is a failure too, reported on stdout like the other checks.
+    ov.write("config/config.yaml", "tools: [\n");
+    let o = ov.run(&["doctor"], &[]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL config"));
+}
+
+#[test]
+fn missing_overlay_is_an_operational_error() {
+    let o = Command::new(BIN)
+        .args(["--overlay", "/definitely/not/an/overlay", "tools"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("does not exist"));
+}
+
+fn wait_for_line(reader: &mut impl BufRead, needle: &str, deadline: Instant) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut line = String::new();
+    while Instant::now() < deadline {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {
+                seen.push(line.trim_end().to_owned());
+                if line.contains(needle) {
+                    return seen;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("`{needle}` never appeared; saw:\n{}", seen.join("\n"));
+}
+
+#[test]
+fn serve_runs_until_sigterm_and_stops_cleanly() {
+    let ov = Overlay::new();
+    let mut child = Command::new(BIN)
+        .arg("--overlay")
+        .arg(ov.path())
+        .arg("serve")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = wait_for_line(&mut err, "strata is running", deadline);
+    let all = seen.join("\n");
+    assert!(all.contains("registry loaded"), "{all}");
+    assert!(all.contains("No LLM provider is configured"), "{all}");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    wait_for_line(
+        &mut err,
+        "stopped",
+        Instant::now() + Duration::from_secs(30),
+    );
+    let exit = child.wait().expect("wait");
+    assert_eq!(exit.code(), Some(0));
+}

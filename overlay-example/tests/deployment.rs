@@ -1,0 +1,136 @@
+//! The example deployment binary: every layer linked, precedence visible, config valid.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata-example");
+
+/// Runs the binary on its own overlay, with runtime data in a temp dir (never in the repo).
+fn run(data: &std::path::Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("STRATA_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("run")
+}
+
+fn json(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
+#[test]
+fn tools_from_every_layer_with_their_origin() {
+    let data = tempfile::tempdir().expect("tmp");
+    let v = json(&run(data.path(), &["tools", "--json"]));
+    let layer_of = |name: &str| -> String {
+        v["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not linked: {v}"))["layer"]
+            .as_str()
+            .expect("layer")
+            .to_owned()
+    };
+    assert_eq!(layer_of("read_file"), "core");
+    assert_eq!(layer_of("list_files"), "core");
+    assert_eq!(layer_of("service_health"), "module:ops");
+    assert_eq!(layer_of("agent_brief"), "overlay");
+    // The overlay's system_info shadows the module's.
+    assert_eq!(layer_of("system_info"), "overlay");
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    assert_eq!(names.iter().filter(|n| **n == "system_info").count(), 1);
+}
+
+#[test]
+fn the_shadowing_tool_is_the_one_that_runs() {
+    let data = tempfile::tempdir().expect("tmp");
+    let v = json(&run(
+        data.path(),
+        &["invoke", "--tool", "system_info", "--json"],
+    ));
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["value"]["deployment"], "example");
+    assert!(
+        v["value"]["cpus"].as_u64().expect("cpus") >= 1,
+        "module data kept: {v}"
+    );
+}
+
+#[test]
+fn overlay_tool_reads_overlay_config() {
+    let data = tempfile::tempdir().expect("tmp");
+    let v = json(&run(
+        data.path(),
+        &[
+            "invoke",
+            "--tool",
+            "agent_brief",
+            "--json",
+            "--args",
+            r#"{"agent":"main"}"#,
+        ],
+    ));
+    assert_eq!(v["value"]["name"], "Main");
+    assert_eq!(v["value"]["tools"], "all");
+    assert!(
+        v["value"]["identity"]
+            .as_str()
+            .expect("identity")
+            .starts_with("# Main")
+    );
+    let o = run(
+        data.path(),
+        &[
+            "invoke",
+            "--tool",
+            "agent_brief",
+            "--args",
+            r#"{"agent":"ghost"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no agent `ghost`"));
+}
+
+#[test]
+fn example_config_is_valid_and_doctor_passes() {
+    let data = tempfile::tempdir().expect("tmp");
+    let o = run(data.path(), &["doctor"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(text.contains("shadows module:ops"), "{text}");
+
+    let v = json(&run(data.path(), &["config", "show", "--origin", "--json"]));
+    assert_eq!(
+        v["modules.ops.timeout_ms"]["origin"],
+        "overlay:config/config.yaml"
+    );
+    assert_eq!(v["team.people"]["origin"], "overlay:config/team.json");
+    assert_eq!(
+        v["agents.main.tools"]["origin"],
+        "overlay:config/agents.yaml"
+    );
+}

@@ -1,0 +1,125 @@
+//! Project automation, in Rust so it runs wherever cargo does (the cargo-xtask pattern).
+//!
+//! ```text
+//! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
+//! cargo xtask ci       rustfmt --check, clippy -D warnings, then `test`
+//! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(Path::to_path_buf).unwrap_or(here)
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Runs a command, echoing it; Err with a readable line when it fails.
+fn run(mut cmd: Command) -> Result<(), String> {
+    let shown = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    eprintln!("$ {shown}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{shown}` failed ({status})"))
+    }
+}
+
+fn has_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn test(extra: &[String]) -> Result<(), String> {
+    if has_nextest() {
+        let mut c = cargo();
+        c.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        if std::env::var_os("CI").is_some() {
+            c.args(["--profile", "ci"]);
+        }
+        c.args(extra);
+        run(c)?;
+        // nextest does not run doctests; the README and API examples are doctests.
+        let mut d = cargo();
+        d.args(["test", "--workspace", "--doc"]);
+        run(d)
+    } else {
+        eprintln!("cargo-nextest not installed: using cargo test");
+        let mut c = cargo();
+        c.args(["test", "--workspace", "--no-fail-fast"])
+            .args(extra);
+        run(c)
+    }
+}
+
+fn ci() -> Result<(), String> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run(fmt)?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(clippy)?;
+    test(&[])
+}
+
+fn bench(extra: &[String]) -> Result<(), String> {
+    let mut c = cargo();
+    c.args(["run", "--release", "--quiet", "-p", "strata-bench", "--"])
+        .args(extra)
+        .env("STRATA_BENCH_OUT", root().join("target/bench"));
+    run(c)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    let result = match cmd {
+        "test" => test(rest),
+        "ci" => ci(),
+        "bench" => bench(rest),
+        "help" | "--help" | "-h" => {
+            println!(
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, test\n  bench   run benchmarks (release), write target/bench/*.json"
+            );
+            Ok(())
+        }
+        other => Err(format!("unknown xtask `{other}`; try `cargo xtask help`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
