@@ -47,7 +47,6 @@ pub struct Config {
     pub modules: BTreeMap<String, Value>,
 }
 
-
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "data_dir", "log", "server", "tools", "defaults", "agents", "team", "mcp", "modules",
@@ -762,4 +761,45 @@ pub fn validate_module_section<T: serde::de::DeserializeOwned>(
             .unwrap_or_else(|| figment::Error::from("invalid module section"));
         Box::new(it.fold(last, |acc, e| e.chain(acc)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_level_keys_match_the_config_struct() {
+        let v = serde_json::to_value(Config::default()).expect("ser");
+        let mut keys: Vec<&str> = v
+            .as_object()
+            .expect("obj")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut listed = TOP_LEVEL_KEYS.to_vec();
+        keys.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(keys, listed);
+    }
+
+    #[test]
+    fn env_filter_takes_nested_keys_and_top_level_names_only() {
+        assert!(is_config_env("SERVER__PORT"));
+        assert!(is_config_env("DATA_DIR"));
+        assert!(
+            is_config_env("servr__port"),
+            "typos still reach the unknown-key check"
+        );
+        assert!(!is_config_env("OVERLAY"));
+        assert!(!is_config_env("PROFILE"));
+        assert!(!is_config_env("VAULT_PASSPHRASE"));
+        assert!(!is_config_env("AGENT_MAIN_MODEL"));
+    }
+
+    #[test]
+    fn suggestions_need_to_be_close() {
+        assert_eq!(suggest("prot", &["bind", "port"]), Some("port"));
+        assert_eq!(suggest("tool", &["tools", "team"]), Some("tools"));
+        assert_eq!(suggest("zzzzqqq", &["tools", "team"]), None);
+    }
 }

@@ -36,6 +36,7 @@ pub mod paths;
 pub mod principal;
 pub mod registry;
 pub mod schema;
+pub mod secret;
 mod tool;
 
 pub use async_trait::async_trait;

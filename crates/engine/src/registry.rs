@@ -5,8 +5,14 @@ use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
 use crate::config::ModuleConfigSource;
 use crate::tool::{Component, ComponentKind, Layer, Tool, ToolRegistration, ToolSpec};
+use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 /// A tool in the registry together with where it came from.
 #[derive(Clone)]
@@ -88,6 +94,32 @@ pub enum RegistryError {
         "module `{0}` is declared but not linked into this binary (no `declare_module!` found)"
     )]
     UnknownModule(String),
+}
+
+type BoxedHandler = Box<
+    dyn Fn(
+            ToolContext,
+            Value,
+        ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A run-time tool made of a spec and a closure.
+struct FnTool {
+    spec: ToolSpec,
+    handler: BoxedHandler,
+}
+
+#[async_trait::async_trait]
+impl Tool for FnTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        (self.handler)(ctx.clone(), args).await
+    }
 }
 
 /// Orders layers: core < modules (in declared order) < overlay < runtime.
@@ -261,9 +293,30 @@ impl Registry {
         })
     }
 
-    /// Registers a tool at run time (MCP client tools, embedders). A name already present is
-    /// an error: run-time registration never silently overrides.
-    pub fn register(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+    /// Registers a tool at run time from its spec and an async handler (MCP client tools,
+    /// embedders). Arguments are checked against `spec.input_schema` before the handler runs.
+    /// A name already present is an error: run-time registration never silently overrides.
+    ///
+    /// ```
+    /// # use strata_engine::{Registry, ToolSpec, ToolOutput};
+    /// let reg = Registry::empty();
+    /// let spec = ToolSpec::new("echo", "Returns its arguments.", serde_json::json!({"type": "object"}));
+    /// reg.register(spec, |_ctx, args| async move { Ok(ToolOutput(args)) }).unwrap();
+    /// assert!(reg.get("echo").is_some());
+    /// ```
+    pub fn register<F, Fut>(&self, spec: ToolSpec, handler: F) -> Result<(), RegistryError>
+    where
+        F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        self.register_tool(Arc::new(FnTool {
+            spec,
+            handler: Box::new(move |ctx, args| Box::pin(handler(ctx, args))),
+        }))
+    }
+
+    /// Registers a hand-written [`Tool`] at run time. Same rules as [`Self::register`].
+    pub fn register_tool(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let name = tool.spec().name.clone();
         let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
         if map.contains_key(&name) {
@@ -332,7 +385,6 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{ToolContext, ToolError, ToolOutput};
     use async_trait::async_trait;
 
     struct Named(ToolSpec);
@@ -431,22 +483,66 @@ mod tests {
     #[test]
     fn runtime_registration_never_overrides() {
         let r = Registry::empty();
-        r.register(Arc::new(Named(spec("t", "one"))))
+        r.register_tool(Arc::new(Named(spec("t", "one"))))
             .expect("first");
         let err = r
-            .register(Arc::new(Named(spec("t", "two"))))
+            .register(spec("t", "two"), |_, _| async {
+                Ok(ToolOutput(serde_json::Value::Null))
+            })
             .expect_err("dup");
         assert_eq!(err, RegistryError::Duplicate("t".into()));
         assert_eq!(r.get("t").expect("t").spec().description, "one");
+        assert_eq!(r.get("t").expect("t").layer, Layer::Runtime);
         assert!(r.unregister("t"));
         assert!(r.get("t").is_none());
+    }
+
+    #[tokio::test]
+    async fn runtime_tools_run_through_the_invoker_with_schema_checks() {
+        use crate::audit::NoAudit;
+        use crate::{Invocation, Invoker, Principal, RuntimeEnv, Status};
+        let r = Arc::new(Registry::empty());
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        r.register(
+            ToolSpec::new("double", "Doubles n.", schema),
+            |_ctx, args| async move {
+                let n = args["n"].as_i64().unwrap_or_default();
+                Ok(ToolOutput(serde_json::json!(n * 2)))
+            },
+        )
+        .expect("register");
+        let dir = std::env::temp_dir();
+        let env = Arc::new(RuntimeEnv::new(Default::default(), dir.clone(), dir));
+        let inv = Invoker::new(r, env, Arc::new(NoAudit));
+        let ok = inv
+            .invoke(Invocation::new(
+                "double",
+                serde_json::json!({"n": 21}),
+                Principal::Operator,
+            ))
+            .await;
+        assert_eq!(ok.value, serde_json::json!(42));
+        let bad = inv
+            .invoke(Invocation::new(
+                "double",
+                serde_json::json!({"n": "x"}),
+                Principal::Operator,
+            ))
+            .await;
+        assert_eq!(bad.status, Status::ValidationError);
+        assert!(bad.error.expect("msg").contains("`n`"));
     }
 
     #[test]
     fn list_is_sorted_by_name() {
         let r = Registry::empty();
         for n in ["zeta", "alpha", "mid"] {
-            r.register(Arc::new(Named(spec(n, n)))).expect("reg");
+            r.register_tool(Arc::new(Named(spec(n, n)))).expect("reg");
         }
         let names: Vec<_> = r.list().iter().map(|t| t.spec().name.clone()).collect();
         assert_eq!(names, ["alpha", "mid", "zeta"]);

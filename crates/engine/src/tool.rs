@@ -94,9 +94,33 @@ pub struct ToolSpec {
     pub hitl: bool,
     /// Its output carries content from the web (content safety applies).
     pub web_facing: bool,
-    /// Per-tool timeout; `None` uses `tools.timeout_secs`.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_secs")]
+    /// Per-tool timeout; `None` uses `tools.timeout_secs`. Serialised as `timeout_secs`.
+    #[serde(
+        rename = "timeout_secs",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_secs"
+    )]
     pub timeout: Option<Duration>,
+}
+
+impl ToolSpec {
+    /// A spec with no capabilities, no side effects, not gated, default timeout.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            capabilities: Vec::new(),
+            side_effects: SideEffects::None,
+            hitl: false,
+            web_facing: false,
+            timeout: None,
+        }
+    }
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -254,9 +278,8 @@ impl ToolContext {
     }
 }
 
-/// Process-wide handles every tool call shares: config and resolved directories. Later issues
-/// add the vault, memory and store handles here.
-#[derive(Debug)]
+/// Process-wide handles every tool call shares: config, resolved directories, and the vault
+/// and memory when the deployment has them. (The session store joins with the agent runtime.)
 pub struct RuntimeEnv {
     /// The merged configuration.
     pub config: Config,
@@ -264,16 +287,45 @@ pub struct RuntimeEnv {
     pub overlay_dir: PathBuf,
     /// Where runtime data lives (absolute).
     pub data_dir: PathBuf,
+    /// Secrets, when a vault is configured.
+    pub vault: Option<Arc<dyn crate::secret::Vault>>,
+    /// Agent memory, when a backend is configured.
+    pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
+}
+
+impl fmt::Debug for RuntimeEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeEnv")
+            .field("overlay_dir", &self.overlay_dir)
+            .field("data_dir", &self.data_dir)
+            .field("vault", &self.vault.is_some())
+            .field("memory", &self.memory.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RuntimeEnv {
-    /// Builds the environment from a loaded config.
+    /// Builds the environment from a loaded config, without vault or memory.
     pub fn new(config: Config, overlay_dir: PathBuf, data_dir: PathBuf) -> Self {
         RuntimeEnv {
             config,
             overlay_dir,
             data_dir,
+            vault: None,
+            memory: None,
         }
+    }
+
+    /// Adds a vault.
+    pub fn with_vault(mut self, vault: Arc<dyn crate::secret::Vault>) -> Self {
+        self.vault = Some(vault);
+        self
+    }
+
+    /// Adds a memory backend.
+    pub fn with_memory(mut self, memory: Arc<dyn crate::memory::MemoryBackend>) -> Self {
+        self.memory = Some(memory);
+        self
     }
 
     /// `tools.roots`, relative entries taken from the overlay directory.
