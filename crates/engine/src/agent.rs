@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::llm::{ChatMessage, Usage};
 use crate::principal::Principal;
 use crate::tool::RuntimeEnv;
 
@@ -42,6 +43,37 @@ pub struct TurnContext {
     pub sender: Principal,
     /// Shared runtime handles.
     pub env: Arc<RuntimeEnv>,
+    /// Summary of the conversation before `history`, if it was compacted.
+    pub summary: Option<String>,
+    /// The conversation so far (oldest first), without the new message.
+    pub history: Vec<ChatMessage>,
+    /// Provider-specific session state from the previous turn (e.g. a CLI session id).
+    pub provider_state: Option<serde_json::Value>,
+    /// Nesting depth of inter-agent calls that led to this turn (0 for a person's message).
+    pub depth: u32,
+}
+
+impl TurnContext {
+    /// A fresh turn with no history.
+    pub fn new(
+        agent_id: impl Into<String>,
+        session_id: impl Into<String>,
+        channel_id: impl Into<String>,
+        sender: Principal,
+        env: Arc<RuntimeEnv>,
+    ) -> Self {
+        TurnContext {
+            agent_id: agent_id.into(),
+            session_id: session_id.into(),
+            channel_id: channel_id.into(),
+            sender,
+            env,
+            summary: None,
+            history: Vec::new(),
+            provider_state: None,
+            depth: 0,
+        }
+    }
 }
 
 /// An agent's answer.
@@ -51,6 +83,45 @@ pub struct Reply {
     pub text: String,
     /// The agent chose not to answer (the `NO_REPLY` sentinel): stored, never sent.
     pub silent: bool,
+    /// Messages this turn adds to the session: the user's message, assistant tool calls, tool
+    /// results and the final answer. The session manager stores them.
+    #[serde(default)]
+    pub transcript: Vec<ChatMessage>,
+    /// Provider session state to keep for the next turn.
+    #[serde(default)]
+    pub provider_state: Option<serde_json::Value>,
+    /// Tokens used over every round of the turn.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Model calls made.
+    #[serde(default)]
+    pub rounds: u32,
+    /// Tool calls made, in order.
+    #[serde(default)]
+    pub tool_runs: Vec<ToolRun>,
+}
+
+/// One tool call of a turn, for the session's tool log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRun {
+    /// Tool name.
+    pub tool: String,
+    /// Outcome (`ok`, `error`, …).
+    pub status: String,
+    /// Milliseconds.
+    pub elapsed_ms: f64,
+    /// Request id (joins the audit log).
+    pub request_id: String,
+}
+
+impl Reply {
+    /// A plain text reply with no transcript (scripted agents).
+    pub fn text(text: impl Into<String>) -> Self {
+        Reply {
+            text: text.into(),
+            ..Reply::default()
+        }
+    }
 }
 
 /// Agent failures.
@@ -76,7 +147,7 @@ pub enum AgentError {
 /// impl Agent for Echo {
 ///     fn id(&self) -> &str { "echo" }
 ///     async fn handle(&self, _turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
-///         Ok(Reply { text: input.text, silent: false })
+///         Ok(Reply::text(input.text))
 ///     }
 /// }
 /// ```
@@ -86,4 +157,14 @@ pub trait Agent: Send + Sync {
     fn id(&self) -> &str;
     /// Handles one turn.
     async fn handle(&self, turn: TurnContext, input: Message) -> Result<Reply, AgentError>;
+
+    /// Condenses a long conversation into a summary (used when a session is compacted).
+    /// `None` means the agent cannot summarise; the session is then left as it is.
+    async fn summarize(
+        &self,
+        _previous: Option<&str>,
+        _messages: &[ChatMessage],
+    ) -> Result<Option<String>, AgentError> {
+        Ok(None)
+    }
 }

@@ -37,6 +37,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Defaults for agents that do not set their own.
     pub defaults: DefaultsConfig,
+    /// Conversation sessions: cache size, summarisation, retention.
+    pub sessions: SessionsConfig,
     /// Agents by id (usually from `config/agents.yaml`).
     pub agents: BTreeMap<String, AgentConfig>,
     /// People and agents of the team (from `config/team.json`).
@@ -49,7 +51,8 @@ pub struct Config {
 
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "data_dir", "log", "server", "tools", "defaults", "agents", "team", "mcp", "modules",
+    "data_dir", "log", "server", "tools", "defaults", "sessions", "agents", "team", "mcp",
+    "modules",
 ];
 
 impl Config {
@@ -136,12 +139,42 @@ impl Default for ToolsConfig {
     }
 }
 
+/// `sessions.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// Sessions kept in memory; the rest are on disk and reloaded on use.
+    pub max_live: usize,
+    /// Summarise a session after this many turns since the last summary (0 = never).
+    pub summarize_after: u32,
+    /// Turns kept verbatim after a summary.
+    pub keep_turns: u32,
+    /// Delete sessions idle for longer than this many days (0 = keep forever).
+    pub retention_days: u32,
+    /// The session database, relative to the data dir.
+    pub database: PathBuf,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            max_live: 1024,
+            summarize_after: 40,
+            keep_turns: 6,
+            retention_days: 90,
+            database: "strata.db".into(),
+        }
+    }
+}
+
 /// `defaults.*`
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DefaultsConfig {
     /// Provider for agents without their own `llm`.
     pub llm: Option<LlmConfig>,
+    /// Agent used by `strata chat` and `strata repl` when `--agent` is not given.
+    pub agent: Option<String>,
 }
 
 /// Which model an agent talks to.
@@ -150,15 +183,80 @@ pub struct DefaultsConfig {
 pub struct LlmConfig {
     /// `openai`, `anthropic`, `gemini`, `vertex` or `claude-code`.
     pub provider: String,
-    /// Model name.
+    /// Model name (`google/` prefixes are stripped for Gemini and Vertex).
     #[serde(default)]
     pub model: Option<String>,
-    /// API base URL (OpenAI-compatible servers, fakes).
+    /// API base URL: any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), or a
+    /// proxy. Defaults to the vendor's.
     #[serde(default)]
     pub base_url: Option<String>,
-    /// API key, normally `vault:<key>`.
+    /// API key: `vault:<key>` (from the vault), `env:<VAR>` (from the environment), or literal.
     #[serde(default)]
     pub api_key: Option<String>,
+    /// Vertex AI: Google Cloud project.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Vertex AI: region (default `global`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Vertex AI: command whose stdout is a bearer token (e.g. `gcloud auth print-access-token`).
+    #[serde(default)]
+    pub token_command: Option<String>,
+    /// Vertex AI: environment variable holding a bearer token (used when no command is set).
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Claude Code: the `claude` executable (default `claude` on PATH).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Claude Code: environment variables passed through to the CLI (nothing else is).
+    #[serde(default)]
+    pub env_allow: Vec<String>,
+    /// Output token cap (Anthropic requires one; default 4096).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Seconds to establish a connection (default 10).
+    #[serde(default)]
+    pub connect_timeout_secs: Option<u64>,
+    /// Seconds for a whole request, or the CLI's wall clock (default 120; 600 for claude-code).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Attempts on 429, 5xx and connection errors (default 3).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// First retry delay in milliseconds, doubled per attempt with jitter (default 500).
+    #[serde(default)]
+    pub retry_base_ms: Option<u64>,
+    /// Stream responses (SSE) where the provider supports it (default true).
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+impl LlmConfig {
+    /// A config for `provider` with every option at its default.
+    pub fn new(provider: impl Into<String>) -> Self {
+        LlmConfig {
+            provider: provider.into(),
+            model: None,
+            base_url: None,
+            api_key: None,
+            project: None,
+            region: None,
+            token_command: None,
+            token_env: None,
+            command: None,
+            env_allow: Vec::new(),
+            max_tokens: None,
+            temperature: None,
+            connect_timeout_secs: None,
+            timeout_secs: None,
+            max_attempts: None,
+            retry_base_ms: None,
+            stream: None,
+        }
+    }
 }
 
 /// One agent.
@@ -169,12 +267,17 @@ pub struct AgentConfig {
     pub name: Option<String>,
     /// What the agent is for.
     pub description: Option<String>,
-    /// Extra instruction appended to `agents/<id>/AGENTS.md`.
+    /// Extra instruction appended to `agents/<id>/AGENTS.md`
+    /// (`STRATA_AGENT_<ID>_INSTRUCTION` overrides it).
     pub instruction: Option<String>,
-    /// Provider; `defaults.llm` when unset.
+    /// Provider; `defaults.llm` when unset. `STRATA_AGENT_<ID>_MODEL` overrides the model.
     pub llm: Option<LlmConfig>,
-    /// Tools the agent may use: `all` or a list of names (`prefix*` allowed).
+    /// Tools the agent may use: `all` or a list of names (`prefix*` allowed). Default: none.
     pub tools: Option<ToolSelection>,
+    /// Model ↔ tool rounds per turn before the agent gives up (default 10).
+    pub max_rounds: Option<u32>,
+    /// Working directory for CLI providers (default `agents/<id>`).
+    pub project_dir: Option<PathBuf>,
 }
 
 /// `tools: all` or a list.

@@ -35,8 +35,10 @@ pub mod memory;
 pub mod paths;
 pub mod principal;
 pub mod registry;
+pub mod runtime;
 pub mod schema;
 pub mod secret;
+pub mod session;
 mod tool;
 
 pub use async_trait::async_trait;

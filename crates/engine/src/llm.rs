@@ -73,6 +73,8 @@ pub struct CompletionRequest {
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// Provider session state from the previous response of this session, if any.
+    pub provider_state: Option<Value>,
 }
 
 /// Token accounting.
@@ -107,6 +109,8 @@ pub struct CompletionResponse {
     pub stop: StopReason,
     /// Tokens used.
     pub usage: Usage,
+    /// Session state the provider wants back next time (e.g. a CLI session id).
+    pub provider_state: Option<Value>,
 }
 
 /// A piece of a streamed answer.
@@ -172,6 +176,7 @@ pub enum LlmError {
 ///             message: ChatMessage::text(Role::Assistant, last.unwrap_or_default()),
 ///             stop: StopReason::EndTurn,
 ///             usage: Usage::default(),
+///             provider_state: None,
 ///         })
 ///     }
 /// }

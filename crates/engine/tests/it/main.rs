@@ -2,6 +2,7 @@
 
 mod config;
 mod invoker;
+mod runtime;
 mod schema;
 
 use std::sync::Arc;

@@ -1,0 +1,592 @@
+//! The agent runtime: [`LlmAgent`] (the model ↔ tool loop) and [`AgentManager`] (sessions,
+//! per-session serialisation, caching, summarisation).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::agent::{Agent, AgentError, Message, Reply, ToolRun, TurnContext};
+use crate::config::{SessionsConfig, ToolSelection};
+use crate::invoker::{Invocation, Invoker};
+use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
+use crate::principal::Principal;
+use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
+use crate::tool::{RuntimeEnv, ToolSpec};
+
+/// Which tools an agent may see and call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolFilter {
+    /// None.
+    None,
+    /// Every tool in the registry.
+    All,
+    /// Names, or `prefix*` patterns.
+    List(Vec<String>),
+}
+
+impl ToolFilter {
+    /// From the `tools:` key of an agent.
+    pub fn from_config(sel: Option<&ToolSelection>) -> Self {
+        match sel {
+            None => ToolFilter::None,
+            Some(ToolSelection::All(_)) => ToolFilter::All,
+            Some(ToolSelection::List(l)) => ToolFilter::List(l.clone()),
+        }
+    }
+
+    /// Whether `name` passes.
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            ToolFilter::None => false,
+            ToolFilter::All => true,
+            ToolFilter::List(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => p == name,
+            }),
+        }
+    }
+}
+
+/// Is this reply the `NO_REPLY` sentinel? It must open the text, optionally behind wrapper
+/// punctuation (`**NO_REPLY**`, `[NO_REPLY]`, `` `NO_REPLY` ``).
+pub fn is_no_reply(text: &str) -> bool {
+    let t = text.trim_start();
+    let t = t.trim_start_matches(|c: char| "*_`[({<\"'".contains(c));
+    t.starts_with("NO_REPLY")
+}
+
+/// The standard agent: an identity, a model, a tool set, and the loop between them.
+pub struct LlmAgent {
+    id: String,
+    identity: String,
+    provider: Arc<dyn LlmProvider>,
+    model: String,
+    tools: ToolFilter,
+    max_rounds: u32,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    invoker: Arc<Invoker>,
+}
+
+impl LlmAgent {
+    /// An agent `id` speaking through `provider`/`model`, running tools through `invoker`.
+    /// `identity` is its system instruction (the runtime appends context and memory).
+    pub fn new(
+        id: impl Into<String>,
+        identity: impl Into<String>,
+        provider: Arc<dyn LlmProvider>,
+        model: impl Into<String>,
+        invoker: Arc<Invoker>,
+    ) -> Self {
+        LlmAgent {
+            id: id.into(),
+            identity: identity.into(),
+            provider,
+            model: model.into(),
+            tools: ToolFilter::None,
+            max_rounds: 10,
+            max_tokens: None,
+            temperature: None,
+            invoker,
+        }
+    }
+
+    /// Sets the tools the model may use.
+    pub fn with_tools(mut self, tools: ToolFilter) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the round limit (at least 1).
+    pub fn with_max_rounds(mut self, rounds: u32) -> Self {
+        self.max_rounds = rounds.max(1);
+        self
+    }
+
+    /// Sets sampling options.
+    pub fn with_sampling(mut self, max_tokens: Option<u32>, temperature: Option<f32>) -> Self {
+        self.max_tokens = max_tokens;
+        self.temperature = temperature;
+        self
+    }
+
+    /// The provider's name.
+    pub fn provider_name(&self) -> &str {
+        self.provider.name()
+    }
+
+    /// The specs the model is shown.
+    pub fn visible_tools(&self) -> Vec<ToolSpec> {
+        self.invoker
+            .registry()
+            .list()
+            .into_iter()
+            .filter(|t| self.tools.allows(&t.spec().name))
+            .map(|t| t.spec().clone())
+            .collect()
+    }
+
+    async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> String {
+        let mut s = self.identity.trim_end().to_owned();
+        s.push_str(&format!(
+            "\n\n[CONTEXT]\nagent: {}\nchannel: {}\nsender: {}\ntime: {}\n[/CONTEXT]",
+            turn.agent_id,
+            turn.channel_id,
+            turn.sender,
+            crate::audit::now_rfc3339()
+        ));
+        if let Some(summary) = &turn.summary {
+            s.push_str(&format!(
+                "\n\n[SUMMARY OF EARLIER CONVERSATION]\n{summary}\n[/SUMMARY]"
+            ));
+        }
+        if let Some(mem) = &turn.env.memory {
+            match mem.context_block(turn, &input.text).await {
+                Ok(Some(block)) => {
+                    s.push_str("\n\n");
+                    s.push_str(&block);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(agent = %self.id, error = %e, "memory unavailable; turn goes on without it")
+                }
+            }
+        }
+        s
+    }
+
+    async fn run_tools(
+        &self,
+        turn: &TurnContext,
+        calls: &[ToolCall],
+    ) -> Vec<(ChatMessage, ToolRun)> {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, call) in calls.iter().cloned().enumerate() {
+            let invoker = self.invoker.clone();
+            let allowed = self.tools.allows(&call.name);
+            let agent_id = self.id.clone();
+            let (session, channel, sender) = (
+                turn.session_id.clone(),
+                turn.channel_id.clone(),
+                turn.sender.clone(),
+            );
+            set.spawn(async move {
+                if !allowed {
+                    let msg = format!(
+                        "error (denied): tool `{}` is not available to agent `{agent_id}`",
+                        call.name
+                    );
+                    let run = ToolRun {
+                        tool: call.name.clone(),
+                        status: "denied".into(),
+                        elapsed_ms: 0.0,
+                        request_id: String::new(),
+                    };
+                    return (i, tool_message(&call, msg), run);
+                }
+                let mut inv = Invocation::new(call.name.clone(), call.arguments.clone(), sender);
+                inv.agent_id = Some(agent_id);
+                inv.session_id = Some(session);
+                inv.channel_id = Some(channel);
+                let r = invoker.invoke(inv).await;
+                let content = if r.ok() {
+                    match &r.value {
+                        Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    }
+                } else {
+                    format!(
+                        "error ({}): {}",
+                        r.status.as_str(),
+                        r.error.as_deref().unwrap_or("no message")
+                    )
+                };
+                let run = ToolRun {
+                    tool: r.tool.clone(),
+                    status: r.status.as_str().to_owned(),
+                    elapsed_ms: r.elapsed_ms,
+                    request_id: r.request_id.clone(),
+                };
+                (i, tool_message(&call, content), run)
+            });
+        }
+        let mut out: Vec<(usize, ChatMessage, ToolRun)> = Vec::with_capacity(calls.len());
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok(x) => out.push(x),
+                Err(e) => tracing::error!(error = %e, "tool task failed"),
+            }
+        }
+        out.sort_by_key(|(i, _, _)| *i);
+        out.into_iter().map(|(_, m, r)| (m, r)).collect()
+    }
+}
+
+fn tool_message(call: &ToolCall, content: String) -> ChatMessage {
+    ChatMessage {
+        role: Role::Tool,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: Some(call.id.clone()),
+    }
+}
+
+#[async_trait]
+impl Agent for LlmAgent {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn handle(&self, turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+        let system = self.system_prompt(&turn, &input).await;
+        let user = ChatMessage::text(Role::User, input.text.clone());
+        let mut messages = turn.history.clone();
+        messages.push(user.clone());
+        let mut transcript = vec![user];
+        let mut usage = Usage::default();
+        let mut tool_runs = Vec::new();
+        let mut provider_state = turn.provider_state.clone();
+        let tools = self.visible_tools();
+        let mut rounds = 0;
+        let final_text = loop {
+            if rounds >= self.max_rounds {
+                let text = format!(
+                    "I stopped after {} rounds of tool calls without reaching an answer.",
+                    self.max_rounds
+                );
+                transcript.push(ChatMessage::text(Role::Assistant, text.clone()));
+                break text;
+            }
+            rounds += 1;
+            let req = CompletionRequest {
+                model: self.model.clone(),
+                system: Some(system.clone()),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                max_tokens: self.max_tokens,
+                temperature: self.temperature,
+                provider_state: provider_state.clone(),
+            };
+            let resp = self.provider.complete(&req).await?;
+            usage.input_tokens += resp.usage.input_tokens;
+            usage.output_tokens += resp.usage.output_tokens;
+            if resp.provider_state.is_some() {
+                provider_state = resp.provider_state.clone();
+            }
+            let msg = resp.message;
+            messages.push(msg.clone());
+            transcript.push(msg.clone());
+            if msg.tool_calls.is_empty() {
+                break msg.content;
+            }
+            for (m, run) in self.run_tools(&turn, &msg.tool_calls).await {
+                messages.push(m.clone());
+                transcript.push(m);
+                tool_runs.push(run);
+            }
+        };
+        if let Some(mem) = &turn.env.memory
+            && let Err(e) = mem.record_exchange(&turn, &input.text, &final_text).await
+        {
+            tracing::warn!(agent = %self.id, error = %e, "memory did not record the exchange");
+        }
+        Ok(Reply {
+            silent: is_no_reply(&final_text),
+            text: final_text,
+            transcript,
+            provider_state,
+            usage,
+            rounds,
+            tool_runs,
+        })
+    }
+
+    async fn summarize(
+        &self,
+        previous: Option<&str>,
+        messages: &[ChatMessage],
+    ) -> Result<Option<String>, AgentError> {
+        let mut text = String::new();
+        if let Some(p) = previous {
+            text.push_str(&format!("Earlier summary:\n{p}\n\n"));
+        }
+        text.push_str("Conversation:\n");
+        for m in messages {
+            let who = match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+                Role::System => "system",
+            };
+            if !m.content.is_empty() {
+                text.push_str(&format!("{who}: {}\n", m.content));
+            }
+            for c in &m.tool_calls {
+                text.push_str(&format!("{who} called {}({})\n", c.name, c.arguments));
+            }
+        }
+        let req = CompletionRequest {
+            model: self.model.clone(),
+            system: Some(
+                "Summarise the conversation below for your own later reference: facts learned, \
+                 decisions, open questions, the user's preferences. Be concise; no preamble."
+                    .into(),
+            ),
+            messages: vec![ChatMessage::text(Role::User, text)],
+            tools: Vec::new(),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            provider_state: None,
+        };
+        let resp = self.provider.complete(&req).await?;
+        let s = resp.message.content.trim().to_owned();
+        Ok((!s.is_empty()).then_some(s))
+    }
+}
+
+/// A turn to run.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// Agent id.
+    pub agent_id: String,
+    /// Session id (usually the channel id).
+    pub session_id: String,
+    /// Channel id.
+    pub channel_id: String,
+    /// Who sent it.
+    pub sender: Principal,
+    /// The message.
+    pub message: Message,
+    /// Inter-agent depth.
+    pub depth: u32,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<SessionState>>>;
+
+struct Live {
+    slots: HashMap<SessionKey, (Slot, u64)>,
+    tick: u64,
+}
+
+/// Runs turns: one at a time per (agent, session), different sessions in parallel; keeps at
+/// most `sessions.max_live` sessions in memory (least recently used leave first, they stay on
+/// disk); compacts long sessions into a summary.
+pub struct AgentManager {
+    agents: HashMap<String, Arc<dyn Agent>>,
+    store: Arc<dyn SessionStore>,
+    env: Arc<RuntimeEnv>,
+    cfg: SessionsConfig,
+    live: StdMutex<Live>,
+}
+
+impl AgentManager {
+    /// A manager over `agents`, keeping sessions in `store`.
+    pub fn new(
+        agents: Vec<Arc<dyn Agent>>,
+        store: Arc<dyn SessionStore>,
+        env: Arc<RuntimeEnv>,
+    ) -> Self {
+        let cfg = env.config.sessions.clone();
+        AgentManager {
+            agents: agents.into_iter().map(|a| (a.id().to_owned(), a)).collect(),
+            store,
+            env,
+            cfg,
+            live: StdMutex::new(Live {
+                slots: HashMap::new(),
+                tick: 0,
+            }),
+        }
+    }
+
+    /// Overrides the session settings (tests, embedders).
+    pub fn with_sessions_config(mut self, cfg: SessionsConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Agent ids, sorted.
+    pub fn agent_ids(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.agents.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&Arc<dyn Agent>> {
+        self.agents.get(id)
+    }
+
+    /// Sessions held in memory now.
+    pub fn live_sessions(&self) -> usize {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .slots
+            .len()
+    }
+
+    fn slot(&self, key: &SessionKey) -> Slot {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.tick += 1;
+        let tick = live.tick;
+        let slot = match live.slots.get_mut(key) {
+            Some((slot, t)) => {
+                *t = tick;
+                slot.clone()
+            }
+            None => {
+                let slot: Slot = Arc::new(tokio::sync::Mutex::new(None));
+                live.slots.insert(key.clone(), (slot.clone(), tick));
+                slot
+            }
+        };
+        let cap = self.cfg.max_live.max(1);
+        if live.slots.len() > cap {
+            // Evict idle slots (nobody holds them) from the oldest, down to the cap.
+            let mut idle: Vec<(SessionKey, u64)> = live
+                .slots
+                .iter()
+                .filter(|(_, (s, _))| Arc::strong_count(s) == 1)
+                .map(|(k, (_, t))| (k.clone(), *t))
+                .collect();
+            idle.sort_by_key(|(_, t)| *t);
+            let excess = live.slots.len() - cap;
+            for (k, _) in idle.into_iter().take(excess) {
+                live.slots.remove(&k);
+            }
+        }
+        slot
+    }
+
+    /// Runs one turn and stores it.
+    pub async fn turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        let agent = self.agents.get(&req.agent_id).cloned().ok_or_else(|| {
+            AgentError::Other(format!(
+                "unknown agent `{}`; agents: {}",
+                req.agent_id,
+                self.agent_ids().join(", ")
+            ))
+        })?;
+        let key = SessionKey::new(&req.agent_id, &req.session_id);
+        let slot = self.slot(&key);
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            let loaded = self
+                .store
+                .load(&key)
+                .await
+                .map_err(|e| AgentError::Other(e.to_string()))?;
+            *guard = Some(loaded.unwrap_or_default());
+        }
+        let state = guard.get_or_insert_with(SessionState::default);
+        let mut ctx = TurnContext::new(
+            &req.agent_id,
+            &req.session_id,
+            &req.channel_id,
+            req.sender.clone(),
+            self.env.clone(),
+        );
+        ctx.summary = state.summary.clone();
+        ctx.history = state.messages.clone();
+        ctx.provider_state = state.provider_state.clone();
+        ctx.depth = req.depth;
+        let reply = agent.handle(ctx, req.message).await?;
+
+        if let Err(e) = self
+            .store
+            .append_turn(&key, &reply.transcript, reply.provider_state.as_ref())
+            .await
+        {
+            // The answer exists; losing its storage must not lose the answer.
+            tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %e, "turn not stored");
+        }
+        state.messages.extend(reply.transcript.iter().cloned());
+        state.turns_since_summary += 1;
+        state.provider_state = reply.provider_state.clone();
+        if !reply.tool_runs.is_empty() {
+            let entries: Vec<ToolLogEntry> = reply
+                .tool_runs
+                .iter()
+                .map(|r| ToolLogEntry {
+                    key: key.clone(),
+                    tool: r.tool.clone(),
+                    status: r.status.clone(),
+                    elapsed_ms: r.elapsed_ms,
+                    request_id: r.request_id.clone(),
+                })
+                .collect();
+            if let Err(e) = self.store.log_tools(&entries).await {
+                tracing::warn!(error = %e, "tool log not stored");
+            }
+        }
+        if self.cfg.summarize_after > 0 && state.turns_since_summary >= self.cfg.summarize_after {
+            self.compact(&agent, &key, state).await;
+        }
+        Ok(reply)
+    }
+
+    async fn compact(&self, agent: &Arc<dyn Agent>, key: &SessionKey, state: &mut SessionState) {
+        let cut = turn_boundary(&state.messages, self.cfg.keep_turns as usize);
+        if cut == 0 {
+            return;
+        }
+        match agent
+            .summarize(state.summary.as_deref(), &state.messages[..cut])
+            .await
+        {
+            Ok(Some(summary)) => {
+                let keep = state.messages.len() - cut;
+                match self.store.compact(key, &summary, keep).await {
+                    Ok(()) => {
+                        state.messages.drain(..cut);
+                        state.summary = Some(summary);
+                        state.turns_since_summary = 0;
+                        tracing::info!(agent = %key.agent_id, session = %key.session_id, kept = keep, "session summarised");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "summary not stored"),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(agent = %key.agent_id, error = %e, "summarising failed; session kept as is")
+            }
+        }
+    }
+
+    /// Forgets a session (`/reset`).
+    pub async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        let key = SessionKey::new(agent_id, session_id);
+        let slot = self.slot(&key);
+        let mut guard = slot.lock().await;
+        self.store
+            .reset(&key)
+            .await
+            .map_err(|e| AgentError::Other(e.to_string()))?;
+        *guard = Some(SessionState::default());
+        Ok(())
+    }
+
+    /// Deletes sessions idle longer than `sessions.retention_days` (no-op when 0).
+    pub async fn prune(&self) -> Result<usize, AgentError> {
+        if self.cfg.retention_days == 0 {
+            return Ok(0);
+        }
+        let idle = Duration::from_secs(u64::from(self.cfg.retention_days) * 86_400);
+        let n = self
+            .store
+            .prune(idle)
+            .await
+            .map_err(|e| AgentError::Other(e.to_string()))?;
+        if n > 0 {
+            // Cached copies of pruned sessions would resurrect them: drop idle slots.
+            let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            live.slots.retain(|_, (s, _)| Arc::strong_count(s) > 1);
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,194 @@
+//! Conversation sessions: what an agent remembers of one channel, and where it is kept.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::llm::{ChatMessage, Role};
+
+/// One conversation: an agent in a session (by default the channel).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    /// Agent id.
+    pub agent_id: String,
+    /// Session id (the channel id unless the caller picks one).
+    pub session_id: String,
+}
+
+impl SessionKey {
+    /// A key.
+    pub fn new(agent_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+        SessionKey {
+            agent_id: agent_id.into(),
+            session_id: session_id.into(),
+        }
+    }
+}
+
+/// A session's stored state.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionState {
+    /// Summary of what came before `messages`, if compacted.
+    pub summary: Option<String>,
+    /// Messages since the summary, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Turns since the last compaction.
+    pub turns_since_summary: u32,
+    /// Provider-specific state (e.g. a CLI session id).
+    pub provider_state: Option<Value>,
+}
+
+/// One tool call made during a turn, for the session's tool log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolLogEntry {
+    /// The session.
+    pub key: SessionKey,
+    /// Tool name.
+    pub tool: String,
+    /// Outcome status.
+    pub status: String,
+    /// Milliseconds.
+    pub elapsed_ms: f64,
+    /// Request id (joins the audit log).
+    pub request_id: String,
+}
+
+/// Store failures.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("session store: {0}")]
+pub struct StoreError(pub String);
+
+/// Where sessions live. `strata-store` keeps them in SQLite; [`InMemoryStore`] is for tests
+/// and embedders that do not need restarts.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The session's state, `None` if it never existed.
+    async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError>;
+    /// Appends a turn's messages and sets the provider state (creating the session).
+    async fn append_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+    ) -> Result<(), StoreError>;
+    /// Replaces everything before the last `keep` messages with `summary`.
+    async fn compact(&self, key: &SessionKey, summary: &str, keep: usize)
+    -> Result<(), StoreError>;
+    /// Forgets a session entirely.
+    async fn reset(&self, key: &SessionKey) -> Result<(), StoreError>;
+    /// Deletes sessions idle for longer than `idle`; returns how many.
+    async fn prune(&self, idle: Duration) -> Result<usize, StoreError>;
+    /// Records tool calls made in a turn.
+    async fn log_tools(&self, entries: &[ToolLogEntry]) -> Result<(), StoreError>;
+    /// Number of sessions.
+    async fn count(&self) -> Result<u64, StoreError>;
+}
+
+/// Sessions in a map: lost on restart.
+#[derive(Default)]
+pub struct InMemoryStore {
+    sessions: Mutex<HashMap<SessionKey, (SessionState, SystemTime)>>,
+    tools: Mutex<Vec<ToolLogEntry>>,
+}
+
+impl InMemoryStore {
+    /// Tool log entries recorded so far.
+    pub fn tool_log(&self) -> Vec<ToolLogEntry> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[async_trait]
+impl SessionStore for InMemoryStore {
+    async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError> {
+        let map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(map.get(key).map(|(s, _)| s.clone()))
+    }
+
+    async fn append_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map
+            .entry(key.clone())
+            .or_insert_with(|| (SessionState::default(), SystemTime::now()));
+        entry.0.messages.extend_from_slice(messages);
+        entry.0.turns_since_summary += 1;
+        entry.0.provider_state = provider_state.cloned();
+        entry.1 = SystemTime::now();
+        Ok(())
+    }
+
+    async fn compact(
+        &self,
+        key: &SessionKey,
+        summary: &str,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, _)) = map.get_mut(key) {
+            let cut = s.messages.len().saturating_sub(keep);
+            s.messages.drain(..cut);
+            s.summary = Some(summary.to_owned());
+            s.turns_since_summary = 0;
+        }
+        Ok(())
+    }
+
+    async fn reset(&self, key: &SessionKey) -> Result<(), StoreError> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        Ok(())
+    }
+
+    async fn prune(&self, idle: Duration) -> Result<usize, StoreError> {
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        let now = SystemTime::now();
+        map.retain(|_, (_, t)| now.duration_since(*t).unwrap_or_default() <= idle);
+        Ok(before - map.len())
+    }
+
+    async fn log_tools(&self, entries: &[ToolLogEntry]) -> Result<(), StoreError> {
+        self.tools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(entries);
+        Ok(())
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len() as u64)
+    }
+}
+
+/// Where to cut a history so that the last `turns` turns survive whole: the index of the
+/// `turns`-th user message from the end (0 when there are fewer). Never splits a tool call
+/// from its result.
+pub fn turn_boundary(messages: &[ChatMessage], turns: usize) -> usize {
+    if turns == 0 {
+        return messages.len();
+    }
+    let mut seen = 0;
+    for (i, m) in messages.iter().enumerate().rev() {
+        if m.role == Role::User {
+            seen += 1;
+            if seen == turns {
+                return i;
+            }
+        }
+    }
+    0
+}

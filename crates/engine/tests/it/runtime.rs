@@ -1,0 +1,473 @@
+//! The agent loop and the session manager, against an in-process scripted provider.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use strata_engine::agent::{Agent, AgentError, Message, Reply, TurnContext};
+use strata_engine::audit::NoAudit;
+use strata_engine::config::{Config, SessionsConfig};
+use strata_engine::llm::*;
+use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest, is_no_reply};
+use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
+use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, async_trait, tool};
+
+/// Returns a scripted response per call and records every request.
+#[derive(Default)]
+struct Scripted {
+    replies: Mutex<VecDeque<CompletionResponse>>,
+    requests: Mutex<Vec<CompletionRequest>>,
+}
+
+impl Scripted {
+    fn new(replies: Vec<CompletionResponse>) -> Arc<Self> {
+        Arc::new(Scripted {
+            replies: Mutex::new(replies.into()),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+    fn requests(&self) -> Vec<CompletionRequest> {
+        self.requests.lock().expect("lock").clone()
+    }
+}
+
+#[async_trait]
+impl LlmProvider for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        self.requests.lock().expect("lock").push(req.clone());
+        self.replies
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .ok_or_else(|| LlmError::Other("script exhausted".into()))
+    }
+}
+
+fn text(t: &str) -> CompletionResponse {
+    CompletionResponse {
+        message: ChatMessage::text(Role::Assistant, t),
+        stop: StopReason::EndTurn,
+        usage: Usage {
+            input_tokens: 10,
+            output_tokens: 2,
+        },
+        provider_state: None,
+    }
+}
+
+fn calls(calls: &[(&str, &str, serde_json::Value)]) -> CompletionResponse {
+    CompletionResponse {
+        message: ChatMessage {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: calls
+                .iter()
+                .map(|(id, name, args)| ToolCall {
+                    id: (*id).into(),
+                    name: (*name).into(),
+                    arguments: args.clone(),
+                })
+                .collect(),
+            tool_call_id: None,
+        },
+        stop: StopReason::ToolUse,
+        usage: Usage::default(),
+        provider_state: None,
+    }
+}
+
+static BARRIER: std::sync::OnceLock<tokio::sync::Barrier> = std::sync::OnceLock::new();
+
+/// Waits until two calls of it are running at once (proves parallel execution).
+#[tool(timeout_secs = 5)]
+async fn rendezvous(
+    /// A label echoed back.
+    label: String,
+) -> Result<String, ToolError> {
+    BARRIER
+        .get_or_init(|| tokio::sync::Barrier::new(2))
+        .wait()
+        .await;
+    Ok(format!("met:{label}"))
+}
+
+/// Always fails.
+#[tool]
+async fn broken_tool() -> Result<(), ToolError> {
+    Err(ToolError::failed("disk on fire"))
+}
+
+/// Upper-cases a word.
+#[tool]
+async fn shout(
+    /// The word.
+    word: String,
+) -> Result<String, ToolError> {
+    Ok(word.to_uppercase())
+}
+
+fn env() -> Arc<RuntimeEnv> {
+    crate::env_in(&std::env::temp_dir())
+}
+
+fn invoker() -> Arc<Invoker> {
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    Arc::new(Invoker::new(reg, env(), Arc::new(NoAudit)))
+}
+
+fn agent(provider: Arc<Scripted>, tools: ToolFilter) -> LlmAgent {
+    LlmAgent::new("main", "You are a test agent.", provider, "m-1", invoker()).with_tools(tools)
+}
+
+fn turn_ctx() -> TurnContext {
+    TurnContext::new(
+        "main",
+        "s1",
+        "c1",
+        Principal::Person { id: "p1".into() },
+        env(),
+    )
+}
+
+#[tokio::test]
+async fn plain_answer_with_context_block() {
+    let p = Scripted::new(vec![text("hello there")]);
+    let a = agent(p.clone(), ToolFilter::None);
+    let r = a
+        .handle(turn_ctx(), Message::text("hi"))
+        .await
+        .expect("turn");
+    assert_eq!(r.text, "hello there");
+    assert!(!r.silent);
+    assert_eq!(r.rounds, 1);
+    assert_eq!(r.transcript.len(), 2);
+    let req = &p.requests()[0];
+    let system = req.system.as_deref().expect("system");
+    assert!(system.starts_with("You are a test agent."));
+    assert!(
+        system.contains("[CONTEXT]")
+            && system.contains("channel: c1")
+            && system.contains("sender: person:p1")
+    );
+    assert!(
+        req.tools.is_empty(),
+        "no tools unless the agent is given some"
+    );
+    assert_eq!(req.model, "m-1");
+}
+
+#[tokio::test]
+async fn tool_call_results_thread_back_with_their_ids() {
+    let p = Scripted::new(vec![
+        calls(&[("call-1", "shout", json!({"word": "hey"}))]),
+        text("done: HEY"),
+    ]);
+    let a = agent(p.clone(), ToolFilter::List(vec!["shout".into()]));
+    let r = a
+        .handle(turn_ctx(), Message::text("shout hey"))
+        .await
+        .expect("turn");
+    assert_eq!(r.text, "done: HEY");
+    assert_eq!(r.rounds, 2);
+    assert_eq!(r.tool_runs.len(), 1);
+    assert_eq!(r.tool_runs[0].status, "ok");
+    let reqs = p.requests();
+    assert_eq!(
+        reqs[0]
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["shout"]
+    );
+    let second = &reqs[1].messages;
+    let tool_msg = second.last().expect("tool message");
+    assert_eq!(tool_msg.role, Role::Tool);
+    assert_eq!(tool_msg.tool_call_id.as_deref(), Some("call-1"));
+    assert_eq!(tool_msg.content, "HEY");
+    assert_eq!(second[second.len() - 2].tool_calls[0].id, "call-1");
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently_and_keep_order() {
+    let p = Scripted::new(vec![
+        calls(&[
+            ("a", "rendezvous", json!({"label": "one"})),
+            ("b", "rendezvous", json!({"label": "two"})),
+        ]),
+        text("both met"),
+    ]);
+    let a = agent(p.clone(), ToolFilter::List(vec!["rendez*".into()]));
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        a.handle(turn_ctx(), Message::text("go")),
+    )
+    .await
+    .expect("no deadlock: calls ran concurrently")
+    .expect("turn");
+    assert_eq!(r.text, "both met");
+    let msgs = &p.requests()[1].messages;
+    let n = msgs.len();
+    assert_eq!(
+        (
+            msgs[n - 2].tool_call_id.as_deref(),
+            msgs[n - 2].content.as_str()
+        ),
+        (Some("a"), "met:one")
+    );
+    assert_eq!(
+        (
+            msgs[n - 1].tool_call_id.as_deref(),
+            msgs[n - 1].content.as_str()
+        ),
+        (Some("b"), "met:two")
+    );
+}
+
+#[tokio::test]
+async fn failing_and_forbidden_tools_go_back_to_the_model_as_results() {
+    let p = Scripted::new(vec![
+        calls(&[
+            ("x", "broken_tool", json!({})),
+            ("y", "shout", json!({"word": "a"})),
+        ]),
+        text("I could not do it"),
+    ]);
+    let a = agent(p.clone(), ToolFilter::List(vec!["broken_tool".into()]));
+    let r = a
+        .handle(turn_ctx(), Message::text("try"))
+        .await
+        .expect("turn does not crash");
+    assert_eq!(r.text, "I could not do it");
+    let msgs = &p.requests()[1].messages;
+    let n = msgs.len();
+    assert_eq!(msgs[n - 2].content, "error (error): disk on fire");
+    assert!(
+        msgs[n - 1]
+            .content
+            .contains("not available to agent `main`"),
+        "{}",
+        msgs[n - 1].content
+    );
+    assert_eq!(r.tool_runs[1].status, "denied");
+}
+
+#[tokio::test]
+async fn round_limit_says_so() {
+    let loops: Vec<_> = (0..5)
+        .map(|i| calls(&[(&*format!("c{i}").leak(), "shout", json!({"word": "x"}))]))
+        .collect();
+    let p = Scripted::new(loops);
+    let a = agent(p.clone(), ToolFilter::All).with_max_rounds(3);
+    let r = a
+        .handle(turn_ctx(), Message::text("loop"))
+        .await
+        .expect("turn");
+    assert_eq!(r.rounds, 3);
+    assert!(r.text.contains("stopped after 3 rounds"), "{}", r.text);
+    assert_eq!(p.requests().len(), 3);
+}
+
+#[test]
+fn no_reply_sentinel() {
+    for t in [
+        "NO_REPLY",
+        "  NO_REPLY.",
+        "**NO_REPLY**",
+        "[NO_REPLY]",
+        "`NO_REPLY` nothing to add",
+    ] {
+        assert!(is_no_reply(t), "{t}");
+    }
+    for t in ["I will not say NO_REPLY", "no_reply", "", "NO"] {
+        assert!(!is_no_reply(t), "{t}");
+    }
+}
+
+#[tokio::test]
+async fn provider_failure_is_an_error_not_a_panic() {
+    let p = Scripted::new(vec![]);
+    let a = agent(p, ToolFilter::None);
+    let err = a
+        .handle(turn_ctx(), Message::text("hi"))
+        .await
+        .expect_err("fails");
+    assert!(err.to_string().contains("script exhausted"));
+}
+
+/// Echoes, tracking how many turns of each session run at once.
+struct Tracker {
+    in_flight: Mutex<std::collections::HashMap<String, usize>>,
+    max_same_session: AtomicUsize,
+    barrier: tokio::sync::Barrier,
+}
+
+#[async_trait]
+impl Agent for Tracker {
+    fn id(&self) -> &str {
+        "tracker"
+    }
+    async fn handle(&self, turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+        let now = {
+            let mut m = self.in_flight.lock().expect("lock");
+            let e = m.entry(turn.session_id.clone()).or_default();
+            *e += 1;
+            *e
+        };
+        self.max_same_session.fetch_max(now, Ordering::SeqCst);
+        if input.text == "meet" {
+            // Only completes if another session's turn runs at the same time.
+            self.barrier.wait().await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        *self
+            .in_flight
+            .lock()
+            .expect("lock")
+            .get_mut(&turn.session_id)
+            .expect("entry") -= 1;
+        let mut r = Reply::text(format!("{}#{}", input.text, turn.history.len()));
+        r.transcript = vec![
+            ChatMessage::text(Role::User, input.text),
+            ChatMessage::text(Role::Assistant, r.text.clone()),
+        ];
+        Ok(r)
+    }
+    async fn summarize(
+        &self,
+        prev: Option<&str>,
+        msgs: &[ChatMessage],
+    ) -> Result<Option<String>, AgentError> {
+        Ok(Some(format!(
+            "{}+{} msgs",
+            prev.unwrap_or("sum"),
+            msgs.len()
+        )))
+    }
+}
+
+fn tracker() -> Arc<Tracker> {
+    Arc::new(Tracker {
+        in_flight: Mutex::new(Default::default()),
+        max_same_session: AtomicUsize::new(0),
+        barrier: tokio::sync::Barrier::new(2),
+    })
+}
+
+fn req(session: &str, text: &str) -> TurnRequest {
+    TurnRequest {
+        agent_id: "tracker".into(),
+        session_id: session.into(),
+        channel_id: session.into(),
+        sender: Principal::Operator,
+        message: Message::text(text),
+        depth: 0,
+    }
+}
+
+fn manager(t: Arc<Tracker>, store: Arc<InMemoryStore>, cfg: SessionsConfig) -> Arc<AgentManager> {
+    let _ = Config::default();
+    Arc::new(AgentManager::new(vec![t], store, env()).with_sessions_config(cfg))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_in_one_session_never_overlap_and_sessions_run_in_parallel() {
+    let t = tracker();
+    let m = manager(
+        t.clone(),
+        Arc::new(InMemoryStore::default()),
+        SessionsConfig::default(),
+    );
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let m = m.clone();
+        set.spawn(async move { m.turn(req("same", &format!("t{i}"))).await });
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("join").expect("turn");
+    }
+    assert_eq!(t.max_same_session.load(Ordering::SeqCst), 1);
+    // Six turns, each saw the previous ones' two messages: histories 0, 2, …, 10.
+    let last = m.turn(req("same", "last")).await.expect("turn");
+    assert_eq!(last.text, "last#12");
+
+    let (a, b) = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_join(m.turn(req("ch-a", "meet")), m.turn(req("ch-b", "meet"))),
+    )
+    .await
+    .expect("different sessions ran concurrently");
+    a.expect("a");
+    b.expect("b");
+}
+
+async fn futures_join<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    tokio::join!(a, b)
+}
+
+#[tokio::test]
+async fn evicted_sessions_come_back_from_the_store() {
+    let store = Arc::new(InMemoryStore::default());
+    let cfg = SessionsConfig {
+        max_live: 2,
+        summarize_after: 0,
+        ..SessionsConfig::default()
+    };
+    let m = manager(tracker(), store.clone(), cfg);
+    m.turn(req("s1", "one")).await.expect("turn");
+    m.turn(req("s2", "two")).await.expect("turn");
+    m.turn(req("s3", "three")).await.expect("turn");
+    assert!(m.live_sessions() <= 2);
+    let r = m.turn(req("s1", "again")).await.expect("turn");
+    assert_eq!(
+        r.text, "again#2",
+        "s1's history was reloaded from the store"
+    );
+    assert_eq!(store.count().await.expect("count"), 3);
+}
+
+#[tokio::test]
+async fn long_sessions_are_summarised_keeping_the_last_turns() {
+    let store = Arc::new(InMemoryStore::default());
+    let cfg = SessionsConfig {
+        summarize_after: 3,
+        keep_turns: 1,
+        ..SessionsConfig::default()
+    };
+    let m = manager(tracker(), store.clone(), cfg);
+    for i in 0..3 {
+        m.turn(req("s", &format!("t{i}"))).await.expect("turn");
+    }
+    let state = store
+        .load(&SessionKey::new("tracker", "s"))
+        .await
+        .expect("load")
+        .expect("exists");
+    assert_eq!(state.summary.as_deref(), Some("sum+4 msgs"));
+    assert_eq!(state.messages.len(), 2, "the last turn is kept verbatim");
+    assert_eq!(state.messages[0].content, "t2");
+    let r = m.turn(req("s", "next")).await.expect("turn");
+    assert_eq!(r.text, "next#2");
+}
+
+#[tokio::test]
+async fn reset_forgets_and_unknown_agents_are_errors() {
+    let store = Arc::new(InMemoryStore::default());
+    let m = manager(tracker(), store, SessionsConfig::default());
+    m.turn(req("s", "a")).await.expect("turn");
+    m.reset("tracker", "s").await.expect("reset");
+    assert_eq!(m.turn(req("s", "b")).await.expect("turn").text, "b#0");
+    let mut bad = req("s", "x");
+    bad.agent_id = "ghost".into();
+    let err = m.turn(bad).await.expect_err("unknown");
+    assert!(err.to_string().contains("unknown agent `ghost`"));
+}
