@@ -229,7 +229,7 @@ pub struct LlmConfig {
     /// First retry delay in milliseconds, doubled per attempt with jitter (default 500).
     #[serde(default)]
     pub retry_base_ms: Option<u64>,
-    /// Stream responses (SSE) where the provider supports it (default true).
+    /// Stream responses (SSE) where the provider supports it (default false).
     #[serde(default)]
     pub stream: Option<bool>,
 }

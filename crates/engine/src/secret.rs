@@ -53,9 +53,69 @@ pub trait Vault: Send + Sync {
     fn keys(&self) -> Vec<String>;
 }
 
+/// Resolves a config value that may name a secret: `vault:<key>` (from `vault`), `env:<VAR>`
+/// (from the environment), anything else is taken literally. Errors name the config key that
+/// held the reference and never the secret.
+pub fn resolve_ref(
+    value: &str,
+    vault: Option<&dyn Vault>,
+    config_key: &str,
+) -> Result<Secret, String> {
+    if let Some(key) = value.strip_prefix("vault:") {
+        let Some(v) = vault else {
+            return Err(format!(
+                "`{config_key}` refers to vault key `{key}`, but no vault is open (create one \
+                 with `strata vault init`, or use `env:VAR` meanwhile)"
+            ));
+        };
+        return v.get(key).ok_or_else(|| {
+            format!("`{config_key}` refers to vault key `{key}`, which the vault does not hold")
+        });
+    }
+    if let Some(var) = value.strip_prefix("env:") {
+        return std::env::var(var).map(Secret::new).map_err(|_| {
+            format!("`{config_key}` refers to environment variable `{var}`, which is not set")
+        });
+    }
+    Ok(Secret::new(value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct OneKey;
+    impl Vault for OneKey {
+        fn get(&self, key: &str) -> Option<Secret> {
+            (key == "k").then(|| Secret::new("v"))
+        }
+        fn keys(&self) -> Vec<String> {
+            vec!["k".into()]
+        }
+    }
+
+    #[test]
+    fn references_resolve_or_name_the_key() {
+        assert_eq!(
+            resolve_ref("vault:k", Some(&OneKey), "a.b")
+                .expect("ok")
+                .expose(),
+            "v"
+        );
+        let e = resolve_ref("vault:x", Some(&OneKey), "a.b").expect_err("missing");
+        assert!(e.contains("`a.b`") && e.contains("`x`"));
+        assert!(
+            resolve_ref("vault:k", None, "a.b")
+                .expect_err("no vault")
+                .contains("no vault")
+        );
+        assert_eq!(
+            resolve_ref("plain", None, "a").expect("lit").expose(),
+            "plain"
+        );
+        let e = resolve_ref("env:STRATA_TEST_SURELY_UNSET_VAR", None, "a").expect_err("unset");
+        assert!(e.contains("not set"));
+    }
 
     #[test]
     fn debug_never_shows_the_value() {

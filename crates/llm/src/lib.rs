@@ -1,1 +1,83 @@
+//! # strata-llm
+//!
+//! [`LlmProvider`](strata_engine::llm::LlmProvider) implementations: OpenAI-compatible chat
+//! completions, Anthropic Messages, Gemini `generateContent` (API key) and Vertex AI, and the
+//! Claude Code CLI. Vendor HTTP providers share [`http`]: timeouts, retries with jittered
+//! backoff on 429/5xx and connection errors (honouring `Retry-After`), and errors that name
+//! the provider and the config key to fix. [`build`] makes a provider from an agent's `llm`
+//! config block.
 
+pub mod http;
+pub mod openai;
+
+use std::sync::Arc;
+
+use strata_engine::config::LlmConfig;
+use strata_engine::llm::LlmProvider;
+use strata_engine::secret::{Vault, resolve_ref};
+
+use crate::http::{Endpoint, HttpSettings};
+
+/// Why a provider could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct BuildError(pub String);
+
+/// The model an agent uses: its configured `model`, or the provider's default.
+pub fn model_name(cfg: &LlmConfig) -> Option<String> {
+    let m = cfg.model.clone()?;
+    Some(match cfg.provider.as_str() {
+        "gemini" | "vertex" => m.strip_prefix("google/").map(str::to_owned).unwrap_or(m),
+        _ => m,
+    })
+}
+
+/// Builds the provider for an `llm` block. `config_path` is where the block sits
+/// (`agents.main.llm`), used in error messages.
+pub fn build(
+    cfg: &LlmConfig,
+    vault: Option<&dyn Vault>,
+    config_path: &str,
+) -> Result<Arc<dyn LlmProvider>, BuildError> {
+    let settings = HttpSettings::from_config(cfg);
+    let key_path = format!("{config_path}.api_key");
+    let api_key = cfg
+        .api_key
+        .as_deref()
+        .map(|v| resolve_ref(v, vault, &key_path))
+        .transpose()
+        .map_err(BuildError)?;
+    let endpoint = Endpoint {
+        provider: cfg.provider.clone(),
+        credential_key: key_path.clone(),
+    };
+    let err = |e: strata_engine::llm::LlmError| BuildError(e.to_string());
+    match cfg.provider.as_str() {
+        "openai" => {
+            let base = cfg
+                .base_url
+                .as_deref()
+                .unwrap_or("https://api.openai.com/v1");
+            if api_key.is_none() && cfg.base_url.is_none() {
+                return Err(BuildError(format!(
+                    "`{key_path}` is required for OpenAI (e.g. `vault:openai-key`); local \
+                     OpenAI-compatible servers need `{config_path}.base_url` instead"
+                )));
+            }
+            Ok(Arc::new(
+                openai::OpenAiProvider::new(
+                    base,
+                    api_key,
+                    settings,
+                    endpoint,
+                    cfg.stream.unwrap_or(false),
+                )
+                .map_err(err)?,
+            ))
+        }
+        other => Err(BuildError(format!(
+            "`{config_path}.provider`: unknown provider `{other}`; use openai, anthropic, \
+             gemini, vertex or claude-code"
+        ))),
+    }
+}

@@ -1,1 +1,318 @@
+//! # strata-test-support
+//!
+//! Fakes for the remote services Strata talks to, as real HTTP servers on 127.0.0.1. A
+//! [`FakeServer`] answers every request with the next scripted [`FakeResponse`] and records
+//! what it received, so a test asserts both what our client sent and what it made of the
+//! answer. The [`openai`], [`anthropic`] and [`gemini`] modules build response bodies in each
+//! vendor's wire format.
 
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::Value;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum FakeResponse {
+    /// A JSON body with a status and extra headers.
+    Json {
+        /// HTTP status.
+        status: u16,
+        /// Extra headers (e.g. `retry-after`).
+        headers: Vec<(String, String)>,
+        /// Body.
+        body: Value,
+    },
+    /// A `text/event-stream` body: each item is sent as one SSE event (`event:` line when the
+    /// name is given, then `data:`), flushed separately.
+    Sse(Vec<(Option<String>, String)>),
+    /// Accepts the request and never answers.
+    Hang,
+}
+
+impl FakeResponse {
+    /// 200 with a JSON body.
+    pub fn ok(body: Value) -> Self {
+        FakeResponse::Json {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// An error status with a JSON body.
+    pub fn status(status: u16, body: Value) -> Self {
+        FakeResponse::Json {
+            status,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// Adds a header to a JSON response.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        if let FakeResponse::Json { headers, .. } = &mut self {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    /// SSE events with data only.
+    pub fn sse(data: Vec<String>) -> Self {
+        FakeResponse::Sse(data.into_iter().map(|d| (None, d)).collect())
+    }
+}
+
+/// A request the fake received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Headers, lower-case names.
+    pub headers: BTreeMap<String, String>,
+    /// The body parsed as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct Inner {
+    script: Mutex<VecDeque<FakeResponse>>,
+    seen: Mutex<Vec<Recorded>>,
+}
+
+/// A scripted HTTP server on 127.0.0.1.
+pub struct FakeServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    inner: Arc<Inner>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeServer {
+    /// Starts a server on an ephemeral loopback port.
+    pub async fn start() -> std::io::Result<Self> {
+        let inner = Arc::new(Inner::default());
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FakeServer { url, inner, task })
+    }
+
+    /// Queues answers, in order.
+    pub fn script(&self, responses: impl IntoIterator<Item = FakeResponse>) {
+        let mut q = self.inner.script.lock().unwrap_or_else(|p| p.into_inner());
+        q.extend(responses);
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Answers not consumed yet.
+    pub fn remaining(&self) -> usize {
+        self.inner
+            .script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let rec = Recorded {
+        method: method.to_string(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    v.to_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    inner
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(rec);
+    let next = inner
+        .script
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop_front();
+    match next {
+        None => json_response(
+            500,
+            &[],
+            &serde_json::json!({"error": {"message": "fake script exhausted"}}),
+        ),
+        Some(FakeResponse::Json {
+            status,
+            headers,
+            body,
+        }) => json_response(status, &headers, &body),
+        Some(FakeResponse::Sse(events)) => {
+            let stream = async_stream(events);
+            Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .header("cache-control", "no-cache")
+                .body(Body::from_stream(stream))
+                .unwrap_or_default()
+        }
+        Some(FakeResponse::Hang) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            json_response(504, &[], &Value::Null)
+        }
+    }
+}
+
+fn json_response(status: u16, headers: &[(String, String)], body: &Value) -> Response {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        b = b.header(k.as_str(), v.as_str());
+    }
+    b.body(Body::from(body.to_string())).unwrap_or_default()
+}
+
+/// Sends each event as its own chunk, with a short pause, so clients see them split.
+fn async_stream(
+    events: Vec<(Option<String>, String)>,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
+    futures_util::stream::unfold(events.into_iter(), |mut it| async move {
+        let (name, data) = it.next()?;
+        let mut chunk = String::new();
+        if let Some(n) = name {
+            chunk.push_str(&format!("event: {n}\n"));
+        }
+        for line in data.lines() {
+            chunk.push_str(&format!("data: {line}\n"));
+        }
+        chunk.push('\n');
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Some((Ok(Bytes::from(chunk)), it))
+    })
+}
+
+/// OpenAI chat-completions bodies.
+pub mod openai {
+    use serde_json::{Value, json};
+
+    use super::FakeResponse;
+
+    /// A final text answer.
+    pub fn text(content: &str) -> FakeResponse {
+        FakeResponse::ok(json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+        }))
+    }
+
+    /// Tool calls: `(id, name, arguments)`.
+    pub fn tool_calls(calls: &[(&str, &str, Value)]) -> FakeResponse {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect();
+        FakeResponse::ok(json!({
+            "id": "chatcmpl-2", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+        }))
+    }
+
+    /// A streamed text answer, one chunk per piece, then usage and `[DONE]`.
+    pub fn stream_text(pieces: &[&str]) -> FakeResponse {
+        let mut ev: Vec<String> = vec![
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+                .to_string(),
+        ];
+        for p in pieces {
+            ev.push(json!({"choices": [{"index": 0, "delta": {"content": p}}]}).to_string());
+        }
+        ev.push(
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string(),
+        );
+        ev.push(
+            json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
+                .to_string(),
+        );
+        ev.push("[DONE]".into());
+        FakeResponse::sse(ev)
+    }
+
+    /// A streamed tool call whose name and arguments arrive split over several chunks; two
+    /// calls interleaved by index.
+    pub fn stream_two_tool_calls(a: (&str, &str, &str), b: (&str, &str, &str)) -> FakeResponse {
+        let split = |s: &str| -> (String, String) {
+            let mid = s.len() / 2;
+            let mid = (mid..=s.len())
+                .find(|i| s.is_char_boundary(*i))
+                .unwrap_or(s.len());
+            (s[..mid].to_owned(), s[mid..].to_owned())
+        };
+        let (a1, a2) = split(a.2);
+        let (b1, b2) = split(b.2);
+        let ev = vec![
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                {"index": 0, "id": a.0, "type": "function", "function": {"name": a.1, "arguments": ""}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": a1}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 1, "id": b.0, "type": "function", "function": {"name": b.1, "arguments": b1}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": a2}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"arguments": b2}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        let mut ev: Vec<String> = ev.into_iter().map(|v| v.to_string()).collect();
+        ev.push("[DONE]".into());
+        FakeResponse::sse(ev)
+    }
+
+    /// An error body as OpenAI sends it.
+    pub fn error(status: u16, message: &str) -> FakeResponse {
+        FakeResponse::status(
+            status,
+            json!({"error": {"message": message, "type": "error"}}),
+        )
+    }
+}
