@@ -73,6 +73,17 @@ pub enum Command {
     },
     /// Checks config, overlay layout and data dir; exits non-zero on a fatal problem.
     Doctor,
+    /// Sends one message to an agent and prints the answer.
+    Chat {
+        /// Agent id (default: `defaults.agent`, the only agent, or `main`).
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
+        /// Session id; turns in one session share history (default `cli`).
+        #[arg(long, value_name = "ID", default_value = "cli")]
+        session: String,
+        /// The message.
+        message: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -96,6 +96,65 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             command: ConfigCommand::Show { origin, json },
         } => config_show(&loaded, origin, json),
         Command::Doctor => doctor(&loaded),
+        Command::Chat {
+            agent,
+            session,
+            message,
+        } => chat(&loaded, agent, &session, message),
+    }
+}
+
+fn chat(l: &Loaded, agent: Option<String>, session: &str, message: String) -> Exit {
+    let agent_id = match agent.map_or_else(|| crate::runtime::default_agent(&l.config), Ok) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    if !l.config.config.agents.contains_key(&agent_id) {
+        let ids: Vec<&str> = l.config.config.agents.keys().map(String::as_str).collect();
+        eprintln!(
+            "error: unknown agent `{agent_id}`; agents: {}",
+            if ids.is_empty() {
+                "none".to_owned()
+            } else {
+                ids.join(", ")
+            }
+        );
+        return Exit::Usage;
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let result = rt.block_on(async {
+        let runtime = crate::runtime::build(&l.config, l.registry.clone())?;
+        if let Some((_, why)) = runtime.skipped.iter().find(|(id, _)| *id == agent_id) {
+            anyhow::bail!("agent `{agent_id}` cannot start: {why}");
+        }
+        let reply = runtime
+            .manager
+            .turn(strata_engine::runtime::TurnRequest {
+                agent_id: agent_id.clone(),
+                session_id: session.to_owned(),
+                channel_id: "cli".into(),
+                sender: Principal::Operator,
+                message: strata_engine::agent::Message::text(message),
+                depth: 0,
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"));
+        runtime.audit.close();
+        reply
+    });
+    match result {
+        Ok(reply) if reply.silent => {
+            eprintln!("({agent_id} chose not to reply)");
+            Exit::Ok
+        }
+        Ok(reply) => out(&reply.text),
+        Err(e) => fail(&e),
     }
 }
 
@@ -405,11 +464,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let level = l.config.config.log.level.clone();
     let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
     init_logging(&level, json);
-    std::fs::create_dir_all(&l.config.data_dir)
-        .with_context(|| format!("cannot create data dir {}", l.config.data_dir.display()))?;
-    let audit = Arc::new(JsonlAudit::open(&audit_path(&l))?);
     let rt = runtime()?;
-    let env = make_env(&l);
     let c = &l.config;
     tracing::info!(
         overlay = %c.overlay_dir.display(),
@@ -420,25 +475,42 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     for s in l.registry.shadowed() {
         tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
     }
+    let runtime = rt.block_on(async { crate::runtime::build(c, l.registry.clone()) })?;
     tracing::info!(
         tools = l.registry.len(),
         layers = %layer_summary(&l.registry),
         modules = %l.registry.modules().join(","),
-        agents = %c.config.agents.keys().cloned().collect::<Vec<_>>().join(","),
-        audit = %audit.path().display(),
+        audit = %runtime.audit.path().display(),
+        sessions = %runtime.store.path().display(),
         "registry loaded"
     );
+    tracing::info!(agents = %runtime.manager.agent_ids().join(","), "agents ready");
+    for (id, why) in &runtime.skipped {
+        tracing::warn!(agent = %id, "agent not started: {why}");
+    }
     if let Some(hint) = provider_hint(c) {
         tracing::warn!("{hint}");
     }
-    let invoker = Arc::new(Invoker::new(l.registry.clone(), env, audit.clone()));
+    let manager = runtime.manager.clone();
     rt.block_on(async move {
+        // Session retention runs hourly.
+        let pruner = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+            loop {
+                tick.tick().await;
+                match manager.prune().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(sessions = n, "pruned idle sessions"),
+                    Err(e) => tracing::warn!(error = %e, "session pruning failed"),
+                }
+            }
+        });
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
         shutdown_signal().await;
         tracing::info!("shutting down");
-        drop(invoker);
+        pruner.abort();
     });
-    audit.close();
+    runtime.audit.close();
     tracing::info!("stopped");
     Ok(Exit::Ok)
 }

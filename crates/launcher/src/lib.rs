@@ -16,6 +16,7 @@
 
 mod cli;
 mod commands;
+pub mod runtime;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -32,13 +32,38 @@ pub fn model_name(cfg: &LlmConfig) -> Option<String> {
     })
 }
 
+/// What a provider may need to know about the agent it serves (CLI providers run in the
+/// agent's project directory with its tool policy).
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    /// Agent id.
+    pub agent_id: String,
+    /// Working directory for CLI providers.
+    pub project_dir: std::path::PathBuf,
+    /// The agent's tools.
+    pub tools: strata_engine::runtime::ToolFilter,
+}
+
+impl AgentContext {
+    /// A context for tests and embedders: no tools, the current directory.
+    pub fn bare(agent_id: &str) -> Self {
+        AgentContext {
+            agent_id: agent_id.to_owned(),
+            project_dir: std::path::PathBuf::from("."),
+            tools: strata_engine::runtime::ToolFilter::None,
+        }
+    }
+}
+
 /// Builds the provider for an `llm` block. `config_path` is where the block sits
 /// (`agents.main.llm`), used in error messages.
 pub fn build(
     cfg: &LlmConfig,
     vault: Option<&dyn Vault>,
     config_path: &str,
+    agent: &AgentContext,
 ) -> Result<Arc<dyn LlmProvider>, BuildError> {
+    let _ = agent;
     let settings = HttpSettings::from_config(cfg);
     let key_path = format!("{config_path}.api_key");
     let api_key = cfg

@@ -43,7 +43,13 @@ fn env() -> Arc<RuntimeEnv> {
 }
 
 fn agent(c: &LlmConfig) -> LlmAgent {
-    let provider = strata_llm::build(c, None, "defaults.llm").expect("provider");
+    let provider = strata_llm::build(
+        c,
+        None,
+        "defaults.llm",
+        &strata_llm::AgentContext::bare("main"),
+    )
+    .expect("provider");
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let inv = Arc::new(Invoker::new(reg, env(), Arc::new(NoAudit)));
     LlmAgent::new("main", "Be brief.", provider, "fake-model", inv)
@@ -161,7 +167,13 @@ async fn streaming_assembles_tool_call_deltas_split_across_chunks() {
 
     // The streaming API also reports deltas as they come.
     fake.script([openai::stream_text(&["a", "b"])]);
-    let provider = strata_llm::build(&cfg(&fake.url, true), None, "x").expect("p");
+    let provider = strata_llm::build(
+        &cfg(&fake.url, true),
+        None,
+        "x",
+        &strata_llm::AgentContext::bare("main"),
+    )
+    .expect("p");
     let mut seen = Vec::new();
     let req = strata_engine::llm::CompletionRequest {
         model: "m".into(),
@@ -223,7 +235,13 @@ async fn gives_up_after_three_server_errors() {
 async fn unauthorized_names_the_provider_and_the_key_and_is_not_retried() {
     let fake = FakeServer::start().await.expect("fake");
     fake.script([openai::error(401, "Incorrect API key provided")]);
-    let provider = strata_llm::build(&cfg(&fake.url, false), None, "agents.main.llm").expect("p");
+    let provider = strata_llm::build(
+        &cfg(&fake.url, false),
+        None,
+        "agents.main.llm",
+        &strata_llm::AgentContext::bare("main"),
+    )
+    .expect("p");
     let req = strata_engine::llm::CompletionRequest {
         model: "m".into(),
         ..Default::default()
@@ -251,8 +269,13 @@ async fn connection_refused_is_retried_then_reported() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let provider =
-        strata_llm::build(&cfg(&format!("http://127.0.0.1:{port}"), false), None, "x").expect("p");
+    let provider = strata_llm::build(
+        &cfg(&format!("http://127.0.0.1:{port}"), false),
+        None,
+        "x",
+        &strata_llm::AgentContext::bare("main"),
+    )
+    .expect("p");
     let req = strata_engine::llm::CompletionRequest {
         model: "m".into(),
         ..Default::default()
@@ -271,7 +294,8 @@ async fn a_hanging_server_hits_the_timeout() {
     let mut c = cfg(&fake.url, false);
     c.timeout_secs = Some(1);
     c.max_attempts = Some(1);
-    let provider = strata_llm::build(&c, None, "x").expect("p");
+    let provider =
+        strata_llm::build(&c, None, "x", &strata_llm::AgentContext::bare("main")).expect("p");
     let req = strata_engine::llm::CompletionRequest {
         model: "m".into(),
         ..Default::default()

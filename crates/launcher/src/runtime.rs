@@ -1,0 +1,169 @@
+//! Wiring the runtime from config: invoker, session store, agents, manager.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use strata_engine::agent::Agent;
+use strata_engine::audit::JsonlAudit;
+use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
+use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter};
+use strata_engine::{Invoker, Registry, RuntimeEnv};
+use strata_store::SqliteStore;
+
+/// Everything a running Strata holds.
+pub struct Runtime {
+    /// Runs turns.
+    pub manager: Arc<AgentManager>,
+    /// Runs tool calls.
+    pub invoker: Arc<Invoker>,
+    /// Sessions.
+    pub store: Arc<SqliteStore>,
+    /// The audit log (closed on shutdown).
+    pub audit: Arc<JsonlAudit>,
+    /// Agents that could not start, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The agent's upper-case id as used in environment variable names.
+fn env_id(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The `llm` block an agent uses, with `STRATA_AGENT_<ID>_MODEL` applied.
+pub fn agent_llm(cfg: &LoadedConfig, id: &str, agent: &AgentConfig) -> Option<(LlmConfig, String)> {
+    let (mut llm, path) = match &agent.llm {
+        Some(l) => (l.clone(), format!("agents.{id}.llm")),
+        None => (cfg.config.defaults.llm.clone()?, "defaults.llm".to_owned()),
+    };
+    if let Ok(m) = std::env::var(format!("STRATA_AGENT_{}_MODEL", env_id(id))) {
+        llm.model = Some(m);
+    }
+    Some((llm, path))
+}
+
+/// `agents/<id>/AGENTS.md` plus the configured instruction (or its env override).
+pub fn identity(overlay: &Path, id: &str, agent: &AgentConfig) -> String {
+    let file = std::fs::read_to_string(overlay.join("agents").join(id).join("AGENTS.md"))
+        .unwrap_or_default();
+    let instruction = std::env::var(format!("STRATA_AGENT_{}_INSTRUCTION", env_id(id)))
+        .ok()
+        .or_else(|| agent.instruction.clone())
+        .unwrap_or_default();
+    let mut s = file.trim().to_owned();
+    if s.is_empty() {
+        s = format!("You are the agent `{id}`.");
+    }
+    if !instruction.trim().is_empty() {
+        s.push_str("\n\n");
+        s.push_str(instruction.trim());
+    }
+    s
+}
+
+fn build_agent(
+    cfg: &LoadedConfig,
+    id: &str,
+    agent: &AgentConfig,
+    invoker: &Arc<Invoker>,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+) -> Result<Arc<dyn Agent>, String> {
+    let (llm, path) = agent_llm(cfg, id, agent).ok_or_else(|| {
+        format!(
+            "no LLM provider: set `agents.{id}.llm` or `defaults.llm` (see README, \"Providers\")"
+        )
+    })?;
+    let model = strata_llm::model_name(&llm).unwrap_or_default();
+    if model.is_empty() && llm.provider != "claude-code" {
+        return Err(format!(
+            "`{path}.model` is required for provider `{}`",
+            llm.provider
+        ));
+    }
+    let filter = ToolFilter::from_config(agent.tools.as_ref());
+    let project_dir = agent
+        .project_dir
+        .as_ref()
+        .map(|p| cfg.overlay_dir.join(p))
+        .unwrap_or_else(|| cfg.overlay_dir.join("agents").join(id));
+    let ctx = strata_llm::AgentContext {
+        agent_id: id.to_owned(),
+        project_dir,
+        tools: filter.clone(),
+    };
+    let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
+    Ok(Arc::new(
+        LlmAgent::new(
+            id,
+            identity(&cfg.overlay_dir, id, agent),
+            provider,
+            model,
+            invoker.clone(),
+        )
+        .with_tools(filter)
+        .with_max_rounds(agent.max_rounds.unwrap_or(10))
+        .with_sampling(llm.max_tokens, llm.temperature),
+    ))
+}
+
+/// Builds the runtime. Agents that cannot start are listed in `skipped`.
+pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runtime> {
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
+    let audit = Arc::new(JsonlAudit::open(
+        &cfg.data_dir.join(&cfg.config.tools.audit_log),
+    )?);
+    let store = Arc::new(SqliteStore::open(
+        &cfg.data_dir.join(&cfg.config.sessions.database),
+    )?);
+    let env = Arc::new(RuntimeEnv::new(
+        cfg.config.clone(),
+        cfg.overlay_dir.clone(),
+        cfg.data_dir.clone(),
+    ));
+    let invoker = Arc::new(Invoker::new(registry, env.clone(), audit.clone()));
+    let mut agents = Vec::new();
+    let mut skipped = Vec::new();
+    for (id, a) in &cfg.config.agents {
+        match build_agent(cfg, id, a, &invoker, env.vault.as_deref()) {
+            Ok(agent) => agents.push(agent),
+            Err(e) => skipped.push((id.clone(), e)),
+        }
+    }
+    let manager = Arc::new(AgentManager::new(agents, store.clone(), env));
+    Ok(Runtime {
+        manager,
+        invoker,
+        store,
+        audit,
+        skipped,
+    })
+}
+
+/// The agent `chat`/`repl` talk to when none is named.
+pub fn default_agent(cfg: &LoadedConfig) -> Result<String, String> {
+    if let Some(a) = &cfg.config.defaults.agent {
+        return Ok(a.clone());
+    }
+    let ids: Vec<&String> = cfg.config.agents.keys().collect();
+    match ids.as_slice() {
+        [] => Err("no agents configured: add one under `agents:` in config/agents.yaml".into()),
+        [one] => Ok((*one).clone()),
+        _ if cfg.config.agents.contains_key("main") => Ok("main".into()),
+        _ => Err(format!(
+            "several agents ({}); pick one with --agent or set `defaults.agent`",
+            ids.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
