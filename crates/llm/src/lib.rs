@@ -7,6 +7,8 @@
 //! the provider and the config key to fix. [`build`] makes a provider from an agent's `llm`
 //! config block.
 
+pub mod anthropic;
+pub mod gemini;
 pub mod http;
 pub mod openai;
 
@@ -30,6 +32,10 @@ pub fn model_name(cfg: &LlmConfig) -> Option<String> {
         "gemini" | "vertex" => m.strip_prefix("google/").map(str::to_owned).unwrap_or(m),
         _ => m,
     })
+}
+
+fn require_model(cfg: &LlmConfig, config_path: &str) -> Result<String, BuildError> {
+    model_name(cfg).ok_or_else(|| BuildError(format!("`{config_path}.model` is required")))
 }
 
 /// What a provider may need to know about the agent it serves (CLI providers run in the
@@ -93,6 +99,86 @@ pub fn build(
                 openai::OpenAiProvider::new(
                     base,
                     api_key,
+                    settings,
+                    endpoint,
+                    cfg.stream.unwrap_or(false),
+                )
+                .map_err(err)?,
+            ))
+        }
+        "anthropic" => {
+            let key = api_key.ok_or_else(|| {
+                BuildError(format!(
+                    "`{key_path}` is required for Anthropic (e.g. `vault:anthropic-key`)"
+                ))
+            })?;
+            let base = cfg
+                .base_url
+                .as_deref()
+                .unwrap_or("https://api.anthropic.com");
+            Ok(Arc::new(
+                anthropic::AnthropicProvider::new(
+                    base,
+                    key,
+                    settings,
+                    endpoint,
+                    cfg.stream.unwrap_or(false),
+                )
+                .map_err(err)?,
+            ))
+        }
+        "gemini" => {
+            let key = api_key.ok_or_else(|| {
+                BuildError(format!(
+                    "`{key_path}` is required for Gemini (e.g. `vault:gemini-key`)"
+                ))
+            })?;
+            let model = require_model(cfg, config_path)?;
+            let base = cfg
+                .base_url
+                .as_deref()
+                .unwrap_or("https://generativelanguage.googleapis.com");
+            Ok(Arc::new(
+                gemini::GeminiProvider::google_ai(
+                    base,
+                    &model,
+                    key,
+                    settings,
+                    endpoint,
+                    cfg.stream.unwrap_or(false),
+                )
+                .map_err(err)?,
+            ))
+        }
+        "vertex" => {
+            let model = require_model(cfg, config_path)?;
+            let project = cfg.project.as_deref().ok_or_else(|| {
+                BuildError(format!(
+                    "`{config_path}.project` (the Google Cloud project) is required for Vertex AI"
+                ))
+            })?;
+            let region = cfg.region.as_deref().unwrap_or("global");
+            let token = match (&cfg.token_command, &cfg.token_env) {
+                (Some(c), _) => gemini::TokenSource::Command(c.clone()),
+                (None, Some(v)) => gemini::TokenSource::Env(v.clone()),
+                (None, None) => {
+                    return Err(BuildError(format!(
+                        "Vertex AI needs `{config_path}.token_command` (e.g. `gcloud auth print-access-token`) \
+                         or `{config_path}.token_env`"
+                    )));
+                }
+            };
+            let endpoint = Endpoint {
+                provider: "vertex".into(),
+                credential_key: format!("{config_path}.token_command"),
+            };
+            Ok(Arc::new(
+                gemini::GeminiProvider::vertex(
+                    cfg.base_url.as_deref(),
+                    project,
+                    region,
+                    &model,
+                    token,
                     settings,
                     endpoint,
                     cfg.stream.unwrap_or(false),

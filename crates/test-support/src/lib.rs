@@ -316,3 +316,176 @@ pub mod openai {
         )
     }
 }
+
+/// Anthropic Messages bodies.
+pub mod anthropic {
+    use serde_json::{Value, json};
+
+    use super::FakeResponse;
+
+    /// A final text answer.
+    pub fn text(t: &str) -> FakeResponse {
+        FakeResponse::ok(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "fake",
+            "content": [{"type": "text", "text": t}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 12, "output_tokens": 4}
+        }))
+    }
+
+    /// Tool uses `(id, name, input)`, with optional leading text.
+    pub fn tool_uses(lead: Option<&str>, calls: &[(&str, &str, Value)]) -> FakeResponse {
+        let mut content: Vec<Value> = lead
+            .map(|t| json!({"type": "text", "text": t}))
+            .into_iter()
+            .collect();
+        content.extend(calls.iter().map(
+            |(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+        ));
+        FakeResponse::ok(json!({
+            "id": "msg_2", "type": "message", "role": "assistant", "model": "fake",
+            "content": content, "stop_reason": "tool_use",
+            "usage": {"input_tokens": 20, "output_tokens": 8}
+        }))
+    }
+
+    fn ev(name: &str, data: Value) -> (Option<String>, String) {
+        (Some(name.to_owned()), data.to_string())
+    }
+
+    /// A streamed answer: a text block, then a tool_use block whose input JSON arrives in
+    /// two fragments.
+    pub fn stream_text_then_tool(
+        text: &str,
+        id: &str,
+        name: &str,
+        input_json: &str,
+    ) -> FakeResponse {
+        let mid = input_json.len() / 2;
+        let mid = (mid..=input_json.len())
+            .find(|i| input_json.is_char_boundary(*i))
+            .unwrap_or(0);
+        FakeResponse::Sse(vec![
+            ev(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            ev("ping", json!({"type": "ping"})),
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ),
+            ev(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": &input_json[..mid]}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": &input_json[mid..]}}),
+            ),
+            ev(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 1}),
+            ),
+            ev(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 15}}),
+            ),
+            ev("message_stop", json!({"type": "message_stop"})),
+        ])
+    }
+
+    /// A streamed text answer.
+    pub fn stream_text(text: &str) -> FakeResponse {
+        FakeResponse::Sse(vec![
+            ev(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "m2", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 40, "output_tokens": 1}}}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ),
+            ev(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            ev(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+            ),
+            ev("message_stop", json!({"type": "message_stop"})),
+        ])
+    }
+
+    /// An error body as Anthropic sends it.
+    pub fn error(status: u16, kind: &str, message: &str) -> FakeResponse {
+        FakeResponse::status(
+            status,
+            json!({"type": "error", "error": {"type": kind, "message": message}}),
+        )
+    }
+}
+
+/// Gemini `generateContent` bodies.
+pub mod gemini {
+    use serde_json::{Value, json};
+
+    use super::FakeResponse;
+
+    fn candidate(parts: Vec<Value>) -> Value {
+        json!({
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14}
+        })
+    }
+
+    /// A final text answer.
+    pub fn text(t: &str) -> FakeResponse {
+        FakeResponse::ok(candidate(vec![json!({"text": t})]))
+    }
+
+    /// Function calls `(name, args)` (Gemini sends no ids).
+    pub fn function_calls(calls: &[(&str, Value)]) -> FakeResponse {
+        FakeResponse::ok(candidate(
+            calls
+                .iter()
+                .map(|(name, args)| json!({"functionCall": {"name": name, "args": args}}))
+                .collect(),
+        ))
+    }
+
+    /// A streamed text answer, one chunk per piece.
+    pub fn stream_text(pieces: &[&str]) -> FakeResponse {
+        FakeResponse::sse(
+            pieces
+                .iter()
+                .map(|p| candidate(vec![json!({"text": p})]).to_string())
+                .collect(),
+        )
+    }
+
+    /// An error body as Google sends it.
+    pub fn error(status: u16, message: &str) -> FakeResponse {
+        FakeResponse::status(
+            status,
+            json!({"error": {"code": status, "message": message, "status": "ERROR"}}),
+        )
+    }
+}
