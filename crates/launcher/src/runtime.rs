@@ -98,6 +98,12 @@ fn build_agent(
         agent_id: id.to_owned(),
         project_dir,
         tools: filter.clone(),
+        registry_tools: invoker
+            .registry()
+            .list()
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect(),
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
     Ok(Arc::new(

@@ -8,6 +8,7 @@
 //! config block.
 
 pub mod anthropic;
+pub mod claude_code;
 pub mod gemini;
 pub mod http;
 pub mod openai;
@@ -48,6 +49,8 @@ pub struct AgentContext {
     pub project_dir: std::path::PathBuf,
     /// The agent's tools.
     pub tools: strata_engine::runtime::ToolFilter,
+    /// Names of every tool in the registry (CLI providers map the filter onto them).
+    pub registry_tools: Vec<String>,
 }
 
 impl AgentContext {
@@ -57,6 +60,7 @@ impl AgentContext {
             agent_id: agent_id.to_owned(),
             project_dir: std::path::PathBuf::from("."),
             tools: strata_engine::runtime::ToolFilter::None,
+            registry_tools: Vec::new(),
         }
     }
 }
@@ -69,7 +73,6 @@ pub fn build(
     config_path: &str,
     agent: &AgentContext,
 ) -> Result<Arc<dyn LlmProvider>, BuildError> {
-    let _ = agent;
     let settings = HttpSettings::from_config(cfg);
     let key_path = format!("{config_path}.api_key");
     let api_key = cfg
@@ -185,6 +188,27 @@ pub fn build(
                 )
                 .map_err(err)?,
             ))
+        }
+        "claude-code" => {
+            let (allowed, disallowed) =
+                claude_code::ClaudeCodeSettings::tool_flags(&agent.tools, &agent.registry_tools);
+            Ok(Arc::new(claude_code::ClaudeCodeProvider::new(
+                claude_code::ClaudeCodeSettings {
+                    command: cfg
+                        .command
+                        .clone()
+                        .unwrap_or_else(|| "claude".into())
+                        .into(),
+                    project_dir: agent.project_dir.clone(),
+                    env_allow: cfg.env_allow.clone(),
+                    api_key,
+                    timeout: std::time::Duration::from_secs(cfg.timeout_secs.unwrap_or(600)),
+                    allowed_tools: allowed,
+                    disallowed_tools: disallowed,
+                    mcp_config: None,
+                    config_path: config_path.to_owned(),
+                },
+            )))
         }
         other => Err(BuildError(format!(
             "`{config_path}.provider`: unknown provider `{other}`; use openai, anthropic, \

@@ -1,0 +1,349 @@
+//! The Claude Code CLI as a provider: one `claude --print --output-format stream-json` process
+//! per turn, prompt on stdin, `--resume` for an existing CLI session.
+//!
+//! Claude Code runs its tools itself; ours reach it through the engine's MCP endpoint
+//! (`--mcp-config`, once the surfaces exist), so a turn through this provider returns a final
+//! answer and no tool calls for the engine to run. The child gets a clean environment
+//! (allow-listed variables only), runs in the agent's project directory, in its own process
+//! group, and the whole group is killed when the wall-clock timeout expires.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use strata_engine::llm::*;
+use strata_engine::runtime::ToolFilter;
+use strata_engine::secret::Secret;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// Variables every child gets when set in our environment.
+const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "TMPDIR"];
+
+/// Name of the MCP server our tools appear under in Claude Code (`mcp__strata__<tool>`).
+pub const MCP_SERVER: &str = "strata";
+
+/// Settings for one agent's CLI.
+#[derive(Debug, Clone)]
+pub struct ClaudeCodeSettings {
+    /// The executable.
+    pub command: PathBuf,
+    /// Working directory.
+    pub project_dir: PathBuf,
+    /// Extra variables to pass through.
+    pub env_allow: Vec<String>,
+    /// Set as `ANTHROPIC_API_KEY` for the child when configured.
+    pub api_key: Option<Secret>,
+    /// Wall clock per turn.
+    pub timeout: Duration,
+    /// `--allowedTools` values.
+    pub allowed_tools: Vec<String>,
+    /// `--disallowedTools` values.
+    pub disallowed_tools: Vec<String>,
+    /// `--mcp-config` file, once the engine serves MCP.
+    pub mcp_config: Option<PathBuf>,
+    /// Config path for error messages (`agents.main.llm`).
+    pub config_path: String,
+}
+
+impl ClaudeCodeSettings {
+    /// Maps the agent's tool filter onto Claude Code's names for our MCP tools.
+    pub fn tool_flags(
+        filter: &ToolFilter,
+        registry_tools: &[String],
+    ) -> (Vec<String>, Vec<String>) {
+        let mcp = |n: &str| format!("mcp__{MCP_SERVER}__{n}");
+        match filter {
+            ToolFilter::All => (vec![format!("mcp__{MCP_SERVER}")], Vec::new()),
+            ToolFilter::None => (Vec::new(), registry_tools.iter().map(|t| mcp(t)).collect()),
+            ToolFilter::List(_) => {
+                let (allowed, denied): (Vec<&String>, Vec<&String>) =
+                    registry_tools.iter().partition(|t| filter.allows(t));
+                (
+                    allowed.into_iter().map(|t| mcp(t)).collect(),
+                    denied.into_iter().map(|t| mcp(t)).collect(),
+                )
+            }
+        }
+    }
+}
+
+/// The Claude Code provider.
+pub struct ClaudeCodeProvider {
+    settings: ClaudeCodeSettings,
+}
+
+/// The `provider_state` key holding the CLI's session id.
+const SESSION_KEY: &str = "claude_session_id";
+
+enum Outcome {
+    Done(CompletionResponse),
+    SessionGone,
+}
+
+impl ClaudeCodeProvider {
+    /// A provider with these settings.
+    pub fn new(settings: ClaudeCodeSettings) -> Self {
+        ClaudeCodeProvider { settings }
+    }
+
+    fn err(&self, detail: impl Into<String>) -> LlmError {
+        LlmError::Unavailable {
+            provider: "claude-code".into(),
+            attempts: 1,
+            detail: detail.into(),
+        }
+    }
+
+    fn prompt(req: &CompletionRequest, resumed: bool) -> String {
+        let mut p = String::new();
+        if let Some(s) = &req.system {
+            p.push_str(s.trim_end());
+            p.push_str("\n\n---\n\n");
+        }
+        let (last, earlier) = match req.messages.split_last() {
+            Some((l, e)) => (l.content.as_str(), e),
+            None => ("", &[][..]),
+        };
+        // A fresh CLI session has not seen our history: hand it over as text.
+        if !resumed && !earlier.is_empty() {
+            p.push_str("Earlier in this conversation:\n");
+            for m in earlier {
+                let who = match m.role {
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                    Role::Tool => "tool",
+                    Role::System => "system",
+                };
+                if !m.content.is_empty() {
+                    p.push_str(&format!("{who}: {}\n", m.content));
+                }
+            }
+            p.push_str("\nNow:\n");
+        }
+        p.push_str(last);
+        p
+    }
+
+    async fn run_once(
+        &self,
+        req: &CompletionRequest,
+        resume: Option<&str>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Outcome, LlmError> {
+        let s = &self.settings;
+        let mut cmd = tokio::process::Command::new(&s.command);
+        cmd.args(["--print", "--output-format", "stream-json", "--verbose"]);
+        if !req.model.is_empty() {
+            cmd.args(["--model", &req.model]);
+        }
+        if let Some(id) = resume {
+            cmd.args(["--resume", id]);
+        }
+        if !s.allowed_tools.is_empty() {
+            cmd.arg("--allowedTools").arg(s.allowed_tools.join(","));
+        }
+        if !s.disallowed_tools.is_empty() {
+            cmd.arg("--disallowedTools")
+                .arg(s.disallowed_tools.join(","));
+        }
+        if let Some(m) = &s.mcp_config {
+            cmd.arg("--mcp-config").arg(m);
+        }
+        std::fs::create_dir_all(&s.project_dir).map_err(|e| {
+            self.err(format!(
+                "cannot create project dir {}: {e}",
+                s.project_dir.display()
+            ))
+        })?;
+        cmd.current_dir(&s.project_dir)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        for k in BASE_ENV
+            .iter()
+            .copied()
+            .chain(s.env_allow.iter().map(String::as_str))
+        {
+            if let Ok(v) = std::env::var(k) {
+                cmd.env(k, v);
+            }
+        }
+        if let Some(k) = &s.api_key {
+            cmd.env("ANTHROPIC_API_KEY", k.expose());
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            LlmError::Other(format!(
+                "claude-code: cannot start `{}`: {e}; install Claude Code or set `{}.command`",
+                s.command.display(),
+                s.config_path
+            ))
+        })?;
+        let pgid = child.id();
+        let prompt = Self::prompt(req, resume.is_some());
+        let mut stdin = child.stdin.take().ok_or_else(|| self.err("no stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| self.err("no stdout"))?;
+        let mut stderr = child.stderr.take().ok_or_else(|| self.err("no stderr"))?;
+
+        let work = async {
+            stdin
+                .write_all(prompt.as_bytes())
+                .await
+                .map_err(|e| self.err(format!("writing the prompt failed: {e}")))?;
+            drop(stdin);
+            let mut lines = BufReader::new(stdout).lines();
+            let mut result: Option<Value> = None;
+            let mut session: Option<String> = None;
+            while let Some(line) = lines
+                .next_line()
+                .await
+                .map_err(|e| self.err(format!("reading output failed: {e}")))?
+            {
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(id) = v["session_id"].as_str() {
+                    session = Some(id.to_owned());
+                }
+                match v["type"].as_str() {
+                    Some("assistant") => {
+                        for block in v["message"]["content"].as_array().into_iter().flatten() {
+                            match block["type"].as_str() {
+                                Some("tool_use") => tracing::debug!(
+                                    tool = block["name"].as_str().unwrap_or("?"),
+                                    "claude-code is using a tool"
+                                ),
+                                Some("text") => {
+                                    if let Some(t) = block["text"].as_str() {
+                                        on_event(StreamEvent::TextDelta(t.to_owned()));
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    Some("result") => result = Some(v),
+                    _ => {}
+                }
+            }
+            let mut err_text = String::new();
+            let _ = stderr.read_to_string(&mut err_text).await;
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| self.err(format!("waiting for the CLI failed: {e}")))?;
+            Ok::<_, LlmError>((result, session, err_text, status))
+        };
+
+        let (result, session, err_text, status) = match tokio::time::timeout(s.timeout, work).await
+        {
+            Ok(r) => r?,
+            Err(_) => {
+                if let Some(pid) = pgid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                return Err(self.err(format!(
+                    "timed out after {}s; the CLI's process group was killed",
+                    s.timeout.as_secs()
+                )));
+            }
+        };
+        let lower = err_text.to_lowercase();
+        if resume.is_some() && lower.contains("no conversation found") {
+            return Ok(Outcome::SessionGone);
+        }
+        let Some(result) = result else {
+            let detail = err_text.trim().chars().take(400).collect::<String>();
+            return Err(classify(
+                &self.settings.config_path,
+                &format!("exited with {status} without a result: {detail}"),
+            ));
+        };
+        let text = result["result"].as_str().unwrap_or_default().to_owned();
+        if result["is_error"].as_bool() == Some(true)
+            || result["subtype"].as_str().is_some_and(|st| st != "success")
+        {
+            let sub = result["subtype"].as_str().unwrap_or("error");
+            return Err(classify(
+                &self.settings.config_path,
+                &format!("{sub}: {text}"),
+            ));
+        }
+        let usage = Usage {
+            input_tokens: result["usage"]["input_tokens"].as_u64().unwrap_or(0),
+            output_tokens: result["usage"]["output_tokens"].as_u64().unwrap_or(0),
+        };
+        let session = result["session_id"].as_str().map(str::to_owned).or(session);
+        Ok(Outcome::Done(CompletionResponse {
+            message: ChatMessage::text(Role::Assistant, text),
+            stop: StopReason::EndTurn,
+            usage,
+            provider_state: session.map(|id| json!({ SESSION_KEY: id })),
+        }))
+    }
+}
+
+/// Turns CLI failures into errors a service operator can act on.
+fn classify(config_path: &str, detail: &str) -> LlmError {
+    let lower = detail.to_lowercase();
+    if lower.contains("invalid api key")
+        || lower.contains("/login")
+        || lower.contains("not logged in")
+        || lower.contains("authentication")
+    {
+        return LlmError::Auth {
+            provider: "claude-code".into(),
+            config_key: format!("{config_path}.api_key"),
+            detail: detail.to_owned(),
+        };
+    }
+    if lower.contains("usage limit") || lower.contains("rate limit") {
+        return LlmError::Unavailable {
+            provider: "claude-code".into(),
+            attempts: 1,
+            detail: format!("usage limit reached: {detail}"),
+        };
+    }
+    LlmError::Unavailable {
+        provider: "claude-code".into(),
+        attempts: 1,
+        detail: detail.to_owned(),
+    }
+}
+
+#[async_trait]
+impl LlmProvider for ClaudeCodeProvider {
+    fn name(&self) -> &str {
+        "claude-code"
+    }
+
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        self.complete_streaming(req, &mut |_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        req: &CompletionRequest,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<CompletionResponse, LlmError> {
+        let resume = req
+            .provider_state
+            .as_ref()
+            .and_then(|s| s[SESSION_KEY].as_str())
+            .map(str::to_owned);
+        match self.run_once(req, resume.as_deref(), on_event).await? {
+            Outcome::Done(r) => Ok(r),
+            Outcome::SessionGone => {
+                tracing::info!("claude-code session is gone; starting a fresh one");
+                match self.run_once(req, None, on_event).await? {
+                    Outcome::Done(r) => Ok(r),
+                    Outcome::SessionGone => Err(self.err("the CLI lost its session twice")),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The Claude Code provider driving a scripted `claude` executable (a real subprocess).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use strata_engine::config::LlmConfig;
+use strata_engine::llm::{ChatMessage, CompletionRequest, LlmError, LlmProvider, Role};
+use strata_engine::runtime::ToolFilter;
+use strata_llm::AgentContext;
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-claude")
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    provider: std::sync::Arc<dyn LlmProvider>,
+}
+
+impl Setup {
+    /// A provider whose `command` is a wrapper that points the fake's log into this test's
+    /// temp dir (no test mutates its own process environment).
+    fn new(timeout_secs: u64) -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        let wrapper = dir.path().join("claude");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexport FAKE_CLAUDE_LOG='{}'\nexec '{}' \"$@\"\n",
+                dir.path().join("claude.log").display(),
+                script().display()
+            ),
+        )
+        .expect("wrapper");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+        }
+        let mut c = LlmConfig::new("claude-code");
+        c.command = Some(wrapper.display().to_string());
+        c.model = Some("sonnet".into());
+        c.timeout_secs = Some(timeout_secs);
+        let ctx = AgentContext {
+            agent_id: "main".into(),
+            project_dir: dir.path().join("project"),
+            tools: ToolFilter::List(vec!["read_file".into()]),
+            registry_tools: vec!["list_files".into(), "read_file".into()],
+        };
+        let provider = strata_llm::build(&c, None, "agents.main.llm", &ctx).expect("provider");
+        Setup { dir, provider }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("claude.log")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    async fn ask(
+        &self,
+        text: &str,
+        state: Option<serde_json::Value>,
+    ) -> Result<strata_engine::llm::CompletionResponse, LlmError> {
+        let req = CompletionRequest {
+            model: "sonnet".into(),
+            system: Some("You are main.".into()),
+            messages: vec![ChatMessage::text(Role::User, text)],
+            provider_state: state,
+            ..Default::default()
+        };
+        self.provider.complete(&req).await
+    }
+}
+
+#[tokio::test]
+async fn a_turn_runs_the_cli_with_the_agents_policy_and_a_clean_environment() {
+    let s = Setup::new(30);
+    let r = s.ask("hello there", None).await.expect("turn");
+    assert_eq!(r.message.content, "echo: hello there");
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (21, 7));
+    let sid = r
+        .provider_state
+        .as_ref()
+        .and_then(|v| v["claude_session_id"].as_str())
+        .expect("session")
+        .to_owned();
+    assert!(sid.starts_with("sess-"));
+
+    // Next turn resumes the CLI session.
+    let r2 = s
+        .ask("second", r.provider_state.clone())
+        .await
+        .expect("turn");
+    assert_eq!(r2.message.content, "echo: second");
+    let log = s.log();
+    let args: Vec<&str> = log.lines().filter(|l| l.starts_with("ARGS:")).collect();
+    let first = args
+        .iter()
+        .find(|a| !a.contains("--resume"))
+        .expect("fresh run");
+    assert!(
+        first.contains("--print --output-format stream-json --verbose --model sonnet"),
+        "{first}"
+    );
+    assert!(
+        first.contains("--allowedTools mcp__strata__read_file"),
+        "{first}"
+    );
+    assert!(
+        first.contains("--disallowedTools mcp__strata__list_files"),
+        "{first}"
+    );
+    assert!(!first.contains("--mcp-config"), "no MCP endpoint yet");
+    assert!(
+        args.iter().any(|a| a.contains(&format!("--resume {sid}"))),
+        "{args:?}"
+    );
+    assert!(log.contains(&format!("CWD: {}", s.dir.path().join("project").display())));
+    // Only allow-listed variables reach the CLI: cargo's own (present in this process) do not.
+    assert!(std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
+    let leaked: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.starts_with("ENV: CARGO")
+                || l.starts_with("ENV: RUST")
+                || l.starts_with("ENV: NEXTEST")
+        })
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:?}");
+    assert!(log.contains("PROMPT-LAST-LINE: second"));
+}
+
+#[tokio::test]
+async fn a_lost_session_is_dropped_and_retried_fresh() {
+    let s = Setup::new(30);
+    let r = s
+        .ask("GONE now", Some(json!({"claude_session_id": "stale-1"})))
+        .await
+        .expect("retried");
+    assert_eq!(r.message.content, "echo: GONE now");
+    assert_ne!(
+        r.provider_state.expect("state")["claude_session_id"],
+        "stale-1"
+    );
+}
+
+#[tokio::test]
+async fn errors_are_classified() {
+    let s = Setup::new(30);
+    let e = s.ask("please ERROR", None).await.expect_err("error");
+    assert!(
+        e.to_string()
+            .contains("error_during_execution: tool crashed"),
+        "{e}"
+    );
+    let e = s.ask("LIMIT", None).await.expect_err("limit");
+    assert!(e.to_string().contains("usage limit reached"), "{e}");
+    let e = s.ask("AUTH", None).await.expect_err("auth");
+    assert!(
+        matches!(&e, LlmError::Auth { config_key, .. } if config_key == "agents.main.llm.api_key"),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_hang_hits_the_timeout_and_leaves_no_process_behind() {
+    let s = Setup::new(1);
+    let started = std::time::Instant::now();
+    let e = s.ask("HANG forever", None).await.expect_err("timeout");
+    assert!(e.to_string().contains("timed out after 1s"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let child: i32 = std::fs::read_to_string(format!("{}.child", s.log_path().display()))
+        .expect("child pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    // The grandchild `sleep` was in the killed process group: give the kernel a moment.
+    let mut gone = false;
+    for _ in 0..50 {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for init to reap it.
+        if stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "sleep {child} survived the timeout");
+}
+
+#[tokio::test]
+async fn a_missing_executable_says_how_to_fix_it() {
+    let mut c = LlmConfig::new("claude-code");
+    c.command = Some("/definitely/not/claude".into());
+    let p = strata_llm::build(&c, None, "agents.main.llm", &AgentContext::bare("main")).expect("p");
+    let e = p
+        .complete(&CompletionRequest {
+            model: String::new(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("missing");
+    assert!(e.to_string().contains("agents.main.llm.command"), "{e}");
+}
