@@ -416,6 +416,8 @@ pub struct ModuleConfigSource {
     pub validate: Option<ModuleValidator>,
     /// The module's `config/` directory at build time (for [`LoadedConfig::resolve_config_file`]).
     pub config_dir: Option<PathBuf>,
+    /// The module's `skills/` directory at build time.
+    pub skills_dir: Option<PathBuf>,
 }
 
 /// What to load.
@@ -452,6 +454,8 @@ pub struct LoadedConfig {
     pub profile: Option<String>,
     figment: Figment,
     module_dirs: Vec<PathBuf>,
+    /// Modules in precedence order, with their directories.
+    pub modules: Vec<ModuleConfigSource>,
 }
 
 /// A provider wrapper that labels values with our layer names and can nest a file's content
@@ -551,6 +555,23 @@ pub fn is_config_env(key: &str) -> bool {
 }
 
 impl LoadedConfig {
+    /// Skill directories in precedence order: modules (declared order), overlay `skills/`,
+    /// then each `agents/<id>/skills/`.
+    pub fn skill_dirs(&self) -> Vec<crate::skills::SkillDir> {
+        let base: Vec<crate::skills::SkillDir> = self
+            .modules
+            .iter()
+            .filter_map(|m| {
+                m.skills_dir.as_ref().map(|p| crate::skills::SkillDir {
+                    path: p.clone(),
+                    origin: format!("module:{}", m.name),
+                    prefix: String::new(),
+                })
+            })
+            .collect();
+        crate::skills::skill_dirs(&base, &self.overlay_dir)
+    }
+
     /// Loads and checks every layer.
     pub fn load(opts: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
         let overlay_dir = std::path::absolute(&opts.overlay_dir).map_err(|e| {
@@ -670,6 +691,7 @@ impl LoadedConfig {
                 .iter()
                 .filter_map(|m| m.config_dir.clone())
                 .collect(),
+            modules: opts.modules.clone(),
         })
     }
 

@@ -39,6 +39,7 @@ pub mod runtime;
 pub mod schema;
 pub mod secret;
 pub mod session;
+pub mod skills;
 mod tool;
 
 pub use async_trait::async_trait;

@@ -165,11 +165,13 @@ impl Registry {
                     default_config,
                     validate,
                     config_dir,
+                    skills_dir,
                 } => Some(ModuleConfigSource {
                     name: name.to_owned(),
                     default_yaml: default_config,
                     validate,
                     config_dir: Some(config_dir.into()),
+                    skills_dir: Some(skills_dir.into()),
                 }),
                 ComponentKind::Core => None,
             })

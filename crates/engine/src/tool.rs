@@ -376,6 +376,8 @@ pub enum ComponentKind {
         validate: Option<crate::config::ModuleValidator>,
         /// The module crate's `config/` directory at build time.
         config_dir: &'static str,
+        /// The module crate's `skills/` directory at build time.
+        skills_dir: &'static str,
     },
 }
 
@@ -419,6 +421,7 @@ macro_rules! declare_module {
                     )),
                     validate: $validate,
                     config_dir: ::core::concat!(::core::env!("CARGO_MANIFEST_DIR"), "/config"),
+                    skills_dir: ::core::concat!(::core::env!("CARGO_MANIFEST_DIR"), "/skills"),
                 },
             }
         }

@@ -73,6 +73,20 @@ pub enum Command {
     },
     /// Checks config, overlay layout and data dir; exits non-zero on a fatal problem.
     Doctor,
+    /// Skills: list them, or run one.
+    Skill {
+        #[command(subcommand)]
+        command: SkillCommand,
+    },
+    /// An interactive conversation with an agent in the terminal.
+    Repl {
+        /// Agent id (default: `defaults.agent`, the only agent, or `main`).
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
+        /// Session id (default `repl`).
+        #[arg(long, value_name = "ID", default_value = "repl")]
+        session: String,
+    },
     /// Sends one message to an agent and prints the answer.
     Chat {
         /// Agent id (default: `defaults.agent`, the only agent, or `main`).
@@ -96,5 +110,26 @@ pub enum ConfigCommand {
         /// Prints JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Lists the skills with their origin.
+    List {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a skill: a command skill prints the command's output; a prompt skill runs a turn.
+    Run {
+        /// Skill name (`<agent>:<name>` for agent skills).
+        name: String,
+        /// A parameter, `key=value` (repeatable).
+        #[arg(long = "param", value_name = "KEY=VALUE")]
+        params: Vec<String>,
+        /// Agent for prompt skills (default as for `chat`).
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
     },
 }

@@ -11,7 +11,7 @@ use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{LoadOptions, LoadedConfig};
 use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
 
-use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs};
+use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs, SkillCommand};
 use crate::{Exit, Launcher};
 
 /// Everything a command needs once config and registry are loaded.
@@ -101,6 +101,61 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             session,
             message,
         } => chat(&loaded, agent, &session, message),
+        Command::Skill { command } => skill(&loaded, command),
+        Command::Repl { agent, session } => {
+            crate::repl::run(&loaded.config, loaded.registry.clone(), agent, &session)
+        }
+    }
+}
+
+fn skill(l: &Loaded, command: SkillCommand) -> Exit {
+    let skills = strata_engine::skills::SkillSet::load(l.config.skill_dirs());
+    match command {
+        SkillCommand::List { json } => out(&crate::skills_cmd::list(&skills, json)),
+        SkillCommand::Run {
+            name,
+            params,
+            agent,
+        } => {
+            let Some(s) = skills.get(&name) else {
+                let names: Vec<String> = skills.snapshot().keys().cloned().collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let hint = strata_engine::config::suggest(&name, &refs)
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                eprintln!("error: unknown skill `{name}`{hint} (see `strata skill list`)");
+                return Exit::Usage;
+            };
+            let params = match crate::skills_cmd::parse_params(&params) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            };
+            if let Err(e) = s.bind(&params) {
+                eprintln!("error: {e}");
+                return Exit::Usage;
+            }
+            let rt = match runtime() {
+                Ok(rt) => rt,
+                Err(e) => return fail(&e),
+            };
+            let agent_id = agent.map_or_else(|| crate::runtime::default_agent(&l.config), Ok);
+            match rt.block_on(crate::skills_cmd::run(
+                &l.config,
+                l.registry.clone(),
+                &s,
+                &params,
+                agent_id,
+            )) {
+                Ok(text) => out(&text),
+                Err(e) => {
+                    eprintln!("error: skill `{name}`: {e}");
+                    Exit::Failure
+                }
+            }
+        }
     }
 }
 
@@ -491,6 +546,9 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     if let Some(hint) = provider_hint(c) {
         tracing::warn!("{hint}");
     }
+    let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
+    tracing::info!(skills = skills.snapshot().len(), "skills loaded");
+    let _watcher = crate::skills_cmd::watch(skills.clone());
     let manager = runtime.manager.clone();
     rt.block_on(async move {
         // Session retention runs hourly.

@@ -16,7 +16,9 @@
 
 mod cli;
 mod commands;
+mod repl;
 pub mod runtime;
+pub mod skills_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

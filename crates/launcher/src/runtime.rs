@@ -69,18 +69,32 @@ pub fn identity(overlay: &Path, id: &str, agent: &AgentConfig) -> String {
     s
 }
 
-fn build_agent(
+/// Per-run changes to an agent (skills pin a model, narrow tools, cap rounds).
+#[derive(Debug, Clone, Default)]
+pub struct AgentOverrides {
+    /// Provider pin.
+    pub llm: Option<LlmConfig>,
+    /// Tools, intersected with the agent's own.
+    pub tools: Option<Vec<String>>,
+    /// Round limit.
+    pub max_rounds: Option<u32>,
+}
+
+/// Builds agent `id` as configured, with `overrides` applied.
+pub fn build_agent(
     cfg: &LoadedConfig,
     id: &str,
     agent: &AgentConfig,
     invoker: &Arc<Invoker>,
     vault: Option<&dyn strata_engine::secret::Vault>,
-) -> Result<Arc<dyn Agent>, String> {
-    let (llm, path) = agent_llm(cfg, id, agent).ok_or_else(|| {
-        format!(
-            "no LLM provider: set `agents.{id}.llm` or `defaults.llm` (see README, \"Providers\")"
-        )
-    })?;
+    overrides: &AgentOverrides,
+) -> Result<LlmAgent, String> {
+    let (llm, path) = match &overrides.llm {
+        Some(l) => (l.clone(), format!("skill llm for agent {id}")),
+        None => agent_llm(cfg, id, agent).ok_or_else(|| {
+            format!("no LLM provider: set `agents.{id}.llm` or `defaults.llm` (see README, \"Providers\")")
+        })?,
+    };
     let model = strata_llm::model_name(&llm).unwrap_or_default();
     if model.is_empty() && llm.provider != "claude-code" {
         return Err(format!(
@@ -88,7 +102,11 @@ fn build_agent(
             llm.provider
         ));
     }
-    let filter = ToolFilter::from_config(agent.tools.as_ref());
+    let base = ToolFilter::from_config(agent.tools.as_ref());
+    let filter = match &overrides.tools {
+        None => base,
+        Some(list) => ToolFilter::List(list.iter().filter(|t| base.allows(t)).cloned().collect()),
+    };
     let project_dir = agent
         .project_dir
         .as_ref()
@@ -106,18 +124,16 @@ fn build_agent(
             .collect(),
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
-    Ok(Arc::new(
-        LlmAgent::new(
-            id,
-            identity(&cfg.overlay_dir, id, agent),
-            provider,
-            model,
-            invoker.clone(),
-        )
-        .with_tools(filter)
-        .with_max_rounds(agent.max_rounds.unwrap_or(10))
-        .with_sampling(llm.max_tokens, llm.temperature),
-    ))
+    Ok(LlmAgent::new(
+        id,
+        identity(&cfg.overlay_dir, id, agent),
+        provider,
+        model,
+        invoker.clone(),
+    )
+    .with_tools(filter)
+    .with_max_rounds(overrides.max_rounds.or(agent.max_rounds).unwrap_or(10))
+    .with_sampling(llm.max_tokens, llm.temperature))
 }
 
 /// Builds the runtime. Agents that cannot start are listed in `skipped`.
@@ -139,8 +155,15 @@ pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runt
     let mut agents = Vec::new();
     let mut skipped = Vec::new();
     for (id, a) in &cfg.config.agents {
-        match build_agent(cfg, id, a, &invoker, env.vault.as_deref()) {
-            Ok(agent) => agents.push(agent),
+        match build_agent(
+            cfg,
+            id,
+            a,
+            &invoker,
+            env.vault.as_deref(),
+            &AgentOverrides::default(),
+        ) {
+            Ok(agent) => agents.push(Arc::new(agent) as Arc<dyn Agent>),
             Err(e) => skipped.push((id.clone(), e)),
         }
     }

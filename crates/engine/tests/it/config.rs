@@ -24,6 +24,7 @@ fn module(name: &str, yaml: &'static str) -> ModuleConfigSource {
         default_yaml: yaml,
         validate: Some(validate_module_section::<TestModConfig>),
         config_dir: None,
+        skills_dir: None,
     }
 }
 

@@ -4,6 +4,7 @@ mod config;
 mod invoker;
 mod runtime;
 mod schema;
+mod skills;
 
 use std::sync::Arc;
 

@@ -1,0 +1,397 @@
+//! Skills: named, parameterised tasks in YAML — a prompt template run by an agent, or a
+//! command run with no model.
+//!
+//! ```yaml
+//! name: disk-report
+//! description: Reports disk usage of the data directory.
+//! parameters:
+//!   path: {type: string, description: Directory to measure, required: true}
+//!   unit: {type: string, choices: [k, m, g]}
+//! command: du -s{unit} {path}         # or: prompt: "Summarise {path}…"
+//! tools: [list_files]                 # prompt skills: restrict the agent's tools
+//! max_rounds: 4
+//! ```
+//!
+//! Discovery, later wins: core → modules → overlay `skills/` → `agents/<id>/skills/` (those
+//! are named `<id>:<name>`). A file that fails to parse keeps its previous version.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::LlmConfig;
+
+/// A parameter's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    /// Text (default).
+    #[default]
+    String,
+    /// Whole number.
+    Integer,
+    /// Any number.
+    Number,
+    /// `true`/`false`.
+    Boolean,
+}
+
+/// One parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Type.
+    #[serde(default, rename = "type")]
+    pub kind: ParamType,
+    /// What it is.
+    #[serde(default)]
+    pub description: String,
+    /// Must be given.
+    #[serde(default)]
+    pub required: bool,
+    /// Allowed values.
+    #[serde(default)]
+    pub choices: Vec<String>,
+    /// Value when not given.
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// A skill as written in its file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillDef {
+    /// Name (`[a-z0-9_-]`).
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Parameters in order.
+    #[serde(default, with = "ordered")]
+    pub parameters: Vec<(String, Param)>,
+    /// Prompt template with `{param}` placeholders.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Command template (run with `sh -c`, values shell-quoted).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Tools the agent may use while running it (intersected with the agent's own).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Round limit.
+    #[serde(default)]
+    pub max_rounds: Option<u32>,
+    /// Provider pin.
+    #[serde(default)]
+    pub llm: Option<LlmConfig>,
+    /// Command timeout in seconds (default 60).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+mod ordered {
+    //! Parameters as a YAML mapping, keeping the file's order.
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Param;
+
+    pub fn serialize<S: Serializer>(v: &[(String, Param)], s: S) -> Result<S::Ok, S::Error> {
+        let m: serde_yaml::Mapping = v
+            .iter()
+            .map(|(k, p)| {
+                (
+                    serde_yaml::Value::String(k.clone()),
+                    serde_yaml::to_value(p).unwrap_or(serde_yaml::Value::Null),
+                )
+            })
+            .collect();
+        m.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Param)>, D::Error> {
+        let m = serde_yaml::Mapping::deserialize(d)?;
+        m.into_iter()
+            .map(|(k, v)| {
+                let name = k
+                    .as_str()
+                    .ok_or_else(|| serde::de::Error::custom("parameter names must be strings"))?
+                    .to_owned();
+                let p: Param = serde_yaml::from_value(v)
+                    .map_err(|e| serde::de::Error::custom(format!("parameter `{name}`: {e}")))?;
+                Ok((name, p))
+            })
+            .collect()
+    }
+}
+
+/// A loaded skill with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    /// Full name (`<agent>:<name>` for agent skills).
+    pub name: String,
+    /// The definition.
+    pub def: SkillDef,
+    /// The file.
+    pub path: PathBuf,
+    /// `core`, `module:<m>`, `overlay`, `agent:<id>`.
+    pub origin: String,
+}
+
+/// What a skill does.
+pub enum SkillAction<'a> {
+    /// Ask the agent this.
+    Prompt(String),
+    /// Run this shell command.
+    Command(String),
+    /// Neither or both set (reported at load).
+    Invalid(&'a str),
+}
+
+impl Skill {
+    /// Checks `given` against the parameters; returns every parameter's value (defaults
+    /// filled in). Errors name the parameter.
+    pub fn bind(
+        &self,
+        given: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        for k in given.keys() {
+            if !self.def.parameters.iter().any(|(n, _)| n == k) {
+                let known: Vec<&str> = self
+                    .def
+                    .parameters
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                return Err(format!(
+                    "skill `{}` has no parameter `{k}` (parameters: {})",
+                    self.name,
+                    if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (name, p) in &self.def.parameters {
+            let v = match given.get(name).or(p.default.as_ref()) {
+                Some(v) => v.clone(),
+                None if p.required => {
+                    return Err(format!("skill `{}` needs parameter `{name}`", self.name));
+                }
+                None => String::new(),
+            };
+            if !v.is_empty() {
+                if !p.choices.is_empty() && !p.choices.contains(&v) {
+                    return Err(format!(
+                        "parameter `{name}` must be one of {}, got `{v}`",
+                        p.choices.join(", ")
+                    ));
+                }
+                let ok = match p.kind {
+                    ParamType::String => true,
+                    ParamType::Integer => v.parse::<i64>().is_ok(),
+                    ParamType::Number => v.parse::<f64>().is_ok(),
+                    ParamType::Boolean => matches!(v.as_str(), "true" | "false"),
+                };
+                if !ok {
+                    return Err(
+                        format!("parameter `{name}` must be {:?}, got `{v}`", p.kind)
+                            .to_lowercase(),
+                    );
+                }
+            }
+            out.insert(name.clone(), v);
+        }
+        Ok(out)
+    }
+
+    /// The prompt or command with values substituted (shell-quoted for commands).
+    pub fn render(&self, values: &BTreeMap<String, String>) -> SkillAction<'_> {
+        match (&self.def.prompt, &self.def.command) {
+            (Some(p), None) => SkillAction::Prompt(substitute(p, values, |v| v.to_owned())),
+            (None, Some(c)) => SkillAction::Command(substitute(c, values, shell_quote)),
+            _ => SkillAction::Invalid("a skill needs exactly one of `prompt` or `command`"),
+        }
+    }
+}
+
+fn substitute(
+    t: &str,
+    values: &BTreeMap<String, String>,
+    quote: impl Fn(&str) -> String,
+) -> String {
+    let mut out = t.to_owned();
+    for (k, v) in values {
+        out = out.replace(&format!("{{{k}}}"), &quote(v));
+    }
+    out
+}
+
+/// Single-quotes a value for `sh` so it can never become syntax.
+pub fn shell_quote(v: &str) -> String {
+    format!("'{}'", v.replace('\'', r"'\''"))
+}
+
+/// Parses and checks one skill file.
+pub fn parse_file(path: &Path) -> Result<SkillDef, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let def: SkillDef =
+        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let valid_name = !def.name.is_empty()
+        && def
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !valid_name {
+        return Err(format!(
+            "{}: name `{}` must use a-z, 0-9, `-` and `_`",
+            path.display(),
+            def.name
+        ));
+    }
+    if def.prompt.is_some() == def.command.is_some() {
+        return Err(format!(
+            "{}: a skill needs exactly one of `prompt` or `command`",
+            path.display()
+        ));
+    }
+    for (name, _) in &def.parameters {
+        let used = def
+            .prompt
+            .iter()
+            .chain(def.command.iter())
+            .any(|t| t.contains(&format!("{{{name}}}")));
+        if !used {
+            tracing::debug!(skill = %def.name, param = %name, "parameter not used in the template");
+        }
+    }
+    Ok(def)
+}
+
+/// A directory of skills and its layer.
+#[derive(Debug, Clone)]
+pub struct SkillDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// `core`, `module:<m>`, `overlay`, `agent:<id>`.
+    pub origin: String,
+    /// Name prefix (`<id>:` for agent skills).
+    pub prefix: String,
+}
+
+/// Skill directories in precedence order for an overlay (core and module directories first).
+pub fn skill_dirs(base: &[SkillDir], overlay: &Path) -> Vec<SkillDir> {
+    let mut dirs = base.to_vec();
+    dirs.push(SkillDir {
+        path: overlay.join("skills"),
+        origin: "overlay".into(),
+        prefix: String::new(),
+    });
+    if let Ok(rd) = std::fs::read_dir(overlay.join("agents")) {
+        let mut agents: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        agents.sort();
+        for a in agents {
+            let id = a
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            dirs.push(SkillDir {
+                path: a.join("skills"),
+                origin: format!("agent:{id}"),
+                prefix: format!("{id}:"),
+            });
+        }
+    }
+    dirs
+}
+
+/// The current skills; reloadable. Cheap to share.
+#[derive(Default)]
+pub struct SkillSet {
+    current: RwLock<Arc<BTreeMap<String, Skill>>>,
+    dirs: RwLock<Vec<SkillDir>>,
+}
+
+impl SkillSet {
+    /// Loads skills from `dirs` (in precedence order).
+    pub fn load(dirs: Vec<SkillDir>) -> Self {
+        let s = SkillSet {
+            current: RwLock::new(Arc::new(BTreeMap::new())),
+            dirs: RwLock::new(dirs),
+        };
+        s.reload();
+        s
+    }
+
+    /// Directories watched.
+    pub fn dirs(&self) -> Vec<SkillDir> {
+        self.dirs.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Re-reads every directory. A file that fails keeps the version loaded before (if any);
+    /// its error is logged and returned.
+    pub fn reload(&self) -> Vec<String> {
+        let previous = self.snapshot();
+        let mut next: BTreeMap<String, Skill> = BTreeMap::new();
+        let mut errors = Vec::new();
+        for dir in self.dirs() {
+            let Ok(rd) = std::fs::read_dir(&dir.path) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+                .collect();
+            files.sort();
+            for f in files {
+                match parse_file(&f) {
+                    Ok(def) => {
+                        let name = format!("{}{}", dir.prefix, def.name);
+                        if let Some(old) = next.get(&name) {
+                            tracing::info!(skill = %name, winner = %dir.origin, hidden = %old.origin, "skill shadowed");
+                        }
+                        next.insert(
+                            name.clone(),
+                            Skill {
+                                name,
+                                def,
+                                path: f,
+                                origin: dir.origin.clone(),
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "skill not loaded; keeping the previous version");
+                        if let Some(old) = previous.values().find(|s| s.path == f) {
+                            next.insert(old.name.clone(), old.clone());
+                        }
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        errors
+    }
+
+    /// The skills now.
+    pub fn snapshot(&self) -> Arc<BTreeMap<String, Skill>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// One skill.
+    pub fn get(&self, name: &str) -> Option<Skill> {
+        self.snapshot().get(name).cloned()
+    }
+}

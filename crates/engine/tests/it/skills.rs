@@ -1,0 +1,172 @@
+//! Skills: parsing, precedence, agent prefixes, broken files keeping the old version, binding.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use strata_engine::skills::{SkillAction, SkillDir, SkillSet, shell_quote, skill_dirs};
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+const ECHO: &str = "name: greet\ndescription: from {layer}\nparameters:\n  who: {type: string, required: true, description: Who}\n  mood: {type: string, choices: [happy, sad]}\n  times: {type: integer, default: \"1\"}\ncommand: echo hello {who} {mood} {times}\n";
+
+fn set(module: &Path, overlay: &Path) -> SkillSet {
+    let base = vec![SkillDir {
+        path: module.to_path_buf(),
+        origin: "module:ops".into(),
+        prefix: String::new(),
+    }];
+    SkillSet::load(skill_dirs(&base, overlay))
+}
+
+#[test]
+fn later_layers_win_and_agent_skills_are_prefixed() {
+    let module = tempfile::tempdir().expect("tmp");
+    let overlay = tempfile::tempdir().expect("tmp");
+    write(
+        module.path(),
+        "greet.yaml",
+        &ECHO.replace("{layer}", "module"),
+    );
+    write(
+        module.path(),
+        "only-module.yaml",
+        "name: only-module\ndescription: m\nprompt: hi\n",
+    );
+    write(
+        overlay.path(),
+        "skills/greet.yaml",
+        &ECHO.replace("{layer}", "overlay"),
+    );
+    write(
+        overlay.path(),
+        "agents/main/skills/greet.yml",
+        &ECHO.replace("{layer}", "agent"),
+    );
+    write(overlay.path(), "skills/notes.txt", "ignored: not yaml");
+    let s = set(module.path(), overlay.path());
+    let snap = s.snapshot();
+    let names: Vec<&str> = snap.keys().map(String::as_str).collect();
+    assert_eq!(names, ["greet", "main:greet", "only-module"]);
+    assert_eq!(snap["greet"].def.description, "from overlay");
+    assert_eq!(snap["greet"].origin, "overlay");
+    assert_eq!(snap["main:greet"].origin, "agent:main");
+    assert_eq!(snap["only-module"].origin, "module:ops");
+}
+
+#[test]
+fn a_broken_file_keeps_the_previous_version_and_a_fixed_one_reloads() {
+    let module = tempfile::tempdir().expect("tmp");
+    let overlay = tempfile::tempdir().expect("tmp");
+    write(
+        overlay.path(),
+        "skills/greet.yaml",
+        &ECHO.replace("{layer}", "v1"),
+    );
+    let s = set(module.path(), overlay.path());
+    assert_eq!(s.get("greet").expect("v1").def.description, "from v1");
+
+    write(
+        overlay.path(),
+        "skills/greet.yaml",
+        "name: greet\ndescription: [unclosed\n",
+    );
+    let errors = s.reload();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("greet.yaml"), "{errors:?}");
+    assert_eq!(s.get("greet").expect("kept").def.description, "from v1");
+
+    write(
+        overlay.path(),
+        "skills/greet.yaml",
+        &ECHO.replace("{layer}", "v2"),
+    );
+    assert!(s.reload().is_empty());
+    assert_eq!(s.get("greet").expect("v2").def.description, "from v2");
+
+    // Both or neither of prompt/command: refused.
+    write(
+        overlay.path(),
+        "skills/bad.yaml",
+        "name: bad\ndescription: x\nprompt: a\ncommand: b\n",
+    );
+    let errors = s.reload();
+    assert!(
+        errors.iter().any(|e| e.contains("exactly one of")),
+        "{errors:?}"
+    );
+    assert!(s.get("bad").is_none());
+    // An unknown key is an error too.
+    write(
+        overlay.path(),
+        "skills/bad.yaml",
+        "name: bad\ndescription: x\nprompt: a\nmodel: y\n",
+    );
+    assert!(
+        s.reload()
+            .iter()
+            .any(|e| e.contains("unknown field `model`"))
+    );
+}
+
+#[test]
+fn binding_checks_parameters_and_commands_quote_values() {
+    let module = tempfile::tempdir().expect("tmp");
+    let overlay = tempfile::tempdir().expect("tmp");
+    write(
+        overlay.path(),
+        "skills/greet.yaml",
+        &ECHO.replace("{layer}", "x"),
+    );
+    let skill = set(module.path(), overlay.path())
+        .get("greet")
+        .expect("greet");
+    let p = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    assert!(
+        skill
+            .bind(&p(&[]))
+            .expect_err("missing")
+            .contains("needs parameter `who`")
+    );
+    assert!(
+        skill
+            .bind(&p(&[("who", "a"), ("mood", "angry")]))
+            .expect_err("choice")
+            .contains("one of happy, sad")
+    );
+    assert!(
+        skill
+            .bind(&p(&[("who", "a"), ("times", "x")]))
+            .expect_err("int")
+            .contains("integer")
+    );
+    assert!(
+        skill
+            .bind(&p(&[("who", "a"), ("colour", "red")]))
+            .expect_err("unknown")
+            .contains("no parameter `colour`")
+    );
+    let values = skill
+        .bind(&p(&[("who", "x'; rm -rf /; echo '"), ("mood", "happy")]))
+        .expect("ok");
+    assert_eq!(values["times"], "1", "default filled in");
+    match skill.render(&values) {
+        SkillAction::Command(c) => assert_eq!(
+            c,
+            format!(
+                "echo hello {} 'happy' '1'",
+                shell_quote("x'; rm -rf /; echo '")
+            )
+        ),
+        _ => panic!("command skill"),
+    }
+    assert_eq!(shell_quote("it's"), r"'it'\''s'");
+}

@@ -1,0 +1,221 @@
+//! Skills and the REPL through the real binary; the skills watcher in-process.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata_engine::skills::{SkillDir, SkillSet};
+use strata_test_support::{FakeServer, openai};
+use tokio::io::AsyncWriteExt;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+fn overlay(url: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "defaults:\n  llm:\n    provider: openai\n    base_url: {url}/v1\n    api_key: k\n    model: fake\n    retry_base_ms: 5\n"
+        ),
+    );
+    write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [read_file, list_files]\n",
+    );
+    write(d, "agents/main/AGENTS.md", "# Main");
+    write(
+        d,
+        "skills/shout.yaml",
+        "name: shout\ndescription: Upper-cases text.\nparameters:\n  text: {type: string, required: true}\ncommand: printf '%s' {text} | tr a-z A-Z\n",
+    );
+    write(
+        d,
+        "skills/brief.yaml",
+        "name: brief\ndescription: Briefs on a topic.\nparameters:\n  topic: {required: true}\nprompt: Brief me on {topic}.\ntools: [read_file, terminal_exec]\nmax_rounds: 2\n",
+    );
+    write(
+        d,
+        "agents/main/skills/hello.yaml",
+        "name: hello\ndescription: Agent skill.\ncommand: echo hi from main\n",
+    );
+    dir
+}
+
+async fn strata(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--overlay").arg(dir).args(args);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(input) = stdin {
+        let mut s = child.stdin.take().expect("stdin");
+        s.write_all(input.as_bytes()).await.expect("write");
+        drop(s);
+    }
+    child.wait_with_output().await.expect("wait")
+}
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_list_and_command_skill() {
+    let fake = FakeServer::start().await.expect("fake");
+    let ov = overlay(&fake.url);
+    let o = strata(ov.path(), &["skill", "list", "--json"], None).await;
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let names: Vec<&str> = v["skills"]
+        .as_array()
+        .expect("a")
+        .iter()
+        .map(|s| s["name"].as_str().expect("n"))
+        .collect();
+    assert_eq!(names, ["brief", "main:hello", "shout"]);
+
+    let o = strata(
+        ov.path(),
+        &[
+            "skill",
+            "run",
+            "shout",
+            "--param",
+            "text=hello; touch pwned",
+        ],
+        None,
+    )
+    .await;
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(out.trim(), "HELLO; TOUCH PWNED");
+    assert!(
+        !ov.path().join("pwned").exists(),
+        "parameters are quoted, never run"
+    );
+
+    let o = strata(ov.path(), &["skill", "run", "main:hello"], None).await;
+    assert_eq!(text(&o).0.trim(), "hi from main");
+
+    let o = strata(ov.path(), &["skill", "run", "shout"], None).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("needs parameter `text`"));
+    let o = strata(ov.path(), &["skill", "run", "shoot"], None).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("did you mean `shout`?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_skill_runs_a_turn_with_the_skill_restrictions() {
+    let fake = FakeServer::start().await.expect("fake");
+    fake.script([openai::text("Rust is a language.")]);
+    let ov = overlay(&fake.url);
+    let o = strata(
+        ov.path(),
+        &["skill", "run", "brief", "--param", "topic=Rust"],
+        None,
+    )
+    .await;
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(out.trim(), "Rust is a language.");
+    let req = &fake.requests()[0].body;
+    assert_eq!(
+        req["messages"].as_array().expect("m").last().expect("last")["content"],
+        "Brief me on Rust."
+    );
+    let tools: Vec<&str> = req["tools"]
+        .as_array()
+        .expect("t")
+        .iter()
+        .map(|t| t["function"]["name"].as_str().expect("n"))
+        .collect();
+    assert_eq!(tools, ["read_file"], "skill tools ∩ agent tools");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repl_turns_commands_and_reset() {
+    let fake = FakeServer::start().await.expect("fake");
+    fake.script([openai::text("first answer"), openai::text("after reset")]);
+    let ov = overlay(&fake.url);
+    let o = strata(
+        ov.path(),
+        &["repl"],
+        Some("/skills\nhello\n/reset\nagain\n/bogus\n/quit\n"),
+    )
+    .await;
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("main:hello"), "{out}");
+    assert!(out.contains("main> first answer"), "{out}");
+    assert!(out.contains("(session reset)"), "{out}");
+    assert!(out.contains("main> after reset"), "{out}");
+    assert!(out.contains("unknown command /bogus"), "{out}");
+    let second = &fake.requests()[1].body["messages"];
+    let contents: Vec<&str> = second
+        .as_array()
+        .expect("m")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        !contents.contains(&"hello"),
+        "reset cleared the history: {contents:?}"
+    );
+}
+
+#[test]
+fn the_watcher_reloads_changed_skills() {
+    let dir = tempfile::tempdir().expect("tmp");
+    write(
+        dir.path(),
+        "skills/a.yaml",
+        "name: a\ndescription: one\ncommand: echo 1\n",
+    );
+    let skills = Arc::new(SkillSet::load(vec![SkillDir {
+        path: dir.path().join("skills"),
+        origin: "overlay".into(),
+        prefix: String::new(),
+    }]));
+    let _guard = strata_launcher::skills_cmd::watch(skills.clone()).expect("watcher");
+    write(
+        dir.path(),
+        "skills/a.yaml",
+        "name: a\ndescription: two\ncommand: echo 2\n",
+    );
+    write(
+        dir.path(),
+        "skills/b.yaml",
+        "name: b\ndescription: new\ncommand: echo b\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let snap = skills.snapshot();
+        if snap.get("a").is_some_and(|s| s.def.description == "two") && snap.contains_key("b") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watcher did not reload: {:?}",
+            snap.keys().collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
