@@ -104,6 +104,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
             throughput_per_s: median(&mut tp),
             p50_us: median(&mut p50),
             p99_us: median(&mut p99),
+            ..Row::default()
         });
     }
     Ok(Report {

@@ -2,6 +2,7 @@
 //! table and writes `target/bench/<name>.json`. Figures are medians over several runs; no
 //! test ever asserts on them.
 
+mod agent;
 mod invoke;
 
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 /// One measured variant.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Default)]
 pub struct Row {
     /// Variant name.
     pub name: String,
@@ -19,6 +20,9 @@ pub struct Row {
     pub p50_us: f64,
     /// 99th percentile per-call latency, microseconds (median over runs).
     pub p99_us: f64,
+    /// Free-form extra figures (ratios, overheads).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra: std::collections::BTreeMap<String, f64>,
 }
 
 /// A bench's report.
@@ -65,6 +69,9 @@ fn print(report: &Report) {
             "{:<36} {:>14.0} {:>10.1} {:>10.1}",
             r.name, r.throughput_per_s, r.p50_us, r.p99_us
         );
+        for (k, v) in &r.extra {
+            println!("    {k}: {v:.3}");
+        }
     }
 }
 
@@ -87,7 +94,7 @@ fn main() -> std::process::ExitCode {
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let all = ["invoke"];
+    let all = ["invoke", "agent"];
     for name in &wanted {
         if !all.contains(name) {
             eprintln!("unknown bench `{name}`; known: {}", all.join(", "));
@@ -100,6 +107,7 @@ fn main() -> std::process::ExitCode {
         }
         let report = match name {
             "invoke" => invoke::run(quick),
+            "agent" => agent::run(quick),
             _ => unreachable!("checked above"),
         };
         match report {

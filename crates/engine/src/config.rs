@@ -208,7 +208,8 @@ pub struct LlmConfig {
     /// Claude Code: the `claude` executable (default `claude` on PATH).
     #[serde(default)]
     pub command: Option<String>,
-    /// Claude Code: environment variables passed through to the CLI (nothing else is).
+    /// Environment variables passed through to the Claude Code CLI or the Vertex token command
+    /// (besides PATH, HOME, LANG and a few basics; nothing else is).
     #[serde(default)]
     pub env_allow: Vec<String>,
     /// Output token cap (Anthropic requires one; default 4096).

@@ -59,7 +59,7 @@ impl ChatMessage {
 }
 
 /// What the engine asks a provider.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct CompletionRequest {
     /// Model name.
     pub model: String,
@@ -67,8 +67,9 @@ pub struct CompletionRequest {
     pub system: Option<String>,
     /// The conversation so far.
     pub messages: Vec<ChatMessage>,
-    /// Tools the model may call (already filtered by access control).
-    pub tools: Vec<ToolSpec>,
+    /// Tools the model may call (already filtered by access control). Shared: agents build
+    /// the list once per registry change, not per request.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Output cap.
     pub max_tokens: Option<u32>,
     /// Sampling temperature.

@@ -141,6 +141,7 @@ fn rank(layer: &Layer, module_order: &[String]) -> usize {
 /// write lock, lookups a read lock.
 pub struct Registry {
     tools: RwLock<BTreeMap<String, RegisteredTool>>,
+    generation: std::sync::atomic::AtomicU64,
     shadowed: Vec<Shadowing>,
     modules: Vec<String>,
 }
@@ -150,6 +151,7 @@ impl Registry {
     pub fn empty() -> Self {
         Registry {
             tools: RwLock::new(BTreeMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             shadowed: Vec::new(),
             modules: Vec::new(),
         }
@@ -290,6 +292,7 @@ impl Registry {
         }
         Ok(Registry {
             tools: RwLock::new(tools),
+            generation: std::sync::atomic::AtomicU64::new(0),
             shadowed,
             modules: module_order,
         })
@@ -332,6 +335,8 @@ impl Registry {
                 origin: "runtime".to_owned(),
             },
         );
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -339,7 +344,11 @@ impl Registry {
     pub fn unregister(&self, name: &str) -> bool {
         let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
         match map.get(name) {
-            Some(t) if t.layer == Layer::Runtime => map.remove(name).is_some(),
+            Some(t) if t.layer == Layer::Runtime => {
+                self.generation
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
+                map.remove(name).is_some()
+            }
             _ => false,
         }
     }
@@ -361,6 +370,11 @@ impl Registry {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Changes whenever a run-time tool is added or removed (for caches of the tool list).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Number of tools.

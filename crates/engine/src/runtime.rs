@@ -70,6 +70,8 @@ pub struct LlmAgent {
     max_tokens: Option<u32>,
     temperature: Option<f32>,
     invoker: Arc<Invoker>,
+    /// (registry generation, the specs the model sees) — rebuilt when the registry changes.
+    tool_cache: StdMutex<Option<(u64, Arc<[ToolSpec]>)>>,
 }
 
 impl LlmAgent {
@@ -92,12 +94,14 @@ impl LlmAgent {
             max_tokens: None,
             temperature: None,
             invoker,
+            tool_cache: StdMutex::new(None),
         }
     }
 
     /// Sets the tools the model may use.
     pub fn with_tools(mut self, tools: ToolFilter) -> Self {
         self.tools = tools;
+        self.tool_cache = StdMutex::new(None);
         self
     }
 
@@ -119,15 +123,25 @@ impl LlmAgent {
         self.provider.name()
     }
 
-    /// The specs the model is shown.
-    pub fn visible_tools(&self) -> Vec<ToolSpec> {
-        self.invoker
+    /// The specs the model is shown (cached until the registry changes).
+    pub fn visible_tools(&self) -> Arc<[ToolSpec]> {
+        let generation = self.invoker.registry().generation();
+        let mut cache = self.tool_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, specs)) = cache.as_ref()
+            && *g == generation
+        {
+            return specs.clone();
+        }
+        let specs: Arc<[ToolSpec]> = self
+            .invoker
             .registry()
             .list()
             .into_iter()
             .filter(|t| self.tools.allows(&t.spec().name))
             .map(|t| t.spec().clone())
-            .collect()
+            .collect();
+        *cache = Some((generation, specs.clone()));
+        specs
     }
 
     async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> String {
@@ -164,66 +178,85 @@ impl LlmAgent {
         turn: &TurnContext,
         calls: &[ToolCall],
     ) -> Vec<(ChatMessage, ToolRun)> {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, call) in calls.iter().cloned().enumerate() {
-            let invoker = self.invoker.clone();
-            let allowed = self.tools.allows(&call.name);
-            let agent_id = self.id.clone();
-            let (session, channel, sender) = (
+        let job = |call: ToolCall| {
+            one_call(
+                self.invoker.clone(),
+                self.tools.allows(&call.name),
+                self.id.clone(),
                 turn.session_id.clone(),
                 turn.channel_id.clone(),
                 turn.sender.clone(),
-            );
-            set.spawn(async move {
-                if !allowed {
-                    let msg = format!(
-                        "error (denied): tool `{}` is not available to agent `{agent_id}`",
-                        call.name
-                    );
-                    let run = ToolRun {
-                        tool: call.name.clone(),
-                        status: "denied".into(),
-                        elapsed_ms: 0.0,
-                        request_id: String::new(),
-                    };
-                    return (i, tool_message(&call, msg), run);
-                }
-                let mut inv = Invocation::new(call.name.clone(), call.arguments.clone(), sender);
-                inv.agent_id = Some(agent_id);
-                inv.session_id = Some(session);
-                inv.channel_id = Some(channel);
-                let r = invoker.invoke(inv).await;
-                let content = if r.ok() {
-                    match &r.value {
-                        Value::String(s) => s.clone(),
-                        v => v.to_string(),
-                    }
-                } else {
-                    format!(
-                        "error ({}): {}",
-                        r.status.as_str(),
-                        r.error.as_deref().unwrap_or("no message")
-                    )
-                };
-                let run = ToolRun {
-                    tool: r.tool.clone(),
-                    status: r.status.as_str().to_owned(),
-                    elapsed_ms: r.elapsed_ms,
-                    request_id: r.request_id.clone(),
-                };
-                (i, tool_message(&call, content), run)
-            });
+                call,
+            )
+        };
+        // One call (the common case) runs inline; several run concurrently.
+        if let [call] = calls {
+            return vec![job(call.clone()).await];
         }
-        let mut out: Vec<(usize, ChatMessage, ToolRun)> = Vec::with_capacity(calls.len());
+        let mut set = tokio::task::JoinSet::new();
+        for (i, call) in calls.iter().cloned().enumerate() {
+            let fut = job(call);
+            set.spawn(async move { (i, fut.await) });
+        }
+        let mut out: Vec<(usize, (ChatMessage, ToolRun))> = Vec::with_capacity(calls.len());
         while let Some(j) = set.join_next().await {
             match j {
                 Ok(x) => out.push(x),
                 Err(e) => tracing::error!(error = %e, "tool task failed"),
             }
         }
-        out.sort_by_key(|(i, _, _)| *i);
-        out.into_iter().map(|(_, m, r)| (m, r)).collect()
+        out.sort_by_key(|(i, _)| *i);
+        out.into_iter().map(|(_, r)| r).collect()
     }
+}
+
+/// Runs one tool call for the model and words the result for it.
+async fn one_call(
+    invoker: Arc<Invoker>,
+    allowed: bool,
+    agent_id: String,
+    session: String,
+    channel: String,
+    sender: Principal,
+    call: ToolCall,
+) -> (ChatMessage, ToolRun) {
+    if !allowed {
+        let msg = format!(
+            "error (denied): tool `{}` is not available to agent `{agent_id}`",
+            call.name
+        );
+        let run = ToolRun {
+            tool: call.name.clone(),
+            status: "denied".into(),
+            elapsed_ms: 0.0,
+            request_id: String::new(),
+        };
+        return (tool_message(&call, msg), run);
+    }
+    let mut inv = Invocation::new(call.name.clone(), call.arguments.clone(), sender);
+    inv.agent_id = Some(agent_id);
+    inv.session_id = Some(session);
+    inv.channel_id = Some(channel);
+    let r = invoker.invoke(inv).await;
+    let content = if r.ok() {
+        match &r.value {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        }
+    } else {
+        format!(
+            "error ({}): {}",
+            r.status.as_str(),
+            r.error.as_deref().unwrap_or("no message")
+        )
+    };
+    let run = ToolRun {
+        tool: r.tool,
+        status: r.status.as_str().to_owned(),
+        elapsed_ms: r.elapsed_ms,
+        request_id: r.request_id,
+    };
+    (tool_message(&call, content), run)
 }
 
 fn tool_message(call: &ToolCall, content: String) -> ChatMessage {
@@ -241,16 +274,23 @@ impl Agent for LlmAgent {
         &self.id
     }
 
-    async fn handle(&self, turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+    async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
         let system = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
-        let mut messages = turn.history.clone();
-        messages.push(user.clone());
-        let mut transcript = vec![user];
+        // The request is built once and grows round by round; nothing is cloned per round.
+        let mut req = CompletionRequest {
+            model: self.model.clone(),
+            system: Some(system),
+            messages: std::mem::take(&mut turn.history),
+            tools: self.visible_tools(),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            provider_state: turn.provider_state.take(),
+        };
+        let first_new = req.messages.len();
+        req.messages.push(user);
         let mut usage = Usage::default();
         let mut tool_runs = Vec::new();
-        let mut provider_state = turn.provider_state.clone();
-        let tools = self.visible_tools();
         let mut rounds = 0;
         let final_text = loop {
             if rounds >= self.max_rounds {
@@ -258,34 +298,26 @@ impl Agent for LlmAgent {
                     "I stopped after {} rounds of tool calls without reaching an answer.",
                     self.max_rounds
                 );
-                transcript.push(ChatMessage::text(Role::Assistant, text.clone()));
+                req.messages
+                    .push(ChatMessage::text(Role::Assistant, text.clone()));
                 break text;
             }
             rounds += 1;
-            let req = CompletionRequest {
-                model: self.model.clone(),
-                system: Some(system.clone()),
-                messages: messages.clone(),
-                tools: tools.clone(),
-                max_tokens: self.max_tokens,
-                temperature: self.temperature,
-                provider_state: provider_state.clone(),
-            };
             let resp = self.provider.complete(&req).await?;
             usage.input_tokens += resp.usage.input_tokens;
             usage.output_tokens += resp.usage.output_tokens;
             if resp.provider_state.is_some() {
-                provider_state = resp.provider_state.clone();
+                req.provider_state = resp.provider_state;
             }
             let msg = resp.message;
-            messages.push(msg.clone());
-            transcript.push(msg.clone());
-            if msg.tool_calls.is_empty() {
-                break msg.content;
+            let calls = msg.tool_calls.clone();
+            let text = (calls.is_empty()).then(|| msg.content.clone());
+            req.messages.push(msg);
+            if let Some(text) = text {
+                break text;
             }
-            for (m, run) in self.run_tools(&turn, &msg.tool_calls).await {
-                messages.push(m.clone());
-                transcript.push(m);
+            for (m, run) in self.run_tools(&turn, &calls).await {
+                req.messages.push(m);
                 tool_runs.push(run);
             }
         };
@@ -294,11 +326,12 @@ impl Agent for LlmAgent {
         {
             tracing::warn!(agent = %self.id, error = %e, "memory did not record the exchange");
         }
+        let transcript = req.messages.split_off(first_new);
         Ok(Reply {
             silent: is_no_reply(&final_text),
             text: final_text,
             transcript,
-            provider_state,
+            provider_state: req.provider_state,
             usage,
             rounds,
             tool_runs,
@@ -337,7 +370,7 @@ impl Agent for LlmAgent {
                     .into(),
             ),
             messages: vec![ChatMessage::text(Role::User, text)],
-            tools: Vec::new(),
+            tools: Arc::from(Vec::new()),
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             provider_state: None,
@@ -473,6 +506,7 @@ impl AgentManager {
             ))
         })?;
         let key = SessionKey::new(&req.agent_id, &req.session_id);
+        let started = std::time::Instant::now();
         let slot = self.slot(&key);
         let mut guard = slot.lock().await;
         if guard.is_none() {
@@ -496,10 +530,36 @@ impl AgentManager {
         ctx.provider_state = state.provider_state.clone();
         ctx.depth = req.depth;
         let reply = agent.handle(ctx, req.message).await?;
+        tracing::debug!(
+            agent = %key.agent_id,
+            session = %key.session_id,
+            rounds = reply.rounds,
+            tools = reply.tool_runs.len(),
+            input_tokens = reply.usage.input_tokens,
+            output_tokens = reply.usage.output_tokens,
+            ms = started.elapsed().as_millis() as u64,
+            "turn done"
+        );
 
+        let tool_log: Vec<ToolLogEntry> = reply
+            .tool_runs
+            .iter()
+            .map(|r| ToolLogEntry {
+                key: key.clone(),
+                tool: r.tool.clone(),
+                status: r.status.clone(),
+                elapsed_ms: r.elapsed_ms,
+                request_id: r.request_id.clone(),
+            })
+            .collect();
         if let Err(e) = self
             .store
-            .append_turn(&key, &reply.transcript, reply.provider_state.as_ref())
+            .record_turn(
+                &key,
+                &reply.transcript,
+                reply.provider_state.as_ref(),
+                &tool_log,
+            )
             .await
         {
             // The answer exists; losing its storage must not lose the answer.
@@ -508,22 +568,6 @@ impl AgentManager {
         state.messages.extend(reply.transcript.iter().cloned());
         state.turns_since_summary += 1;
         state.provider_state = reply.provider_state.clone();
-        if !reply.tool_runs.is_empty() {
-            let entries: Vec<ToolLogEntry> = reply
-                .tool_runs
-                .iter()
-                .map(|r| ToolLogEntry {
-                    key: key.clone(),
-                    tool: r.tool.clone(),
-                    status: r.status.clone(),
-                    elapsed_ms: r.elapsed_ms,
-                    request_id: r.request_id.clone(),
-                })
-                .collect();
-            if let Err(e) = self.store.log_tools(&entries).await {
-                tracing::warn!(error = %e, "tool log not stored");
-            }
-        }
         if self.cfg.summarize_after > 0 && state.turns_since_summary >= self.cfg.summarize_after {
             self.compact(&agent, &key, state).await;
         }

@@ -83,6 +83,21 @@ pub trait SessionStore: Send + Sync {
     async fn prune(&self, idle: Duration) -> Result<usize, StoreError>;
     /// Records tool calls made in a turn.
     async fn log_tools(&self, entries: &[ToolLogEntry]) -> Result<(), StoreError>;
+    /// Stores a whole turn: its messages, provider state and tool calls. Stores that can do it
+    /// in one write override this.
+    async fn record_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<(), StoreError> {
+        self.append_turn(key, messages, provider_state).await?;
+        if !tools.is_empty() {
+            self.log_tools(tools).await?;
+        }
+        Ok(())
+    }
     /// Number of sessions.
     async fn count(&self) -> Result<u64, StoreError>;
 }

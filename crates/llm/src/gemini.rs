@@ -22,8 +22,9 @@ pub enum GeminiAuth {
 
 /// Where a Vertex bearer token comes from.
 pub enum TokenSource {
-    /// `sh -c <command>`; stdout is the token.
-    Command(String),
+    /// `sh -c <command>`; stdout is the token. The command sees only PATH, HOME, LANG, USER
+    /// and the listed variables.
+    Command(String, Vec<String>),
     /// An environment variable.
     Env(String),
 }
@@ -119,13 +120,20 @@ impl GeminiProvider {
                 config_key: self.endpoint.credential_key.clone(),
                 detail: format!("environment variable `{var}` is not set"),
             })?,
-            TokenSource::Command(cmd) => {
-                let out = tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(cmd)
-                    .kill_on_drop(true)
-                    .output()
+            TokenSource::Command(cmd, allow) => {
+                let mut c = tokio::process::Command::new("sh");
+                c.arg("-c").arg(cmd).env_clear().kill_on_drop(true);
+                for k in ["PATH", "HOME", "LANG", "USER"]
+                    .into_iter()
+                    .chain(allow.iter().map(String::as_str))
+                {
+                    if let Ok(v) = std::env::var(k) {
+                        c.env(k, v);
+                    }
+                }
+                let out = tokio::time::timeout(Duration::from_secs(60), c.output())
                     .await
+                    .map_err(|_| LlmError::Other("token command timed out after 60s".into()))?
                     .map_err(|e| LlmError::Other(format!("token command failed to start: {e}")))?;
                 if !out.status.success() {
                     return Err(LlmError::Auth {

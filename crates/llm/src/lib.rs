@@ -162,7 +162,7 @@ pub fn build(
             })?;
             let region = cfg.region.as_deref().unwrap_or("global");
             let token = match (&cfg.token_command, &cfg.token_env) {
-                (Some(c), _) => gemini::TokenSource::Command(c.clone()),
+                (Some(c), _) => gemini::TokenSource::Command(c.clone(), cfg.env_allow.clone()),
                 (None, Some(v)) => gemini::TokenSource::Env(v.clone()),
                 (None, None) => {
                     return Err(BuildError(format!(

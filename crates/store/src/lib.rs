@@ -12,33 +12,32 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use strata_engine::llm::{ChatMessage, Role, ToolCall};
+use strata_engine::llm::ChatMessage;
 use strata_engine::session::{SessionKey, SessionState, SessionStore, StoreError, ToolLogEntry};
 
 /// Schema migrations, applied in order; the index + 1 is the version.
 const MIGRATIONS: &[&str] = &[
-    // 1: sessions, messages, tool log.
+    // 1: sessions, turns (a turn's messages as one JSON array: one row per turn), tool log.
     "CREATE TABLE sessions (
         id INTEGER PRIMARY KEY,
         agent_id TEXT NOT NULL,
         session_id TEXT NOT NULL,
         summary TEXT,
         turns_since_summary INTEGER NOT NULL DEFAULT 0,
+        turn_count INTEGER NOT NULL DEFAULT 0,
         provider_state TEXT,
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
         UNIQUE (agent_id, session_id)
     );
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY,
+    CREATE TABLE turns (
         session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        tool_calls TEXT,
-        tool_call_id TEXT,
-        created_at INTEGER NOT NULL
-    );
-    CREATE INDEX messages_by_session ON messages(session, id);
+        turn INTEGER NOT NULL,
+        messages TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session, turn)
+    ) WITHOUT ROWID;
     CREATE TABLE tool_log (
         id INTEGER PRIMARY KEY,
         ts INTEGER NOT NULL,
@@ -87,35 +86,87 @@ pub enum OpenError {
     },
 }
 
-/// The SQLite store.
+/// The SQLite store. Writes go to one writer thread that commits whatever has queued up in
+/// a single transaction (group commit: under load, many turns share one commit); reads use a
+/// second connection on the blocking pool (WAL lets them run beside the writer).
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    reader: Arc<Mutex<Connection>>,
+    writer: std::sync::mpsc::Sender<Job>,
     path: PathBuf,
+}
+
+type WriteFn = Box<dyn FnOnce(&Connection) -> rusqlite::Result<usize> + Send>;
+
+struct Job {
+    op: WriteFn,
+    reply: tokio::sync::oneshot::Sender<Result<usize, String>>,
+}
+
+/// Most jobs committed together.
+const BATCH: usize = 512;
+
+/// Runs one of the cached transaction-control statements.
+fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+fn writer_loop(conn: Connection, rx: std::sync::mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < BATCH {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut results: Vec<Result<usize, String>> = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut ops = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            ops.push(j.op);
+            replies.push(j.reply);
+        }
+        match control(&conn, "BEGIN IMMEDIATE") {
+            Err(e) => results.extend(ops.iter().map(|_| Err(e.to_string()))),
+            Ok(()) => {
+                let single = ops.len() == 1;
+                for op in ops {
+                    // Each job in its own savepoint: one failing write does not undo the
+                    // others. A batch of one needs none: the transaction is the job.
+                    let r = if single {
+                        op(&conn)
+                    } else {
+                        control(&conn, "SAVEPOINT job").and_then(|()| match op(&conn) {
+                            Ok(n) => control(&conn, "RELEASE job").map(|()| n),
+                            Err(e) => {
+                                let _ = control(&conn, "ROLLBACK TO job");
+                                let _ = control(&conn, "RELEASE job");
+                                Err(e)
+                            }
+                        })
+                    };
+                    results.push(r.map_err(|e| e.to_string()));
+                }
+                let failed_single = single && results.first().is_some_and(Result::is_err);
+                let end = if failed_single { "ROLLBACK" } else { "COMMIT" };
+                if let Err(e) = control(&conn, end) {
+                    let _ = control(&conn, "ROLLBACK");
+                    let msg = format!("commit failed: {e}");
+                    results.iter_mut().for_each(|r| *r = Err(msg.clone()));
+                }
+            }
+        }
+        for (reply, r) in replies.into_iter().zip(results) {
+            let _ = reply.send(r);
+        }
+    }
 }
 
 fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
-}
-
-fn role_str(r: Role) -> &'static str {
-    match r {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
-
-fn parse_role(s: &str) -> Role {
-    match s {
-        "system" => Role::System,
-        "assistant" => Role::Assistant,
-        "tool" => Role::Tool,
-        _ => Role::User,
-    }
 }
 
 impl SqliteStore {
@@ -132,6 +183,7 @@ impl SqliteStore {
             })?;
         }
         let conn = Connection::open(path).map_err(sql)?;
+        let reader = Connection::open(path).map_err(sql)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -160,8 +212,17 @@ impl SqliteStore {
                 known: MIGRATIONS.len() as i64,
             },
         })?;
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("strata-store-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|source| OpenError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(reader)),
+            writer: tx,
             path: path.to_path_buf(),
         })
     }
@@ -173,18 +234,35 @@ impl SqliteStore {
 
     /// The schema version in the file.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| StoreError(e.to_string()))
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Queues a write for the writer thread and waits for its commit.
+    async fn write<F>(&self, f: F) -> Result<usize, StoreError>
+    where
+        F: FnOnce(&Connection) -> rusqlite::Result<usize> + Send + 'static,
+    {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.writer
+            .send(Job {
+                op: Box::new(f),
+                reply,
+            })
+            .map_err(|_| StoreError("the database writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError("the database writer has stopped".into()))?
+            .map_err(StoreError)
+    }
+
+    /// Runs a read with the reader connection on the blocking pool.
     async fn with<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let conn = self.conn.clone();
+        let conn = self.reader.clone();
         tokio::task::spawn_blocking(move || {
             let mut c = conn.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut c)
@@ -230,6 +308,28 @@ fn session_pk(tx: &Connection, key: &SessionKey) -> rusqlite::Result<Option<i64>
     .optional()
 }
 
+fn insert_tool_log(tx: &Connection, entries: &[ToolLogEntry], t: i64) -> rusqlite::Result<usize> {
+    if entries.is_empty() {
+        return Ok(0);
+    }
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for e in entries {
+        ins.execute(params![
+            t,
+            e.key.agent_id,
+            e.key.session_id,
+            e.tool,
+            e.status,
+            e.elapsed_ms,
+            e.request_id
+        ])?;
+    }
+    Ok(entries.len())
+}
+
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError> {
@@ -253,23 +353,16 @@ impl SessionStore for SqliteStore {
             let Some((pk, summary, turns, state)) = row else {
                 return Ok(None);
             };
-            let mut stmt = c.prepare_cached(
-                "SELECT role, content, tool_calls, tool_call_id FROM messages
-                 WHERE session = ?1 ORDER BY id",
-            )?;
-            let messages = stmt
-                .query_map([pk], |r| {
-                    let calls: Option<String> = r.get(2)?;
-                    Ok(ChatMessage {
-                        role: parse_role(&r.get::<_, String>(0)?),
-                        content: r.get(1)?,
-                        tool_calls: calls
-                            .and_then(|c| serde_json::from_str::<Vec<ToolCall>>(&c).ok())
-                            .unwrap_or_default(),
-                        tool_call_id: r.get(3)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut stmt =
+                c.prepare_cached("SELECT messages FROM turns WHERE session = ?1 ORDER BY turn")?;
+            let mut messages: Vec<ChatMessage> = Vec::new();
+            for row in stmt.query_map([pk], |r| r.get::<_, String>(0))? {
+                let text = row?;
+                match serde_json::from_str::<Vec<ChatMessage>>(&text) {
+                    Ok(mut m) => messages.append(&mut m),
+                    Err(e) => tracing::error!(error = %e, "unreadable turn skipped"),
+                }
+            }
             Ok(Some(SessionState {
                 summary,
                 messages,
@@ -286,36 +379,48 @@ impl SessionStore for SqliteStore {
         messages: &[ChatMessage],
         provider_state: Option<&Value>,
     ) -> Result<(), StoreError> {
+        self.record_turn(key, messages, provider_state, &[]).await
+    }
+
+    async fn record_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<(), StoreError> {
         let key = key.clone();
         let messages = messages.to_vec();
+        let tools = tools.to_vec();
         let state = provider_state.map(Value::to_string);
-        self.with(move |c| {
-            let tx = c.transaction()?;
+        self.write(move |tx| {
             let t = now();
-            tx.execute(
-                "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, provider_state)
-                 VALUES (?1, ?2, ?3, ?3, 1, ?4)
-                 ON CONFLICT (agent_id, session_id) DO UPDATE SET
-                    updated_at = excluded.updated_at,
-                    turns_since_summary = turns_since_summary + 1,
-                    provider_state = excluded.provider_state",
-                params![key.agent_id, key.session_id, t, state],
-            )?;
-            let pk = session_pk(&tx, &key)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            {
-                let mut ins = tx.prepare_cached(
-                    "INSERT INTO messages (session, role, content, tool_calls, tool_call_id, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for m in &messages {
-                    let calls = (!m.tool_calls.is_empty())
-                        .then(|| serde_json::to_string(&m.tool_calls).unwrap_or_default());
-                    ins.execute(params![pk, role_str(m.role), m.content, calls, m.tool_call_id, t])?;
-                }
-            }
-            tx.commit()
+            let (pk, turn): (i64, i64) = tx
+                .prepare_cached(
+                    "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state)
+                     VALUES (?1, ?2, ?3, ?3, 1, 1, ?4)
+                     ON CONFLICT (agent_id, session_id) DO UPDATE SET
+                        updated_at = excluded.updated_at,
+                        turns_since_summary = turns_since_summary + 1,
+                        turn_count = turn_count + 1,
+                        provider_state = excluded.provider_state
+                     RETURNING id, turn_count",
+                )?
+                .query_row(params![key.agent_id, key.session_id, t, state], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let json = serde_json::to_string(&messages)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            tx.prepare_cached(
+                "INSERT INTO turns (session, turn, messages, message_count, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![pk, turn, json, messages.len() as i64, t])?;
+            insert_tool_log(tx, &tools, t)?;
+            Ok(messages.len())
         })
         .await
+        .map(|_| ())
     }
 
     async fn compact(
@@ -326,68 +431,85 @@ impl SessionStore for SqliteStore {
     ) -> Result<(), StoreError> {
         let key = key.clone();
         let summary = summary.to_owned();
-        self.with(move |c| {
-            let tx = c.transaction()?;
-            if let Some(pk) = session_pk(&tx, &key)? {
-                // Delete everything but the newest `keep` messages.
-                tx.execute(
-                    "DELETE FROM messages WHERE session = ?1 AND id NOT IN
-                       (SELECT id FROM messages WHERE session = ?1 ORDER BY id DESC LIMIT ?2)",
-                    params![pk, keep as i64],
-                )?;
+        self.write(move |tx| {
+            if let Some(pk) = session_pk(tx, &key)? {
+                // Keep the newest `keep` messages: whole turns from the end, the oldest kept
+                // turn trimmed when `keep` falls inside it, everything older deleted.
+                let rows: Vec<(i64, i64)> = tx
+                    .prepare_cached(
+                        "SELECT turn, message_count FROM turns WHERE session = ?1 ORDER BY turn DESC",
+                    )?
+                    .query_map([pk], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut kept = 0i64;
+                let mut boundary: Option<i64> = None;
+                for (turn, count) in rows {
+                    if kept + count <= keep as i64 {
+                        kept += count;
+                        continue;
+                    }
+                    let take = keep as i64 - kept;
+                    if take > 0 {
+                        let text: String = tx.query_row(
+                            "SELECT messages FROM turns WHERE session = ?1 AND turn = ?2",
+                            params![pk, turn],
+                            |r| r.get(0),
+                        )?;
+                        let mut msgs: Vec<ChatMessage> = serde_json::from_str(&text)
+                            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                        let tail = msgs.split_off(msgs.len() - take as usize);
+                        let json = serde_json::to_string(&tail)
+                            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                        tx.execute(
+                            "UPDATE turns SET messages = ?3, message_count = ?4 WHERE session = ?1 AND turn = ?2",
+                            params![pk, turn, json, take],
+                        )?;
+                        boundary = Some(turn);
+                    } else {
+                        boundary = Some(turn + 1);
+                    }
+                    break;
+                }
+                if let Some(b) = boundary {
+                    tx.execute(
+                        "DELETE FROM turns WHERE session = ?1 AND turn < ?2",
+                        params![pk, b],
+                    )?;
+                }
                 tx.execute(
                     "UPDATE sessions SET summary = ?2, turns_since_summary = 0, updated_at = ?3 WHERE id = ?1",
                     params![pk, summary, now()],
                 )?;
             }
-            tx.commit()
+            Ok(0)
         })
         .await
+        .map(|_| ())
     }
 
     async fn reset(&self, key: &SessionKey) -> Result<(), StoreError> {
         let key = key.clone();
-        self.with(move |c| {
+        self.write(move |c| {
             c.execute(
                 "DELETE FROM sessions WHERE agent_id = ?1 AND session_id = ?2",
                 params![key.agent_id, key.session_id],
             )
-            .map(|_| ())
         })
         .await
+        .map(|_| ())
     }
 
     async fn prune(&self, idle: Duration) -> Result<usize, StoreError> {
         let cutoff = now() - idle.as_secs() as i64;
-        self.with(move |c| c.execute("DELETE FROM sessions WHERE updated_at < ?1", [cutoff]))
+        self.write(move |c| c.execute("DELETE FROM sessions WHERE updated_at < ?1", [cutoff]))
             .await
     }
 
     async fn log_tools(&self, entries: &[ToolLogEntry]) -> Result<(), StoreError> {
         let entries = entries.to_vec();
-        self.with(move |c| {
-            let tx = c.transaction()?;
-            {
-                let mut ins = tx.prepare_cached(
-                    "INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?;
-                let t = now();
-                for e in &entries {
-                    ins.execute(params![
-                        t,
-                        e.key.agent_id,
-                        e.key.session_id,
-                        e.tool,
-                        e.status,
-                        e.elapsed_ms,
-                        e.request_id
-                    ])?;
-                }
-            }
-            tx.commit()
-        })
-        .await
+        self.write(move |tx| insert_tool_log(tx, &entries, now()))
+            .await
+            .map(|_| ())
     }
 
     async fn count(&self) -> Result<u64, StoreError> {

@@ -1,0 +1,252 @@
+//! The agent loop: turns through the AgentManager against in-process providers.
+//!
+//! * engine overhead: a provider that answers instantly (one tool call, then text) — what is
+//!   left of a turn's time once the provider's own time is taken out;
+//! * concurrency: 1,000 sessions against a provider with 50 ms latency per call, compared
+//!   with the ideal (every session's turns back to back with zero engine cost).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use strata_engine::agent::Message;
+use strata_engine::audit::{AuditSink, JsonlAudit};
+use strata_engine::config::{Config, SessionsConfig};
+use strata_engine::llm::*;
+use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest};
+use strata_engine::session::{InMemoryStore, SessionStore};
+use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, async_trait};
+use strata_store::SqliteStore;
+
+use crate::{Report, Row, median, quantile};
+
+/// Asks for one tool call, then answers; sleeps `latency` per call; counts its own time.
+struct FakeProvider {
+    latency: Duration,
+    spent_ns: AtomicU64,
+}
+
+#[async_trait]
+impl LlmProvider for FakeProvider {
+    fn name(&self) -> &str {
+        "bench"
+    }
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let t0 = Instant::now();
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let last_is_tool = req.messages.last().is_some_and(|m| m.role == Role::Tool);
+        let message = if last_is_tool {
+            ChatMessage::text(Role::Assistant, "done")
+        } else {
+            ChatMessage {
+                role: Role::Assistant,
+                content: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "bench_inc".into(),
+                    arguments: json!({"n": req.messages.len()}),
+                }],
+                tool_call_id: None,
+            }
+        };
+        self.spent_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(CompletionResponse {
+            message,
+            stop: StopReason::EndTurn,
+            usage: Usage::default(),
+            provider_state: None,
+        })
+    }
+}
+
+struct Setup {
+    manager: Arc<AgentManager>,
+    provider: Arc<FakeProvider>,
+    _audit: Arc<JsonlAudit>,
+}
+
+fn setup(
+    dir: &std::path::Path,
+    latency: Duration,
+    sqlite: bool,
+    tag: &str,
+) -> Result<Setup, String> {
+    let config = Config {
+        sessions: SessionsConfig {
+            max_live: 2048,
+            summarize_after: 0,
+            ..SessionsConfig::default()
+        },
+        ..Config::default()
+    };
+    let env = Arc::new(RuntimeEnv::new(config, dir.to_path_buf(), dir.join("data")));
+    let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
+    let audit = Arc::new(
+        JsonlAudit::open(&dir.join(format!("audit-{tag}.jsonl"))).map_err(|e| e.to_string())?,
+    );
+    let invoker = Arc::new(Invoker::new(
+        registry,
+        env.clone(),
+        audit.clone() as Arc<dyn AuditSink>,
+    ));
+    let provider = Arc::new(FakeProvider {
+        latency,
+        spent_ns: AtomicU64::new(0),
+    });
+    let agent = LlmAgent::new("bench", "You benchmark.", provider.clone(), "m", invoker)
+        .with_tools(ToolFilter::All);
+    let store: Arc<dyn SessionStore> = if sqlite {
+        Arc::new(SqliteStore::open(&dir.join(format!("{tag}.db"))).map_err(|e| e.to_string())?)
+    } else {
+        Arc::new(InMemoryStore::default())
+    };
+    let manager = Arc::new(AgentManager::new(vec![Arc::new(agent)], store, env));
+    Ok(Setup {
+        manager,
+        provider,
+        _audit: audit,
+    })
+}
+
+fn req(session: usize) -> TurnRequest {
+    TurnRequest {
+        agent_id: "bench".into(),
+        session_id: format!("s{session}"),
+        channel_id: "bench".into(),
+        sender: Principal::Operator,
+        message: Message::text("go"),
+        depth: 0,
+    }
+}
+
+/// Sequential turns over `sessions` sessions round-robin; returns (turns/s, p50 µs, p99 µs,
+/// overhead µs per turn).
+async fn sequential(
+    s: &Setup,
+    turns: usize,
+    sessions: usize,
+) -> Result<(f64, f64, f64, f64), String> {
+    let mut lat = Vec::with_capacity(turns);
+    let before = s.provider.spent_ns.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    for i in 0..turns {
+        let t = Instant::now();
+        let r = s
+            .manager
+            .turn(req(i % sessions))
+            .await
+            .map_err(|e| e.to_string())?;
+        if r.text != "done" {
+            return Err(format!("unexpected reply {}", r.text));
+        }
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let provider_s = (s.provider.spent_ns.load(Ordering::Relaxed) - before) as f64 / 1e9;
+    lat.sort_by(f64::total_cmp);
+    let overhead_us = (wall - provider_s) / turns as f64 * 1e6;
+    Ok((
+        turns as f64 / wall,
+        quantile(&lat, 0.5),
+        quantile(&lat, 0.99),
+        overhead_us,
+    ))
+}
+
+/// `sessions` sessions each running `per` turns back to back, all at once.
+async fn concurrent(s: &Setup, sessions: usize, per: usize) -> Result<f64, String> {
+    let t0 = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..sessions {
+        let m = s.manager.clone();
+        set.spawn(async move {
+            for _ in 0..per {
+                m.turn(req(i)).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| e.to_string())??;
+    }
+    Ok((sessions * per) as f64 / t0.elapsed().as_secs_f64())
+}
+
+pub fn run(quick: bool) -> Result<Report, String> {
+    let runs = if quick { 3 } else { 5 };
+    let turns = if quick { 2_000 } else { 10_000 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    for (label, sqlite) in [
+        ("instant provider, in-memory store", false),
+        ("instant provider, SQLite store", true),
+    ] {
+        let (mut tp, mut p50, mut p99, mut over) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for run in 0..runs {
+            let s = setup(
+                dir.path(),
+                Duration::ZERO,
+                sqlite,
+                &format!("seq-{sqlite}-{run}"),
+            )?;
+            rt.block_on(sequential(&s, 200, 20))?; // warm-up
+            let (t, a, b, o) = rt.block_on(sequential(&s, turns, 100))?;
+            tp.push(t);
+            p50.push(a);
+            p99.push(b);
+            over.push(o);
+        }
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            "engine_overhead_us_per_turn_median".into(),
+            median(&mut over),
+        );
+        rows.push(Row {
+            name: label.into(),
+            throughput_per_s: median(&mut tp),
+            p50_us: median(&mut p50),
+            p99_us: median(&mut p99),
+            extra,
+        });
+    }
+    // 1,000 sessions, 50 ms per provider call, 2 calls per turn: ideal = 1000 / 0.1 s.
+    let sessions = 1000;
+    let per = if quick { 3 } else { 5 };
+    let latency = Duration::from_millis(50);
+    let ideal = sessions as f64 / (2.0 * latency.as_secs_f64());
+    for (label, sqlite) in [
+        ("1000 sessions × 50 ms, in-memory", false),
+        ("1000 sessions × 50 ms, SQLite", true),
+    ] {
+        let mut tp = Vec::new();
+        for run in 0..runs.min(3) {
+            let s = setup(dir.path(), latency, sqlite, &format!("conc-{sqlite}-{run}"))?;
+            tp.push(rt.block_on(concurrent(&s, sessions, per))?);
+        }
+        let m = median(&mut tp);
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert("ideal_turns_per_s".into(), ideal);
+        extra.insert("ratio_to_ideal".into(), m / ideal);
+        rows.push(Row {
+            name: label.into(),
+            throughput_per_s: m,
+            extra,
+            ..Row::default()
+        });
+    }
+    Ok(Report {
+        bench: "agent",
+        runs,
+        calls_per_run: turns,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        rows,
+    })
+}
