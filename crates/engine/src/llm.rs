@@ -20,6 +20,18 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// The lower-case name (`user`, `assistant`, …), as most vendors spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// A tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

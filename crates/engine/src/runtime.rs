@@ -349,12 +349,7 @@ impl Agent for LlmAgent {
         }
         text.push_str("Conversation:\n");
         for m in messages {
-            let who = match m.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::Tool => "tool",
-                Role::System => "system",
-            };
+            let who = m.role.as_str();
             if !m.content.is_empty() {
                 text.push_str(&format!("{who}: {}\n", m.content));
             }

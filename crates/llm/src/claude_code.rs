@@ -110,12 +110,7 @@ impl ClaudeCodeProvider {
         if !resumed && !earlier.is_empty() {
             p.push_str("Earlier in this conversation:\n");
             for m in earlier {
-                let who = match m.role {
-                    Role::User => "user",
-                    Role::Assistant => "assistant",
-                    Role::Tool => "tool",
-                    Role::System => "system",
-                };
+                let who = m.role.as_str();
                 if !m.content.is_empty() {
                     p.push_str(&format!("{who}: {}\n", m.content));
                 }

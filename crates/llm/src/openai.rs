@@ -62,7 +62,7 @@ impl OpenAiProvider {
                         "function": {"name": c.name, "arguments": c.arguments.to_string()},
                     })).collect::<Vec<_>>(),
                 }),
-                role => json!({"role": role_name(role), "content": m.content}),
+                role => json!({"role": role.as_str(), "content": m.content}),
             });
         }
         let mut body = json!({"model": req.model, "messages": messages});
@@ -224,15 +224,6 @@ impl OpenAiProvider {
             usage,
             provider_state: None,
         })
-    }
-}
-
-fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
     }
 }
 
