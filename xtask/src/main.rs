@@ -52,17 +52,18 @@ fn has_nextest() -> bool {
 
 fn test(extra: &[String]) -> Result<(), String> {
     if has_nextest() {
+        // nextest does not run doctests (the README and API examples are doctests): run them
+        // first, so the suite's closing lines are nextest's summary.
+        let mut d = cargo();
+        d.args(["test", "--workspace", "--doc"]);
+        run(d)?;
         let mut c = cargo();
         c.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
         if std::env::var_os("CI").is_some() {
             c.args(["--profile", "ci"]);
         }
         c.args(extra);
-        run(c)?;
-        // nextest does not run doctests; the README and API examples are doctests.
-        let mut d = cargo();
-        d.args(["test", "--workspace", "--doc"]);
-        run(d)
+        run(c)
     } else {
         eprintln!("cargo-nextest not installed: using cargo test");
         let mut c = cargo();
