@@ -155,6 +155,11 @@ pub enum AgentError {
 pub trait Agent: Send + Sync {
     /// The agent's id (key in `agents.yaml`).
     fn id(&self) -> &str;
+
+    /// The model provider behind it, for status pages (`openai`, `claude-code`…).
+    fn provider(&self) -> Option<&str> {
+        None
+    }
     /// Handles one turn.
     async fn handle(&self, turn: TurnContext, input: Message) -> Result<Reply, AgentError>;
 

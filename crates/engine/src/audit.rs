@@ -157,6 +157,40 @@ impl Drop for JsonlAudit {
     }
 }
 
+/// The last `n` records of a JSONL audit file, oldest first (reads only the file's end).
+/// Lines that are not JSON are skipped. A missing file is an empty log.
+pub fn tail(path: &Path, n: usize) -> std::io::Result<Vec<Value>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let mut chunk = 64 * 1024u64;
+    loop {
+        let start = len.saturating_sub(chunk);
+        f.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::new();
+        Read::by_ref(&mut f)
+            .take(len - start)
+            .read_to_end(&mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        let mut lines: Vec<&str> = text.lines().collect();
+        if start > 0 && !lines.is_empty() {
+            lines.remove(0); // probably cut in half
+        }
+        if lines.len() >= n || start == 0 {
+            let skip = lines.len().saturating_sub(n);
+            return Ok(lines[skip..]
+                .iter()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect());
+        }
+        chunk = chunk.saturating_mul(4);
+    }
+}
+
 /// Discards records (benchmarks of the bare pipeline, embedders with their own audit).
 pub struct NoAudit;
 
@@ -263,6 +297,27 @@ mod tests {
                 "token": null
             })
         );
+    }
+
+    #[test]
+    fn tail_reads_the_last_records() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.jsonl");
+        assert!(tail(&path, 5).expect("missing is empty").is_empty());
+        let mut text = String::new();
+        for i in 0..5000 {
+            text.push_str(&format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(50)));
+        }
+        std::fs::write(&path, text).expect("write");
+        let last = tail(&path, 3).expect("tail");
+        assert_eq!(
+            last.iter()
+                .map(|v| v["i"].as_i64().unwrap_or(-1))
+                .collect::<Vec<_>>(),
+            [4997, 4998, 4999]
+        );
+        assert_eq!(tail(&path, 4000).expect("tail").len(), 4000);
+        assert_eq!(tail(&path, 9000).expect("tail").len(), 5000);
     }
 
     #[test]

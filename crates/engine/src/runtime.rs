@@ -274,6 +274,10 @@ impl Agent for LlmAgent {
         &self.id
     }
 
+    fn provider(&self) -> Option<&str> {
+        Some(self.provider.name())
+    }
+
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
         let system = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());

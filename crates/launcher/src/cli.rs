@@ -87,6 +87,11 @@ pub enum Command {
         #[arg(long, value_name = "ID", default_value = "repl")]
         session: String,
     },
+    /// The MCP server over this binary's tools.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Sends one message to an agent and prints the answer.
     Chat {
         /// Agent id (default: `defaults.agent`, the only agent, or `main`).
@@ -131,5 +136,16 @@ pub enum SkillCommand {
         /// Agent for prompt skills (default as for `chat`).
         #[arg(long, value_name = "ID")]
         agent: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serves MCP (for clients that spawn a process). The running server also serves MCP over
+    /// HTTP at `/mcp`.
+    Serve {
+        /// Speak MCP on stdin/stdout (the only transport of this command).
+        #[arg(long)]
+        stdio: bool,
     },
 }

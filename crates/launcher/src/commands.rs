@@ -11,7 +11,7 @@ use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{LoadOptions, LoadedConfig};
 use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
 
-use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs, SkillCommand};
+use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs, McpCommand, SkillCommand};
 use crate::{Exit, Launcher};
 
 /// Everything a command needs once config and registry are loaded.
@@ -102,8 +102,38 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             message,
         } => chat(&loaded, agent, &session, message),
         Command::Skill { command } => skill(&loaded, command),
+        Command::Mcp {
+            command: McpCommand::Serve { stdio },
+        } => mcp_stdio(&loaded, stdio),
         Command::Repl { agent, session } => {
             crate::repl::run(&loaded.config, loaded.registry.clone(), agent, &session)
+        }
+    }
+}
+
+fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
+    if !stdio {
+        eprintln!(
+            "error: `strata mcp serve` needs --stdio; over HTTP, `strata serve` answers at /mcp"
+        );
+        return Exit::Usage;
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let audit = match JsonlAudit::open(&audit_path(l)) {
+        Ok(a) => Arc::new(a),
+        Err(e) => return fail(&anyhow::Error::new(e)),
+    };
+    let invoker = Arc::new(Invoker::new(l.registry.clone(), make_env(l), audit.clone()));
+    let r = rt.block_on(strata_http::mcp::serve_stdio(invoker));
+    audit.close();
+    match r {
+        Ok(()) => Exit::Ok,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Failure
         }
     }
 }
@@ -549,8 +579,21 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
     tracing::info!(skills = skills.snapshot().len(), "skills loaded");
     let _watcher = crate::skills_cmd::watch(skills.clone());
+    let (listener, http_state) = rt.block_on(crate::http::start(c, &runtime))?;
+    let local = listener.local_addr()?;
+    tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
     let manager = runtime.manager.clone();
     rt.block_on(async move {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let http = tokio::spawn(async move {
+            let mut rx = stop_rx;
+            let shutdown = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            if let Err(e) = strata_http::serve(listener, http_state, shutdown).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
         // Session retention runs hourly.
         let pruner = tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
@@ -565,7 +608,14 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         });
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
         shutdown_signal().await;
-        tracing::info!("shutting down");
+        tracing::info!("shutting down; finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        if tokio::time::timeout(std::time::Duration::from_secs(30), http)
+            .await
+            .is_err()
+        {
+            tracing::warn!("in-flight requests did not finish within 30 s");
+        }
         pruner.abort();
     });
     runtime.audit.close();

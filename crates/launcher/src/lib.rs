@@ -16,6 +16,7 @@
 
 mod cli;
 mod commands;
+mod http;
 mod repl;
 pub mod runtime;
 pub mod skills_cmd;

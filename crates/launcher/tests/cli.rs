@@ -367,7 +367,7 @@ fn serve_runs_until_sigterm_and_stops_cleanly() {
     let mut child = Command::new(BIN)
         .arg("--overlay")
         .arg(ov.path())
-        .arg("serve")
+        .args(["serve", "--set", "server.port=0"])
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())

@@ -121,6 +121,25 @@ async fn list_files(
     /// Most entries to return (default 200, at most 5000).
     limit: Option<u32>,
 ) -> Result<ListFilesOutput, ToolError> {
+    let overlay = ctx.env.overlay_dir.clone();
+    let roots = ctx.tool_roots();
+    tokio::task::spawn_blocking(move || {
+        list(&overlay, &roots, path.as_deref(), glob.as_deref(), limit)
+    })
+    .await
+    .map_err(|e| ToolError::failed(format!("listing failed: {e}")))?
+}
+
+/// The listing behind `list_files`, for other surfaces (the control API's artifacts): entries
+/// under `path` (relative to `overlay`, default: every root) inside `roots`, recursively,
+/// symlinks listed but not followed, sorted, at most `limit` (default 200, at most 5000).
+pub fn list(
+    overlay: &Path,
+    roots: &[PathBuf],
+    path: Option<&str>,
+    glob: Option<&str>,
+    limit: Option<u32>,
+) -> Result<ListFilesOutput, ToolError> {
     let limit = limit.unwrap_or(DEFAULT_LIST);
     if limit == 0 || limit > MAX_LIST {
         return Err(ToolError::invalid(
@@ -128,7 +147,7 @@ async fn list_files(
             format!("must be between 1 and {MAX_LIST}"),
         ));
     }
-    let matcher = match &glob {
+    let matcher = match glob {
         Some(g) => Some(
             globset::GlobBuilder::new(g)
                 .literal_separator(true)
@@ -138,51 +157,45 @@ async fn list_files(
         ),
         None => None,
     };
-    let starts: Vec<PathBuf> = match &path {
-        Some(p) => vec![ctx.resolve_path(p)?],
-        None => ctx
-            .tool_roots()
-            .iter()
-            .filter_map(|r| std::fs::canonicalize(r).ok())
-            .collect(),
-    };
-    let roots: Vec<PathBuf> = ctx
-        .tool_roots()
+    let resolved_roots: Vec<PathBuf> = roots
         .iter()
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
-    let overlay =
-        std::fs::canonicalize(&ctx.env.overlay_dir).unwrap_or_else(|_| ctx.env.overlay_dir.clone());
-    let task = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        for start in &starts {
-            if !start.is_dir() {
-                return Err(ToolError::failed(format!(
-                    "`{}` is not a directory",
-                    display_rel(start, &overlay)
-                )));
-            }
-            walk(
-                start,
-                start,
-                &overlay,
-                &roots,
-                matcher.as_ref(),
-                0,
-                &mut out,
-            )?;
+    let starts: Vec<PathBuf> = match path {
+        Some(p) => vec![strata_engine::paths::resolve_within(
+            Path::new(p),
+            overlay,
+            roots,
+        )?],
+        None => resolved_roots.clone(),
+    };
+    let overlay = std::fs::canonicalize(overlay).unwrap_or_else(|_| overlay.to_path_buf());
+    let mut out = Vec::new();
+    for start in &starts {
+        if !start.is_dir() {
+            return Err(ToolError::failed(format!(
+                "`{}` is not a directory",
+                display_rel(start, &overlay)
+            )));
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        out.dedup_by(|a, b| a.path == b.path);
-        let truncated = out.len() > limit as usize;
-        out.truncate(limit as usize);
-        Ok(ListFilesOutput {
-            entries: out,
-            truncated,
-        })
-    });
-    task.await
-        .map_err(|e| ToolError::failed(format!("listing failed: {e}")))?
+        walk(
+            start,
+            start,
+            &overlay,
+            &resolved_roots,
+            matcher.as_ref(),
+            0,
+            &mut out,
+        )?;
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    let truncated = out.len() > limit as usize;
+    out.truncate(limit as usize);
+    Ok(ListFilesOutput {
+        entries: out,
+        truncated,
+    })
 }
 
 fn display_rel(p: &Path, overlay: &Path) -> String {

@@ -3,7 +3,7 @@
 //! Generic tools every deployment gets. Each is a `#[tool]` function; binaries call [`link`]
 //! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
-mod files;
+pub mod files;
 
 pub use files::{FileEntry, ListFilesOutput, ReadFileOutput};
 

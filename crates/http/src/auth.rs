@@ -1,0 +1,98 @@
+//! Control-API tokens: lookup in constant time, scopes, principals.
+
+use sha2::{Digest, Sha256};
+use strata_engine::Principal;
+use strata_engine::config::Access;
+use subtle::ConstantTimeEq;
+
+/// A resolved token.
+#[derive(Debug, Clone)]
+pub struct Token {
+    /// Principal name.
+    pub name: String,
+    digest: [u8; 32],
+    /// Tools it may see and call (`None` = all).
+    pub tools: Option<Vec<String>>,
+    /// Its tier.
+    pub tier: Access,
+}
+
+impl Token {
+    /// A token entry from its secret value.
+    pub fn new(name: &str, secret: &str, tools: Option<Vec<String>>, tier: Access) -> Self {
+        Token {
+            name: name.to_owned(),
+            digest: Sha256::digest(secret.as_bytes()).into(),
+            tools,
+            tier,
+        }
+    }
+}
+
+/// Who a request comes from (inserted into request extensions by the auth middleware).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Principal for the audit log and access control.
+    pub principal: Principal,
+    /// Tool scope (`None` = all).
+    pub tools: Option<Vec<String>>,
+    /// Tier.
+    pub tier: Access,
+}
+
+impl Caller {
+    /// The local operator (stdio MCP, CLI): everything.
+    pub fn operator() -> Self {
+        Caller {
+            principal: Principal::Operator,
+            tools: None,
+            tier: Access::Owner,
+        }
+    }
+
+    /// Whether the scope allows `tool`.
+    pub fn may_call(&self, tool: &str) -> bool {
+        match &self.tools {
+            None => true,
+            Some(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => p == tool,
+            }),
+        }
+    }
+}
+
+/// Finds the token matching `presented`, comparing digests in constant time against every
+/// entry (no early exit that would time which one matched).
+pub fn find<'a>(tokens: &'a [Token], presented: &str) -> Option<&'a Token> {
+    let d: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut found = None;
+    for t in tokens {
+        if bool::from(t.digest.ct_eq(&d)) && found.is_none() {
+            found = Some(t);
+        }
+    }
+    found
+}
+
+/// The token a request presents: `X-Strata-Token`, or `Authorization: Bearer`.
+pub fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
+    if let Some(v) = headers.get("x-strata-token").and_then(|v| v.to_str().ok()) {
+        return Some(v.trim().to_owned());
+    }
+    let auth = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, rest) = auth.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| rest.trim().to_owned())
+}
+
+/// Compares two secrets in constant time (for `X-API-Key`).
+pub fn same_secret(a: &str, b: &str) -> bool {
+    let da: [u8; 32] = Sha256::digest(a.as_bytes()).into();
+    let db: [u8; 32] = Sha256::digest(b.as_bytes()).into();
+    bool::from(da.ct_eq(&db))
+}

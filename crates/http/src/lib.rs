@@ -1,0 +1,654 @@
+//! # strata-http
+//!
+//! The doors of a running Strata: the token-protected control API (`/api/*`), `POST /chat`
+//! and `POST /execute`, and the MCP endpoint (`/mcp`, streamable HTTP). Every tool call goes
+//! through the engine's Invoker with the caller's principal; this crate only maps results
+//! onto HTTP. `docs/API.md` documents the routes; `GET /api/openapi.json` describes them.
+
+pub mod auth;
+pub mod mcp;
+mod openapi;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{Value, json};
+use strata_engine::runtime::{AgentManager, TurnRequest};
+use strata_engine::{Invocation, Invoker};
+
+pub use auth::{Caller, Token};
+pub use openapi::{ROUTES, openapi};
+
+/// Everything the handlers share.
+pub struct HttpState {
+    /// Runs tool calls.
+    pub invoker: Arc<Invoker>,
+    /// Runs agent turns (`None`: no agent could start).
+    pub manager: Option<Arc<AgentManager>>,
+    /// Agent for `/chat` without `agent`.
+    pub default_agent: Option<String>,
+    /// Agents that could not start, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// Control tokens.
+    pub tokens: Vec<Token>,
+    /// `X-API-Key` for `/execute`.
+    pub execute_key: Option<String>,
+    /// Body limit.
+    pub max_body_bytes: usize,
+    /// Body read timeout.
+    pub read_timeout: Duration,
+    /// The audit log (for `/api/events`).
+    pub audit_path: PathBuf,
+    /// Roots for `/api/artifacts`.
+    pub artifact_roots: Vec<PathBuf>,
+    /// The overlay directory.
+    pub overlay_dir: PathBuf,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Session count, if a store is attached.
+    pub sessions: Option<Arc<dyn strata_engine::session::SessionStore>>,
+    /// When the server started.
+    pub started: Instant,
+}
+
+/// A failure in the envelope every route uses: `{"ok": false, "code", "error"}`.
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"ok": false, "code": self.code, "error": self.message})),
+        )
+            .into_response()
+    }
+}
+
+fn ok(value: Value) -> Response {
+    Json(json!({"ok": true, "value": value})).into_response()
+}
+
+/// Builds the router: every route of [`ROUTES`], the MCP endpoint, auth, `no-store`.
+pub fn router(state: Arc<HttpState>) -> Router {
+    let mcp = mcp::streamable_service(state.invoker.clone());
+    Router::new()
+        .route("/health", get(health))
+        .route("/api/health", get(api_health))
+        .route("/api/tools", get(tools))
+        .route("/api/invoke", post(invoke))
+        .route("/api/events", get(events))
+        .route("/api/artifacts", get(artifacts_list))
+        .route("/api/artifacts/{*path}", get(artifact_read))
+        .route("/api/state", get(api_state))
+        .route("/api/openapi.json", get(openapi_doc))
+        .route("/chat", post(chat))
+        .route("/execute", post(execute))
+        .nest_service("/mcp", mcp)
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::map_response(no_store))
+        .with_state(state)
+}
+
+async fn no_store(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// Routes that need no control token (`/execute` has its own key).
+fn is_public(path: &str) -> bool {
+    matches!(path, "/health" | "/api/health" | "/execute")
+}
+
+async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
+    if is_public(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let Some(presented) = auth::presented(req.headers()) else {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing token: send `X-Strata-Token: <token>` or `Authorization: Bearer <token>`",
+        )
+        .into_response();
+    };
+    let Some(token) = auth::find(&st.tokens, &presented) else {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "invalid token")
+            .into_response();
+    };
+    req.extensions_mut().insert(Caller {
+        principal: strata_engine::Principal::Token {
+            name: token.name.clone(),
+        },
+        tools: token.tools.clone(),
+        tier: token.tier,
+    });
+    next.run(req).await
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no route {} {}; see GET /api/openapi.json",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+async fn api_health(State(st): State<Arc<HttpState>>) -> Json<Value> {
+    Json(json!({
+        "ok": true,
+        "service": "strata",
+        "version": env!("CARGO_PKG_VERSION"),
+        "tool_count": st.invoker.registry().len(),
+    }))
+}
+
+async fn tools(State(st): State<Arc<HttpState>>, Extension(caller): Extension<Caller>) -> Response {
+    let list = st.invoker.registry().list();
+    let tools: Vec<Value> = list
+        .iter()
+        .filter(|t| caller.may_call(&t.spec().name))
+        .map(|t| serde_json::to_value(t.listing()).unwrap_or(Value::Null))
+        .collect();
+    ok(json!({ "tools": tools }))
+}
+
+/// Reads a body with the size cap (413 without reading further) and the stall timeout (408).
+async fn read_body(st: &HttpState, req: Request) -> Result<axum::body::Bytes, ApiError> {
+    let too_big = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body over {} bytes", st.max_body_bytes),
+        )
+    };
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > st.max_body_bytes as u64
+    {
+        return Err(too_big());
+    }
+    let body = req.into_body();
+    match tokio::time::timeout(
+        st.read_timeout,
+        axum::body::to_bytes(body, st.max_body_bytes),
+    )
+    .await
+    {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "request body not received within {}s",
+                st.read_timeout.as_secs()
+            ),
+        )),
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            if text.contains("length limit") {
+                Err(too_big())
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "cannot read the body: {text}"
+                )))
+            }
+        }
+        Ok(Ok(b)) => Ok(b),
+    }
+}
+
+fn parse_object(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
+        Err(e) => Err(ApiError::bad_request(format!("invalid JSON: {e}"))),
+    }
+}
+
+async fn invoke(
+    State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let body = read_body(&st, req).await?;
+    let obj = parse_object(&body)?;
+    let tool = match obj.get("tool") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "field `tool` must be a non-empty string",
+            ));
+        }
+        None => return Err(ApiError::bad_request("field `tool` is missing")),
+    };
+    let args = match obj.get("args") {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err(ApiError::bad_request("field `args` must be a JSON object")),
+    };
+    let request_id = match obj.get("request_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::bad_request("field `request_id` must be a string")),
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !matches!(k.as_str(), "tool" | "args" | "request_id"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown field `{k}`; expected `tool`, `args`, `request_id`"
+        )));
+    }
+    if !caller.may_call(&tool) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this token may not call `{tool}`"),
+        ));
+    }
+    let mut call = Invocation::new(tool, args, caller.principal.clone());
+    call.request_id = request_id;
+    let result = st.invoker.invoke(call).await;
+    Ok(ok(serde_json::to_value(result).unwrap_or(Value::Null)))
+}
+
+#[derive(serde::Deserialize)]
+struct Limit {
+    limit: Option<String>,
+}
+
+fn parse_limit(raw: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match raw {
+        None => Ok(default),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(ApiError::bad_request(format!(
+                "`limit` must be a whole number from 1 to {max}"
+            ))),
+        },
+    }
+}
+
+async fn events(
+    State(st): State<Arc<HttpState>>,
+    Query(q): Query<Limit>,
+) -> Result<Response, ApiError> {
+    let n = parse_limit(q.limit.as_deref(), 20, 1000)?;
+    let path = st.audit_path.clone();
+    let records = tokio::task::spawn_blocking(move || strata_engine::audit::tail(&path, n))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(ok(json!({ "events": records })))
+}
+
+#[derive(serde::Deserialize)]
+struct ArtifactQuery {
+    under: Option<String>,
+    glob: Option<String>,
+    limit: Option<String>,
+    max_bytes: Option<String>,
+}
+
+/// Files never served, wherever they sit.
+fn is_secret_file(path: &std::path::Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    name.starts_with("secrets.")
+        || name == ".env"
+        || name.starts_with(".env.")
+        || name == "api-token"
+        || name.ends_with(".pem")
+        || name.ends_with(".key")
+        || name.contains("vault-key")
+}
+
+async fn artifacts_list(
+    State(st): State<Arc<HttpState>>,
+    Query(q): Query<ArtifactQuery>,
+) -> Result<Response, ApiError> {
+    let limit = parse_limit(q.limit.as_deref(), 200, 5000)? as u32;
+    let (overlay, roots) = (st.overlay_dir.clone(), st.artifact_roots.clone());
+    let listed = tokio::task::spawn_blocking(move || {
+        strata_tools::files::list(
+            &overlay,
+            &roots,
+            q.under.as_deref(),
+            q.glob.as_deref(),
+            Some(limit),
+        )
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(|e| match e {
+        strata_engine::ToolError::InvalidArgs { .. } => ApiError::bad_request(e.to_string()),
+        _ if e.to_string().contains("outside the allowed roots") => {
+            ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string())
+        }
+        _ => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+    })?;
+    let entries: Vec<_> = listed
+        .entries
+        .into_iter()
+        .filter(|e| !is_secret_file(std::path::Path::new(&e.path)))
+        .collect();
+    Ok(ok(
+        json!({"entries": entries, "truncated": listed.truncated}),
+    ))
+}
+
+async fn artifact_read(
+    State(st): State<Arc<HttpState>>,
+    axum::extract::Path(rel): axum::extract::Path<String>,
+    Query(q): Query<ArtifactQuery>,
+) -> Result<Response, ApiError> {
+    let max = parse_limit(q.max_bytes.as_deref(), 65_536, 1_048_576)?;
+    let resolved = strata_engine::paths::resolve_within(
+        std::path::Path::new(&rel),
+        &st.overlay_dir,
+        &st.artifact_roots,
+    )
+    .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string()))?;
+    if is_secret_file(&resolved) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "secret files are never served",
+        ));
+    }
+    let meta = tokio::fs::metadata(&resolved).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no artifact `{rel}`"),
+        )
+    })?;
+    if !meta.is_file() {
+        return Err(ApiError::bad_request(format!(
+            "`{rel}` is not a file; list it with GET /api/artifacts?under="
+        )));
+    }
+    let bytes = {
+        use tokio::io::AsyncReadExt;
+        let f = tokio::fs::File::open(&resolved)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+        let mut buf = Vec::new();
+        f.take(max as u64)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            })?;
+        buf
+    };
+    let truncated = meta.len() > bytes.len() as u64;
+    let (encoding, content) = match String::from_utf8(bytes) {
+        Ok(s) if !s.contains('\0') => ("utf-8", s),
+        Ok(s) => ("base64", base64_encode(s.as_bytes())),
+        Err(e) => ("base64", base64_encode(e.as_bytes())),
+    };
+    Ok(ok(json!({
+        "path": rel, "size": meta.len(), "truncated": truncated,
+        "encoding": encoding, "content": content,
+    })))
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
+    let agents: Vec<Value> = st
+        .manager
+        .as_ref()
+        .map(|m| {
+            m.agent_ids()
+                .iter()
+                .map(|id| {
+                    let provider = m.agent(id).and_then(|a| a.provider().map(str::to_owned));
+                    json!({"id": id, "provider": provider, "healthy": true})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let skipped: Vec<Value> = st
+        .skipped
+        .iter()
+        .map(|(id, why)| json!({"id": id, "healthy": false, "reason": why}))
+        .collect();
+    let sessions = match &st.sessions {
+        Some(s) => s.count().await.ok(),
+        None => None,
+    };
+    ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_secs": st.started.elapsed().as_secs(),
+        "agents": agents,
+        "agents_not_started": skipped,
+        "live_sessions": st.manager.as_ref().map(|m| m.live_sessions()),
+        "sessions": sessions,
+        "tools": st.invoker.registry().len(),
+        "connectors": ["http", "mcp"],
+    }))
+}
+
+async fn openapi_doc() -> Json<Value> {
+    Json(openapi())
+}
+
+async fn chat(
+    State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let body = read_body(&st, req).await?;
+    let obj = parse_object(&body)?;
+    let message = match obj.get("message") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "field `message` must be a non-empty string",
+            ));
+        }
+    };
+    let field = |name: &str| -> Result<Option<String>, ApiError> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "field `{name}` must be a string"
+            ))),
+        }
+    };
+    let Some(manager) = st.manager.clone() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "no agent is running; configure an LLM provider",
+        ));
+    };
+    let agent = field("agent")?
+        .or_else(|| st.default_agent.clone())
+        .ok_or_else(|| ApiError::bad_request("field `agent` is required (no default agent)"))?;
+    if manager.agent(&agent).is_none() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no running agent `{agent}`"),
+        ));
+    }
+    let session_id =
+        field("session_id")?.unwrap_or_else(|| format!("http-{}", uuid::Uuid::new_v4()));
+    let reply = manager
+        .turn(TurnRequest {
+            agent_id: agent,
+            session_id: session_id.clone(),
+            channel_id: "http".into(),
+            sender: caller.principal.clone(),
+            message: strata_engine::agent::Message::text(message),
+            depth: 0,
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()))?;
+    let response = if reply.silent {
+        String::new()
+    } else {
+        reply.text
+    };
+    Ok(Json(json!({"response": response, "session_id": session_id})).into_response())
+}
+
+async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Response, ApiError> {
+    let Some(expected) = st.execute_key.as_deref() else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "`server.execute_api_key` is not configured",
+        ));
+    };
+    let given = req
+        .headers()
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    if !auth::same_secret(&given, expected) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or invalid X-API-Key",
+        ));
+    }
+    let body = read_body(&st, req).await?;
+    let mut obj = parse_object(&body)?;
+    let task_id = match obj.get("task_id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "field `task_id` must be a string or a number",
+            ));
+        }
+    };
+    if task_id.is_empty()
+        || task_id.len() > 128
+        || !task_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ApiError::bad_request(
+            "field `task_id` may use letters, digits, `-` and `_` (at most 128)",
+        ));
+    }
+    let agent = match obj.get("assigned_agent") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "field `assigned_agent` must be a non-empty string",
+            ));
+        }
+    };
+    obj.insert(
+        "received_at".into(),
+        json!(strata_engine::audit::now_rfc3339()),
+    );
+    let dir = st.data_dir.join("tasks");
+    let path = dir.join(format!("task_{task_id}_payload.json"));
+    let text = serde_json::to_vec_pretty(&obj).unwrap_or_default();
+    let write = async {
+        tokio::fs::create_dir_all(&dir).await?;
+        let tmp = dir.join(format!(".task_{task_id}.tmp"));
+        tokio::fs::write(&tmp, &text).await?;
+        tokio::fs::rename(&tmp, &path).await
+    };
+    write.await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("cannot store the task: {e}"),
+        )
+    })?;
+    if let Some(manager) = st.manager.clone() {
+        let prompt = format!(
+            "New task {task_id}: {}\n\n{}\n\nInput data:\n{}",
+            obj.get("title").and_then(Value::as_str).unwrap_or(""),
+            obj.get("description").and_then(Value::as_str).unwrap_or(""),
+            obj.get("input_data").cloned().unwrap_or(Value::Null)
+        );
+        let session = format!("task-{task_id}");
+        tokio::spawn(async move {
+            let r = manager
+                .turn(TurnRequest {
+                    agent_id: agent.clone(),
+                    session_id: session.clone(),
+                    channel_id: session,
+                    sender: strata_engine::Principal::Token {
+                        name: "execute".into(),
+                    },
+                    message: strata_engine::agent::Message::text(prompt),
+                    depth: 0,
+                })
+                .await;
+            if let Err(e) = r {
+                tracing::warn!(agent = %agent, error = %e, "queued task failed");
+            }
+        });
+    } else {
+        tracing::warn!(task = %task_id, "task stored but no agent is running to take it");
+    }
+    Ok(
+        Json(json!({"message": format!("Task {task_id} received"), "status": "ok"}))
+            .into_response(),
+    )
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; in-flight requests finish first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<HttpState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,149 @@
+//! The MCP server over the tool registry (official `rmcp` SDK): streamable HTTP at `/mcp`
+//! (behind the same tokens as the control API) and stdio (`strata mcp serve --stdio`). Every
+//! `tools/call` runs through the Invoker with the caller's principal.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::Value;
+use strata_engine::{Invocation, Invoker};
+
+use crate::auth::Caller;
+
+/// Our MCP server: the registry's tools, called through the Invoker.
+#[derive(Clone)]
+pub struct StrataMcp {
+    invoker: Arc<Invoker>,
+    /// Caller for transports without HTTP auth (stdio).
+    fixed: Option<Caller>,
+}
+
+impl StrataMcp {
+    /// A server for HTTP (the caller comes from each request's token).
+    pub fn http(invoker: Arc<Invoker>) -> Self {
+        StrataMcp {
+            invoker,
+            fixed: None,
+        }
+    }
+
+    /// A server for stdio: the local operator.
+    pub fn stdio(invoker: Arc<Invoker>) -> Self {
+        StrataMcp {
+            invoker,
+            fixed: Some(Caller::operator()),
+        }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Option<Caller> {
+        if let Some(c) = &self.fixed {
+            return Some(c.clone());
+        }
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned()
+    }
+}
+
+impl ServerHandler for StrataMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("strata", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Strata's tools. Every call is audited and may be refused by policy.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = self.caller(&ctx);
+        let tools: Vec<Tool> = self
+            .invoker
+            .registry()
+            .list()
+            .iter()
+            .filter(|t| caller.as_ref().is_some_and(|c| c.may_call(&t.spec().name)))
+            .map(|t| {
+                let s = t.spec();
+                let schema = match &s.input_schema {
+                    Value::Object(m) => m.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                Tool::new(s.name.clone(), s.description.clone(), Arc::new(schema))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(caller) = self.caller(&ctx) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text("unauthenticated")]).into());
+        };
+        let name = request.name.to_string();
+        if !caller.may_call(&name) {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "forbidden: this token may not call `{name}`"
+            ))])
+            .into());
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let r = self
+            .invoker
+            .invoke(Invocation::new(name, args, caller.principal))
+            .await;
+        let result = if r.ok() {
+            let text = match &r.value {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        } else {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "{}: {}",
+                r.status.as_str(),
+                r.error.as_deref().unwrap_or("no message")
+            ))])
+        };
+        Ok(result.into())
+    }
+}
+
+/// The streamable-HTTP service mounted at `/mcp`.
+pub fn streamable_service(
+    invoker: Arc<Invoker>,
+) -> StreamableHttpService<StrataMcp, LocalSessionManager> {
+    let server = StrataMcp::http(invoker);
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    )
+}
+
+/// Serves MCP on stdin/stdout until the client closes it.
+pub async fn serve_stdio(invoker: Arc<Invoker>) -> Result<(), String> {
+    let service = StrataMcp::stdio(invoker)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("MCP stdio failed to start: {e}"))?;
+    service
+        .waiting()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("MCP stdio stopped: {e}"))
+}

@@ -1,0 +1,123 @@
+//! The OpenAPI 3.1 description of the control API. A test checks it against [`ROUTES`] and
+//! the router.
+
+use serde_json::{Value, json};
+
+/// Every route (method, path) the router serves besides `/mcp`.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/health"),
+    ("get", "/api/health"),
+    ("get", "/api/tools"),
+    ("post", "/api/invoke"),
+    ("get", "/api/events"),
+    ("get", "/api/artifacts"),
+    ("get", "/api/artifacts/{path}"),
+    ("get", "/api/state"),
+    ("get", "/api/openapi.json"),
+    ("post", "/chat"),
+    ("post", "/execute"),
+];
+
+fn err() -> Value {
+    json!({"$ref": "#/components/schemas/Error"})
+}
+
+fn resp(desc: &str, schema: Value) -> Value {
+    json!({"description": desc, "content": {"application/json": {"schema": schema}}})
+}
+
+fn ok_value(value: Value) -> Value {
+    json!({"type": "object", "required": ["ok", "value"], "properties": {"ok": {"const": true}, "value": value}})
+}
+
+/// The document.
+pub fn openapi() -> Value {
+    let std_errors = json!({
+        "401": resp("Missing or invalid token", err()),
+        "400": resp("Malformed request; `error` names the field", err()),
+    });
+    let with = |mut m: Value, extra: Value| {
+        if let (Some(a), Some(b)) = (m.as_object_mut(), extra.as_object()) {
+            for (k, v) in b {
+                a.insert(k.clone(), v.clone());
+            }
+        }
+        m
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Strata control API", "version": env!("CARGO_PKG_VERSION")},
+        "components": {
+            "securitySchemes": {
+                "strataToken": {"type": "apiKey", "in": "header", "name": "X-Strata-Token"},
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "executeKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+            },
+            "schemas": {
+                "Error": {"type": "object", "required": ["ok", "code", "error"], "properties": {
+                    "ok": {"const": false}, "code": {"type": "string"}, "error": {"type": "string"}}},
+                "InvocationResult": {"type": "object",
+                    "required": ["status", "value", "error", "elapsed_ms", "tool", "request_id", "ok"],
+                    "properties": {
+                        "status": {"enum": ["ok", "error", "unknown_tool", "validation_error", "denied", "rate_limited", "approval_denied"]},
+                        "value": {}, "error": {"type": ["string", "null"]}, "elapsed_ms": {"type": "number"},
+                        "tool": {"type": "string"}, "request_id": {"type": "string"}, "ok": {"type": "boolean"}}}
+            }
+        },
+        "security": [{"strataToken": []}, {"bearer": []}],
+        "paths": {
+            "/health": {"get": {"summary": "Liveness", "security": [],
+                "responses": {"200": {"description": "`ok`", "content": {"text/plain": {}}}}}},
+            "/api/health": {"get": {"summary": "Service health", "security": [],
+                "responses": {"200": resp("Health", json!({"type": "object", "properties": {
+                    "ok": {"const": true}, "service": {"const": "strata"}, "version": {"type": "string"},
+                    "tool_count": {"type": "integer"}}}))}}},
+            "/api/tools": {"get": {"summary": "Tools this token may call, as JSON Schema",
+                "responses": with(json!({"200": resp("Tools", ok_value(json!({"type": "object", "properties": {"tools": {"type": "array"}}})))}), std_errors.clone())}},
+            "/api/invoke": {"post": {"summary": "Invoke a tool through the pipeline",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["tool"], "additionalProperties": false,
+                    "properties": {"tool": {"type": "string", "minLength": 1}, "args": {"type": "object"},
+                        "request_id": {"type": "string"}}}}}},
+                "responses": with(json!({
+                    "200": resp("The InvocationResult, whatever the tool's outcome", ok_value(json!({"$ref": "#/components/schemas/InvocationResult"}))),
+                    "403": resp("This token may not call the tool", err()),
+                    "408": resp("The body stalled", err()),
+                    "413": resp("Body over server.max_body_bytes", err())}), std_errors.clone())}},
+            "/api/events": {"get": {"summary": "Most recent audit records, newest last",
+                "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}}],
+                "responses": with(json!({"200": resp("Events", ok_value(json!({"type": "object", "properties": {"events": {"type": "array"}}})))}), std_errors.clone())}},
+            "/api/artifacts": {"get": {"summary": "List files under the artifact roots",
+                "parameters": [
+                    {"name": "under", "in": "query", "schema": {"type": "string"}},
+                    {"name": "glob", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 5000}}],
+                "responses": with(json!({"200": resp("Entries", ok_value(json!({"type": "object"}))), "403": resp("Outside the roots", err())}), std_errors.clone())}},
+            "/api/artifacts/{path}": {"get": {"summary": "Read one artifact",
+                "parameters": [
+                    {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "max_bytes", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1048576}}],
+                "responses": with(json!({"200": resp("Content", ok_value(json!({"type": "object"}))),
+                    "403": resp("Outside the roots, or a secret file", err()), "404": resp("No such file", err())}), std_errors.clone())}},
+            "/api/state": {"get": {"summary": "Runtime state: agents, sessions, connectors",
+                "responses": with(json!({"200": resp("State", ok_value(json!({"type": "object"})))}), std_errors.clone())}},
+            "/api/openapi.json": {"get": {"summary": "This document",
+                "responses": {"200": resp("OpenAPI 3.1", json!({"type": "object"}))}}},
+            "/chat": {"post": {"summary": "Run one agent turn",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["message"], "properties": {
+                        "message": {"type": "string"}, "agent": {"type": "string"}, "session_id": {"type": "string"}}}}}},
+                "responses": with(json!({"200": resp("The answer", json!({"type": "object", "properties": {
+                    "response": {"type": "string"}, "session_id": {"type": "string"}}})),
+                    "502": resp("The agent failed", err()), "503": resp("No agent running", err())}), std_errors.clone())}},
+            "/execute": {"post": {"summary": "Queue a task for an agent", "security": [{"executeKey": []}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["task_id", "assigned_agent"], "properties": {
+                        "task_id": {"type": ["string", "integer"]}, "title": {"type": "string"},
+                        "description": {"type": "string"}, "assigned_agent": {"type": "string"},
+                        "priority": {}, "status": {}, "input_data": {}}}}}},
+                "responses": with(json!({"200": resp("Queued", json!({"type": "object", "properties": {
+                    "message": {"type": "string"}, "status": {"const": "ok"}}}))}), std_errors)}}
+        }
+    })
+}

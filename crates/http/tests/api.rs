@@ -1,0 +1,532 @@
+//! The control API against a real server on an ephemeral loopback port.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use strata_engine::audit::JsonlAudit;
+use strata_engine::config::{Access, Config, LlmConfig};
+use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter};
+use strata_engine::session::InMemoryStore;
+use strata_engine::{Invoker, Registry, RuntimeEnv, ToolError, tool};
+use strata_http::{HttpState, Token};
+use strata_test_support::{FakeServer, openai};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const FULL: &str = "full-access-token-0123456789";
+const SCOPED: &str = "scoped-token-abcdefghijklmnop";
+
+/// Echoes its text.
+#[tool]
+async fn echo(
+    /// Text.
+    text: String,
+) -> Result<String, ToolError> {
+    Ok(text)
+}
+
+/// Reads a secret (scoped tokens must not see it).
+#[tool]
+async fn admin_reset() -> Result<&'static str, ToolError> {
+    Ok("reset")
+}
+
+struct Server {
+    url: String,
+    dir: tempfile::TempDir,
+    _fake: Option<FakeServer>,
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+async fn server() -> Server {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    write(d, "tmp/report.txt", "quarterly report");
+    write(d, "tmp/sub/data.csv", "a,b\n1,2\n");
+    write(d, "tmp/secrets.enc", "ciphertext");
+    write(d, "agents/main/AGENTS.md", "# Main");
+    write(d, "outside.txt", "TOP-SECRET-OUTSIDE");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(d.join("outside.txt"), d.join("tmp/link")).expect("symlink");
+
+    let env = Arc::new(RuntimeEnv::new(
+        Config::default(),
+        d.to_path_buf(),
+        d.join("data"),
+    ));
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    let audit = Arc::new(JsonlAudit::open(&d.join("data/audit.jsonl")).expect("audit"));
+    let invoker = Arc::new(Invoker::new(reg, env.clone(), audit.clone()));
+
+    let fake = FakeServer::start().await.expect("fake");
+    let mut llm = LlmConfig::new("openai");
+    llm.base_url = Some(format!("{}/v1", fake.url));
+    llm.api_key = Some("k".into());
+    let provider = strata_llm::build(
+        &llm,
+        None,
+        "defaults.llm",
+        &strata_llm::AgentContext::bare("main"),
+    )
+    .expect("p");
+    let agent = LlmAgent::new("main", "# Main", provider, "fake", invoker.clone())
+        .with_tools(ToolFilter::All);
+    let store = Arc::new(InMemoryStore::default());
+    let manager = Arc::new(AgentManager::new(vec![Arc::new(agent)], store.clone(), env));
+
+    let state = Arc::new(HttpState {
+        invoker,
+        manager: Some(manager),
+        default_agent: Some("main".into()),
+        skipped: vec![("ghost".into(), "no LLM provider".into())],
+        tokens: vec![
+            Token::new("ops", FULL, None, Access::Owner),
+            Token::new(
+                "ci",
+                SCOPED,
+                Some(vec!["echo".into(), "list_*".into()]),
+                Access::Staff,
+            ),
+        ],
+        execute_key: Some("execute-key-123".into()),
+        max_body_bytes: 1024,
+        read_timeout: Duration::from_secs(1),
+        audit_path: d.join("data/audit.jsonl"),
+        artifact_roots: vec![d.join("tmp"), d.join("agents")],
+        overlay_dir: d.to_path_buf(),
+        data_dir: d.join("data"),
+        sessions: Some(store),
+        started: Instant::now(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(strata_http::serve(listener, state, std::future::pending()));
+    Server {
+        url,
+        dir,
+        _fake: Some(fake),
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+async fn get(
+    s: &Server,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let mut r = client().get(format!("{}{path}", s.url));
+    if let Some(t) = token {
+        r = r.header("x-strata-token", t);
+    }
+    let resp = r.send().await.expect("send");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.json().await.unwrap_or(Value::Null);
+    (status, body, headers)
+}
+
+async fn post(s: &Server, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
+    let mut r = client()
+        .post(format!("{}{path}", s.url))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    let resp = r.send().await.expect("send");
+    (
+        resp.status().as_u16(),
+        resp.json().await.unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn auth_envelopes_and_no_store() {
+    let s = server().await;
+    let (st, body, h) = get(&s, "/api/tools", None).await;
+    assert_eq!(st, 401);
+    assert_eq!(body["ok"], false);
+    assert_eq!(body["code"], "unauthorized");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("e")
+            .contains("X-Strata-Token")
+    );
+    assert_eq!(h["cache-control"], "no-store");
+    let (st, body, _) = get(&s, "/api/tools", Some("wrong-token")).await;
+    assert_eq!((st, body["code"].as_str()), (401, Some("unauthorized")));
+    // Header and bearer both work.
+    let (st, _, _) = get(&s, "/api/tools", Some(FULL)).await;
+    assert_eq!(st, 200);
+    let (st, _) = post(
+        &s,
+        "/api/invoke",
+        Some(FULL),
+        r#"{"tool":"echo","args":{"text":"hi"}}"#,
+    )
+    .await;
+    assert_eq!(st, 200);
+    // Health needs no token.
+    let (st, body, h) = get(&s, "/api/health", None).await;
+    assert_eq!(st, 200);
+    assert_eq!(body["service"], "strata");
+    assert!(body["tool_count"].as_u64().expect("n") >= 2);
+    assert_eq!(h["cache-control"], "no-store");
+    let r = client()
+        .get(format!("{}/health", s.url))
+        .send()
+        .await
+        .expect("health");
+    assert_eq!(r.status().as_u16(), 200);
+    // Unknown route: 404 in the envelope.
+    let (st, body, _) = get(&s, "/api/nope", Some(FULL)).await;
+    assert_eq!((st, body["code"].as_str()), (404, Some("not_found")));
+}
+
+#[tokio::test]
+async fn scoped_tokens_see_and_call_only_their_tools() {
+    let s = server().await;
+    let (_, body, _) = get(&s, "/api/tools", Some(SCOPED)).await;
+    let names: Vec<&str> = body["value"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("n"))
+        .collect();
+    assert_eq!(names, ["echo", "list_files"]);
+    let t = &body["value"]["tools"][0];
+    for key in [
+        "name",
+        "description",
+        "input_schema",
+        "capabilities",
+        "side_effects",
+        "hitl",
+        "layer",
+    ] {
+        assert!(t.get(key).is_some(), "{key} missing in {t}");
+    }
+    let (st, body) = post(&s, "/api/invoke", Some(SCOPED), r#"{"tool":"admin_reset"}"#).await;
+    assert_eq!((st, body["code"].as_str()), (403, Some("forbidden")));
+    let (st, body) = post(
+        &s,
+        "/api/invoke",
+        Some(SCOPED),
+        r#"{"tool":"echo","args":{"text":"ok"},"request_id":"r-42"}"#,
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert_eq!(body["value"]["value"], "ok");
+    assert_eq!(body["value"]["request_id"], "r-42");
+    // The audit log names the token's principal.
+    let (_, ev, _) = get(&s, "/api/events?limit=1", Some(FULL)).await;
+    assert_eq!(ev["value"]["events"][0]["principal"], "token:ci");
+    assert_eq!(ev["value"]["events"][0]["request_id"], "r-42");
+}
+
+#[tokio::test]
+async fn invoke_statuses_and_malformed_requests() {
+    let s = server().await;
+    let cases: &[(&str, &str)] = &[
+        ("{not json", "invalid JSON"),
+        ("[1,2]", "must be a JSON object"),
+        (r#"{"args":{}}"#, "`tool` is missing"),
+        (r#"{"tool":""}"#, "`tool` must be a non-empty string"),
+        (r#"{"tool":5}"#, "`tool` must be a non-empty string"),
+        (
+            r#"{"tool":"echo","args":[1]}"#,
+            "`args` must be a JSON object",
+        ),
+        (
+            r#"{"tool":"echo","request_id":7}"#,
+            "`request_id` must be a string",
+        ),
+        (r#"{"tool":"echo","arg":{}}"#, "unknown field `arg`"),
+    ];
+    for (body, want) in cases {
+        let (st, v) = post(&s, "/api/invoke", Some(FULL), body).await;
+        assert_eq!(st, 400, "{body}");
+        assert_eq!(v["code"], "bad_request", "{body}");
+        assert!(
+            v["error"].as_str().expect("e").contains(want),
+            "{body}: {v}"
+        );
+    }
+    // Inner statuses are 200 with the result.
+    let (st, v) = post(&s, "/api/invoke", Some(FULL), r#"{"tool":"nope"}"#).await;
+    assert_eq!(
+        (st, v["value"]["status"].as_str()),
+        (200, Some("unknown_tool"))
+    );
+    let (st, v) = post(
+        &s,
+        "/api/invoke",
+        Some(FULL),
+        r#"{"tool":"echo","args":{"text":5}}"#,
+    )
+    .await;
+    assert_eq!(
+        (st, v["value"]["status"].as_str()),
+        (200, Some("validation_error"))
+    );
+    assert_eq!(v["value"]["ok"], false);
+}
+
+async fn raw(url: &str, request: &[u8], read_after: Option<Duration>) -> String {
+    let addr = url.trim_start_matches("http://");
+    let mut sock = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    sock.write_all(request).await.expect("write");
+    if let Some(d) = read_after {
+        tokio::time::sleep(d).await;
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut buf))
+        .await
+        .expect("answer in time")
+        .expect("read");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn oversized_and_stalled_bodies() {
+    let s = server().await;
+    // A huge Content-Length is refused before any body byte is sent.
+    let req = format!(
+        "POST /api/invoke HTTP/1.1\r\nHost: x\r\nX-Strata-Token: {FULL}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n"
+    );
+    let resp = raw(&s.url, req.as_bytes(), None).await;
+    assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
+    assert!(resp.contains("payload_too_large"), "{resp}");
+    // Chunked bodies over the limit too.
+    let big = format!(
+        "{{\"tool\":\"echo\",\"args\":{{\"text\":\"{}\"}}}}",
+        "x".repeat(5000)
+    );
+    let (st, v) = post(&s, "/api/invoke", Some(FULL), &big).await;
+    assert_eq!((st, v["code"].as_str()), (413, Some("payload_too_large")));
+    // A client that promises 100 bytes and sends 10 gets 408 after the read timeout.
+    let req = format!(
+        "POST /api/invoke HTTP/1.1\r\nHost: x\r\nX-Strata-Token: {FULL}\r\nContent-Length: 100\r\n\r\n{{\"tool\":\"e"
+    );
+    let started = Instant::now();
+    let resp = raw(&s.url, req.as_bytes(), None).await;
+    assert!(resp.starts_with("HTTP/1.1 408"), "{resp}");
+    assert!(resp.contains("request_timeout"));
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[tokio::test]
+async fn events_after_invocations() {
+    let s = server().await;
+    for i in 0..3 {
+        post(
+            &s,
+            "/api/invoke",
+            Some(FULL),
+            &format!(r#"{{"tool":"echo","args":{{"text":"{i}"}},"request_id":"e{i}"}}"#),
+        )
+        .await;
+    }
+    let (st, v, _) = get(&s, "/api/events?limit=2", Some(FULL)).await;
+    assert_eq!(st, 200);
+    let ids: Vec<&str> = v["value"]["events"]
+        .as_array()
+        .expect("a")
+        .iter()
+        .map(|e| e["request_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["e1", "e2"], "newest last");
+    let (_, v, _) = get(&s, "/api/events", Some(FULL)).await;
+    assert_eq!(v["value"]["events"].as_array().expect("a").len(), 3);
+    for bad in ["0", "1001", "x"] {
+        let (st, _, _) = get(&s, &format!("/api/events?limit={bad}"), Some(FULL)).await;
+        assert_eq!(st, 400, "limit={bad}");
+    }
+}
+
+#[tokio::test]
+async fn artifacts_list_read_and_refuse_escapes() {
+    let s = server().await;
+    let (st, v, _) = get(&s, "/api/artifacts?under=tmp&glob=**/*.csv", Some(FULL)).await;
+    assert_eq!(st, 200, "{v}");
+    let paths: Vec<&str> = v["value"]["entries"]
+        .as_array()
+        .expect("a")
+        .iter()
+        .map(|e| e["path"].as_str().expect("p"))
+        .collect();
+    assert_eq!(paths, ["tmp/sub/data.csv"]);
+    let (_, v, _) = get(&s, "/api/artifacts", Some(FULL)).await;
+    let all = v["value"]["entries"].to_string();
+    assert!(all.contains("tmp/report.txt") && all.contains("agents/main/AGENTS.md"));
+    assert!(!all.contains("secrets.enc"), "secret files are not listed");
+
+    let (st, v, _) = get(&s, "/api/artifacts/tmp/report.txt", Some(FULL)).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["value"]["content"], "quarterly report");
+    let (_, v, _) = get(&s, "/api/artifacts/tmp/report.txt?max_bytes=9", Some(FULL)).await;
+    assert_eq!(
+        (
+            v["value"]["content"].as_str(),
+            v["value"]["truncated"].as_bool()
+        ),
+        (Some("quarterly"), Some(true))
+    );
+
+    let outside = s.dir.path().join("outside.txt");
+    for path in [
+        "/api/artifacts/tmp/../outside.txt".to_owned(),
+        "/api/artifacts/tmp/..%2f..%2foutside.txt".to_owned(),
+        "/api/artifacts/..%2foutside.txt".to_owned(),
+        format!("/api/artifacts/{}", outside.display()),
+        "/api/artifacts/tmp/link".to_owned(),
+        "/api/artifacts/tmp/secrets.enc".to_owned(),
+        "/api/artifacts?under=..".to_owned(),
+    ] {
+        let (st, v, _) = get(&s, &path, Some(FULL)).await;
+        assert!(st == 403 || st == 404, "{path}: {st} {v}");
+        let text = v.to_string();
+        assert!(
+            !text.contains("ciphertext") && !text.contains("TOP-SECRET-OUTSIDE"),
+            "{path}: leaked {v}"
+        );
+        assert_eq!(v["ok"], false, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn state_openapi_and_routes_agree() {
+    let s = server().await;
+    let (st, v, _) = get(&s, "/api/state", Some(FULL)).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["value"]["agents"][0]["id"], "main");
+    assert_eq!(v["value"]["agents"][0]["provider"], "openai");
+    assert_eq!(v["value"]["agents_not_started"][0]["id"], "ghost");
+
+    let (st, doc, _) = get(&s, "/api/openapi.json", Some(FULL)).await;
+    assert_eq!(st, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("item").keys() {
+            documented.push((method.clone(), path.clone()));
+        }
+    }
+    documented.sort();
+    let mut routes: Vec<(String, String)> = strata_http::ROUTES
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    routes.sort();
+    assert_eq!(documented, routes, "the document lists exactly the routes");
+    // Every documented route exists on the router (no 404/405).
+    for (method, path) in &routes {
+        let concrete = path.replace("{path}", "tmp/report.txt");
+        let req = if method == "get" {
+            client().get(format!("{}{concrete}", s.url))
+        } else {
+            client().post(format!("{}{concrete}", s.url)).body("{}")
+        };
+        let st = req
+            .header("x-strata-token", FULL)
+            .send()
+            .await
+            .expect("send")
+            .status()
+            .as_u16();
+        assert!(st != 404 && st != 405, "{method} {path} → {st}");
+    }
+}
+
+#[tokio::test]
+async fn chat_runs_a_turn_and_execute_queues_a_task() {
+    let s = server().await;
+    let fake = s._fake.as_ref().expect("fake");
+    fake.script([openai::text("Hello from main")]);
+    let (st, v) = post(
+        &s,
+        "/chat",
+        Some(FULL),
+        r#"{"message":"hi","session_id":"web-1"}"#,
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"response": "Hello from main", "session_id": "web-1"})
+    );
+    let (st, v) = post(
+        &s,
+        "/chat",
+        Some(FULL),
+        r#"{"message":"hi","agent":"nobody"}"#,
+    )
+    .await;
+    assert_eq!((st, v["code"].as_str()), (404, Some("not_found")));
+    let (st, _) = post(&s, "/chat", None, r#"{"message":"hi"}"#).await;
+    assert_eq!(st, 401);
+
+    // /execute: its own key, not the control token.
+    let payload = r#"{"task_id": 17, "title": "Check disks", "description": "Report usage", "assigned_agent": "main", "priority": "high", "status": "new", "input_data": {"host": "db1"}}"#;
+    let r = client()
+        .post(format!("{}/execute", s.url))
+        .header("x-api-key", "wrong")
+        .body(payload)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+    let r = client()
+        .post(format!("{}/execute", s.url))
+        .bearer_auth(FULL)
+        .body(payload)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        r.status().as_u16(),
+        401,
+        "a control token is not the execute key"
+    );
+    fake.script([openai::text("on it")]);
+    let r = client()
+        .post(format!("{}/execute", s.url))
+        .header("x-api-key", "execute-key-123")
+        .body(payload)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v, json!({"message": "Task 17 received", "status": "ok"}));
+    let stored: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.dir.path().join("data/tasks/task_17_payload.json"))
+            .expect("payload"),
+    )
+    .expect("json");
+    assert_eq!(stored["title"], "Check disks");
+    assert!(stored["received_at"].as_str().expect("ts").ends_with('Z'));
+    let r = client()
+        .post(format!("{}/execute", s.url))
+        .header("x-api-key", "execute-key-123")
+        .body(r#"{"task_id":"../x","assigned_agent":"main"}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 400);
+}

@@ -1,0 +1,130 @@
+//! Starting the HTTP surfaces inside `serve`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use strata_engine::config::{Access, LoadedConfig};
+use strata_engine::secret::resolve_ref;
+use strata_http::{HttpState, Token};
+
+use crate::runtime::Runtime;
+
+/// A 32-byte URL-safe token.
+pub fn generate_token() -> anyhow::Result<String> {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Writes the per-boot token file (0600), replacing any previous one.
+fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).write(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    f.write_all(token.as_bytes())?;
+    Ok(())
+}
+
+/// The control tokens from config, or a per-boot one (printed once, written to the data dir).
+pub fn tokens(cfg: &LoadedConfig, addr: &SocketAddr) -> anyhow::Result<Vec<Token>> {
+    let configured = &cfg.config.server.tokens;
+    if configured.is_empty() {
+        if !addr.ip().is_loopback() {
+            bail!(
+                "refusing to bind {addr} without a configured token: anyone who can reach it \
+                 could call every tool. Add `server.tokens` (e.g. `- {{name: ops, token: \
+                 vault:api-token}}`) or bind 127.0.0.1"
+            );
+        }
+        let token = generate_token()?;
+        let path = cfg.data_dir.join("api-token");
+        write_token_file(&path, &token)?;
+        eprintln!(
+            "control API token for this boot (also in {}): {token}",
+            path.display()
+        );
+        return Ok(vec![Token::new("operator", &token, None, Access::Owner)]);
+    }
+    configured
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let secret = resolve_ref(&t.token, None, &format!("server.tokens[{i}].token"))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            if secret.expose().len() < 16 {
+                bail!(
+                    "`server.tokens[{i}].token` ({}) is shorter than 16 characters",
+                    t.name
+                );
+            }
+            Ok(Token::new(
+                &t.name,
+                secret.expose(),
+                t.tools.clone(),
+                t.tier.unwrap_or(Access::Staff),
+            ))
+        })
+        .collect()
+}
+
+/// Binds the configured address and builds the shared state.
+pub async fn start(
+    cfg: &LoadedConfig,
+    runtime: &Runtime,
+) -> anyhow::Result<(tokio::net::TcpListener, Arc<HttpState>)> {
+    let s = &cfg.config.server;
+    let ip: IpAddr = s
+        .bind
+        .parse()
+        .with_context(|| format!("`server.bind` = `{}` is not an IP address", s.bind))?;
+    let addr = SocketAddr::new(ip, s.port);
+    let tokens = tokens(cfg, &addr)?;
+    let execute_key = s
+        .execute_api_key
+        .as_deref()
+        .map(|v| resolve_ref(v, None, "server.execute_api_key"))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!(e))?
+        .map(|k| k.expose().to_owned());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind {addr} (`server.bind`, `server.port`)"))?;
+    let state = Arc::new(HttpState {
+        invoker: runtime.invoker.clone(),
+        manager: (!runtime.manager.agent_ids().is_empty()).then(|| runtime.manager.clone()),
+        default_agent: crate::runtime::default_agent(cfg).ok(),
+        skipped: runtime.skipped.clone(),
+        tokens,
+        execute_key,
+        max_body_bytes: s.max_body_bytes,
+        read_timeout: Duration::from_secs(s.read_timeout_secs.max(1)),
+        audit_path: runtime.audit.path().to_path_buf(),
+        artifact_roots: s
+            .artifact_roots
+            .iter()
+            .map(|r| cfg.overlay_dir.join(r))
+            .collect(),
+        overlay_dir: cfg.overlay_dir.clone(),
+        data_dir: cfg.data_dir.clone(),
+        sessions: Some(runtime.store.clone()),
+        started: Instant::now(),
+    });
+    Ok((listener, state))
+}
