@@ -214,7 +214,7 @@ fn chat(l: &Loaded, agent: Option<String>, session: &str, message: String) -> Ex
         Err(e) => return fail(&e),
     };
     let result = rt.block_on(async {
-        let runtime = crate::runtime::build(&l.config, l.registry.clone())?;
+        let runtime = crate::runtime::build(&l.config, l.registry.clone(), None)?;
         if let Some((_, why)) = runtime.skipped.iter().find(|(id, _)| *id == agent_id) {
             anyhow::bail!("agent `{agent_id}` cannot start: {why}");
         }
@@ -560,7 +560,16 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     for s in l.registry.shadowed() {
         tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
     }
-    let runtime = rt.block_on(async { crate::runtime::build(c, l.registry.clone()) })?;
+    let listener = rt.block_on(crate::http::bind(c))?;
+    let local = listener.local_addr()?;
+    let mcp_host = if local.ip().is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        local.ip().to_string()
+    };
+    let mcp_url = format!("http://{mcp_host}:{}/mcp", local.port());
+    let runtime =
+        rt.block_on(async { crate::runtime::build(c, l.registry.clone(), Some(&mcp_url)) })?;
     tracing::info!(
         tools = l.registry.len(),
         layers = %layer_summary(&l.registry),
@@ -579,8 +588,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
     tracing::info!(skills = skills.snapshot().len(), "skills loaded");
     let _watcher = crate::skills_cmd::watch(skills.clone());
-    let (listener, http_state) = rt.block_on(crate::http::start(c, &runtime))?;
-    let local = listener.local_addr()?;
+    let http_state = crate::http::state(c, &runtime, &local)?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
     let manager = runtime.manager.clone();
     rt.block_on(async move {

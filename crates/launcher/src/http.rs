@@ -46,13 +46,8 @@ fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
 pub fn tokens(cfg: &LoadedConfig, addr: &SocketAddr) -> anyhow::Result<Vec<Token>> {
     let configured = &cfg.config.server.tokens;
     if configured.is_empty() {
-        if !addr.ip().is_loopback() {
-            bail!(
-                "refusing to bind {addr} without a configured token: anyone who can reach it \
-                 could call every tool. Add `server.tokens` (e.g. `- {{name: ops, token: \
-                 vault:api-token}}`) or bind 127.0.0.1"
-            );
-        }
+        // `bind` already refused a public address without configured tokens.
+        debug_assert!(addr.ip().is_loopback() || addr.ip().is_unspecified());
         let token = generate_token()?;
         let path = cfg.data_dir.join("api-token");
         write_token_file(&path, &token)?;
@@ -84,18 +79,37 @@ pub fn tokens(cfg: &LoadedConfig, addr: &SocketAddr) -> anyhow::Result<Vec<Token
         .collect()
 }
 
-/// Binds the configured address and builds the shared state.
-pub async fn start(
-    cfg: &LoadedConfig,
-    runtime: &Runtime,
-) -> anyhow::Result<(tokio::net::TcpListener, Arc<HttpState>)> {
+/// Binds `server.bind:server.port` (after checking the bind is allowed).
+pub async fn bind(cfg: &LoadedConfig) -> anyhow::Result<tokio::net::TcpListener> {
     let s = &cfg.config.server;
     let ip: IpAddr = s
         .bind
         .parse()
         .with_context(|| format!("`server.bind` = `{}` is not an IP address", s.bind))?;
     let addr = SocketAddr::new(ip, s.port);
-    let tokens = tokens(cfg, &addr)?;
+    if !ip.is_loopback() && s.tokens.is_empty() {
+        bail!(
+            "refusing to bind {addr} without a configured token: anyone who can reach it \
+             could call every tool. Add `server.tokens` (e.g. `- {{name: ops, token: \
+             vault:api-token}}`) or bind 127.0.0.1"
+        );
+    }
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind {addr} (`server.bind`, `server.port`)"))
+}
+
+/// The shared state of the HTTP surfaces.
+pub fn state(
+    cfg: &LoadedConfig,
+    runtime: &Runtime,
+    addr: &SocketAddr,
+) -> anyhow::Result<Arc<HttpState>> {
+    let s = &cfg.config.server;
+    let mut tokens = tokens(cfg, addr)?;
+    for (name, secret, scope) in &runtime.internal_tokens {
+        tokens.push(Token::new(name, secret, scope.clone(), Access::Staff));
+    }
     let execute_key = s
         .execute_api_key
         .as_deref()
@@ -103,10 +117,7 @@ pub async fn start(
         .transpose()
         .map_err(|e| anyhow::anyhow!(e))?
         .map(|k| k.expose().to_owned());
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot bind {addr} (`server.bind`, `server.port`)"))?;
-    let state = Arc::new(HttpState {
+    Ok(Arc::new(HttpState {
         invoker: runtime.invoker.clone(),
         manager: (!runtime.manager.agent_ids().is_empty()).then(|| runtime.manager.clone()),
         default_agent: crate::runtime::default_agent(cfg).ok(),
@@ -125,6 +136,5 @@ pub async fn start(
         data_dir: cfg.data_dir.clone(),
         sessions: Some(runtime.store.clone()),
         started: Instant::now(),
-    });
-    Ok((listener, state))
+    }))
 }

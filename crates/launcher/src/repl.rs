@@ -35,7 +35,7 @@ pub(crate) fn run(
             return Exit::Failure;
         }
     };
-    let runtime = match rt.block_on(async { crate::runtime::build(cfg, registry) }) {
+    let runtime = match rt.block_on(async { crate::runtime::build(cfg, registry, None) }) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e:#}");

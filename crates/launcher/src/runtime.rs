@@ -23,6 +23,9 @@ pub struct Runtime {
     pub audit: Arc<JsonlAudit>,
     /// Agents that could not start, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// Per-boot tokens for CLI agents that reach our tools over MCP:
+    /// (principal name, secret, tool scope).
+    pub internal_tokens: Vec<(String, String, Option<Vec<String>>)>,
 }
 
 /// The agent's upper-case id as used in environment variable names.
@@ -88,6 +91,7 @@ pub fn build_agent(
     invoker: &Arc<Invoker>,
     vault: Option<&dyn strata_engine::secret::Vault>,
     overrides: &AgentOverrides,
+    mcp_config: Option<std::path::PathBuf>,
 ) -> Result<LlmAgent, String> {
     let (llm, path) = match &overrides.llm {
         Some(l) => (l.clone(), format!("skill llm for agent {id}")),
@@ -122,6 +126,7 @@ pub fn build_agent(
             .iter()
             .map(|t| t.spec().name.clone())
             .collect(),
+        mcp_config,
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
     Ok(LlmAgent::new(
@@ -136,8 +141,40 @@ pub fn build_agent(
     .with_sampling(llm.max_tokens, llm.temperature))
 }
 
-/// Builds the runtime. Agents that cannot start are listed in `skipped`.
-pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runtime> {
+/// Writes Claude Code's MCP config for agent `id` (0600): our endpoint, its own token.
+fn write_mcp_config(
+    cfg: &LoadedConfig,
+    id: &str,
+    url: &str,
+    token: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    let dir = cfg.data_dir.join("mcp");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{id}.json"));
+    let doc = serde_json::json!({"mcpServers": {strata_llm::claude_code::MCP_SERVER: {
+        "type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}
+    }}});
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).write(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&path)?;
+    f.write_all(serde_json::to_string_pretty(&doc)?.as_bytes())?;
+    Ok(path)
+}
+
+/// Builds the runtime. Agents that cannot start are listed in `skipped`. With `mcp_url`
+/// (the running server's `/mcp`), each Claude Code agent gets a per-boot token and an MCP
+/// config pointing there, so its tool calls share our Invoker, limits and audit.
+pub fn build(
+    cfg: &LoadedConfig,
+    registry: Arc<Registry>,
+    mcp_url: Option<&str>,
+) -> anyhow::Result<Runtime> {
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     let audit = Arc::new(JsonlAudit::open(
@@ -154,7 +191,23 @@ pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runt
     let invoker = Arc::new(Invoker::new(registry, env.clone(), audit.clone()));
     let mut agents = Vec::new();
     let mut skipped = Vec::new();
+    let mut internal_tokens = Vec::new();
     for (id, a) in &cfg.config.agents {
+        let is_cli = agent_llm(cfg, id, a).is_some_and(|(l, _)| l.provider == "claude-code");
+        let mcp_config = match (is_cli, mcp_url) {
+            (true, Some(url)) => {
+                let token = crate::http::generate_token()?;
+                let path = write_mcp_config(cfg, id, url, &token)?;
+                let scope = match ToolFilter::from_config(a.tools.as_ref()) {
+                    ToolFilter::All => None,
+                    ToolFilter::None => Some(Vec::new()),
+                    ToolFilter::List(l) => Some(l),
+                };
+                internal_tokens.push((format!("agent:{id}"), token, scope));
+                Some(path)
+            }
+            _ => None,
+        };
         match build_agent(
             cfg,
             id,
@@ -162,6 +215,7 @@ pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runt
             &invoker,
             env.vault.as_deref(),
             &AgentOverrides::default(),
+            mcp_config,
         ) {
             Ok(agent) => agents.push(Arc::new(agent) as Arc<dyn Agent>),
             Err(e) => skipped.push((id.clone(), e)),
@@ -174,6 +228,7 @@ pub fn build(cfg: &LoadedConfig, registry: Arc<Registry>) -> anyhow::Result<Runt
         store,
         audit,
         skipped,
+        internal_tokens,
     })
 }
 

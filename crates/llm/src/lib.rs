@@ -51,6 +51,9 @@ pub struct AgentContext {
     pub tools: strata_engine::runtime::ToolFilter,
     /// Names of every tool in the registry (CLI providers map the filter onto them).
     pub registry_tools: Vec<String>,
+    /// An MCP client config pointing at the engine's own MCP endpoint (Claude Code's
+    /// `--mcp-config`), when the engine serves one.
+    pub mcp_config: Option<std::path::PathBuf>,
 }
 
 impl AgentContext {
@@ -61,6 +64,7 @@ impl AgentContext {
             project_dir: std::path::PathBuf::from("."),
             tools: strata_engine::runtime::ToolFilter::None,
             registry_tools: Vec::new(),
+            mcp_config: None,
         }
     }
 }
@@ -205,7 +209,7 @@ pub fn build(
                     timeout: std::time::Duration::from_secs(cfg.timeout_secs.unwrap_or(600)),
                     allowed_tools: allowed,
                     disallowed_tools: disallowed,
-                    mcp_config: None,
+                    mcp_config: agent.mcp_config.clone(),
                     config_path: config_path.to_owned(),
                 },
             )))

@@ -48,6 +48,7 @@ impl Setup {
             project_dir: dir.path().join("project"),
             tools: ToolFilter::List(vec!["read_file".into()]),
             registry_tools: vec!["list_files".into(), "read_file".into()],
+            mcp_config: None,
         };
         let provider = strata_llm::build(&c, None, "agents.main.llm", &ctx).expect("provider");
         Setup { dir, provider }

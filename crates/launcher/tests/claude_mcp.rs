@@ -1,0 +1,161 @@
+//! A Claude Code agent under `strata serve`: its CLI gets `--mcp-config` pointing at our own
+//! MCP endpoint with a per-boot token scoped to the agent's tools.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+
+/// A minimal HTTP/1.1 client over std (the test needs no HTTP crate or curl).
+fn http(method: &str, url: &str, auth: &str, body: Option<&str>) -> Value {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .expect("url");
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {resp}"))
+}
+
+fn fake_claude() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../llm/tests/fixtures/fake-claude")
+}
+
+#[test]
+fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("config")).expect("mkdir");
+    let wrapper = d.join("claude");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexport FAKE_CLAUDE_LOG='{}'\nexec '{}' \"$@\"\n",
+            d.join("claude.log").display(),
+            fake_claude().display()
+        ),
+    )
+    .expect("wrapper");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::write(
+        d.join("config/agents.yaml"),
+        format!(
+            "agents:\n  main:\n    tools: [read_file]\n    llm: {{provider: claude-code, command: '{}', timeout_secs: 30}}\n",
+            wrapper.display()
+        ),
+    )
+    .expect("agents");
+    let mut child = Command::new(BIN)
+        .arg("--overlay")
+        .arg(d)
+        .args(["serve", "--set", "server.port=0"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut api, mut mcp) = (None, None);
+    let mut line = String::new();
+    while Instant::now() < deadline && mcp.is_none() {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(i) = line.find("control API on ") {
+            let rest = &line[i + "control API on ".len()..];
+            api = rest.split(',').next().map(|s| s.trim().to_owned());
+            mcp = rest
+                .split("MCP on ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .map(str::to_owned);
+        }
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
+    let (api, mcp) = (api.expect("api url"), mcp.expect("mcp url"));
+    let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
+
+    let bearer = format!("Bearer {}", token.trim());
+    let reply = http(
+        "POST",
+        &api.replace("/api", "/chat"),
+        &bearer,
+        Some(r#"{"message":"hello"}"#),
+    );
+    assert_eq!(reply["response"], "echo: hello", "{reply}");
+
+    let log = std::fs::read_to_string(d.join("claude.log")).expect("log");
+    let args = log.lines().find(|l| l.starts_with("ARGS:")).expect("args");
+    let cfg_path = args
+        .split("--mcp-config ")
+        .nth(1)
+        .expect("--mcp-config passed")
+        .split_whitespace()
+        .next()
+        .expect("path");
+    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(cfg_path).expect("config file"))
+        .expect("json");
+    let server = &cfg["mcpServers"]["strata"];
+    assert_eq!(server["url"], Value::String(mcp.clone()));
+    let auth = server["headers"]["Authorization"]
+        .as_str()
+        .expect("auth header")
+        .to_owned();
+    assert_ne!(auth, bearer, "the agent has its own token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(cfg_path)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // That token sees exactly the agent's tools, and calls are audited as the agent.
+    let tools = http("GET", &format!("{api}/tools"), &auth, None);
+    let names: Vec<&str> = tools["value"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("n"))
+        .collect();
+    assert_eq!(names, ["read_file"]);
+    let refused = http(
+        "POST",
+        &format!("{api}/invoke"),
+        &auth,
+        Some(r#"{"tool":"list_files"}"#),
+    );
+    assert_eq!(refused["code"], "forbidden");
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
