@@ -32,15 +32,28 @@ pub struct GlobalArgs {
     pub overrides: Vec<String>,
 }
 
+/// Acting on a running server instead of this binary.
+#[derive(Debug, Args, Clone)]
+pub struct RemoteArgs {
+    /// Base URL of a running Strata (e.g. `http://127.0.0.1:8770`).
+    #[arg(long, value_name = "URL", requires = "token")]
+    pub remote: Option<String>,
+    /// Its control token (or set STRATA_TOKEN).
+    #[arg(long, value_name = "T", env = "STRATA_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Starts the runtime and runs until SIGINT or SIGTERM.
     Serve,
-    /// Lists the tools linked into this binary.
+    /// Lists the tools linked into this binary (or a running server's, with --remote).
     Tools {
         /// Prints `{"tools": [ToolSpec…]}` with each tool's layer.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Shows one tool's spec and input schema.
     Inspect {
@@ -50,6 +63,19 @@ pub enum Command {
         /// Prints the spec as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Prints the most recent audit records (newest last), optionally following new ones.
+    Events {
+        /// How many (1..1000).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Keep printing records as they are written.
+        #[arg(long)]
+        follow: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Calls a tool through the invocation pipeline (audited like every call).
     Invoke {
@@ -65,6 +91,8 @@ pub enum Command {
         /// Prints the full InvocationResult as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Configuration.
     Config {

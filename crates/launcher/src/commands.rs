@@ -66,7 +66,63 @@ fn fail(err: &anyhow::Error) -> Exit {
     Exit::Failure
 }
 
+/// `--args` as a JSON object, or the usage error to print.
+fn parse_args_json(raw: &str) -> Result<Value, String> {
+    match serde_json::from_str(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(format!(
+            "--args must be a JSON object like '{{\"path\": \"x\"}}', got {}",
+            match other {
+                Value::Array(_) => "an array",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) => Err(format!("--args is not valid JSON: {e}")),
+    }
+}
+
+/// Commands aimed at a running server (`--remote`) need no local overlay.
+fn dispatch_remote(cli: &Cli) -> Option<Exit> {
+    let pick = |r: &crate::cli::RemoteArgs| match (&r.remote, &r.token) {
+        (Some(u), Some(t)) => Some((u.clone(), t.clone())),
+        _ => None,
+    };
+    match &cli.command {
+        Command::Tools { json, remote } => {
+            pick(remote).map(|(u, t)| crate::remote::tools(&u, &t, *json))
+        }
+        Command::Inspect { tool, remote, .. } => {
+            pick(remote).map(|(u, t)| crate::remote::inspect(&u, &t, tool))
+        }
+        Command::Events {
+            limit,
+            follow,
+            remote,
+        } => pick(remote).map(|(u, t)| crate::remote::events(&u, &t, *limit, *follow)),
+        Command::Invoke {
+            tool,
+            args,
+            request_id,
+            json,
+            remote,
+        } => pick(remote).map(|(u, t)| match parse_args_json(args) {
+            Ok(a) => crate::remote::invoke(&u, &t, tool, a, request_id.clone(), *json),
+            Err(e) => {
+                eprintln!("error: {e}");
+                Exit::Usage
+            }
+        }),
+        _ => None,
+    }
+}
+
 pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
+    if let Some(exit) = dispatch_remote(&cli) {
+        return exit;
+    }
     let quiet = !matches!(cli.command, Command::Serve);
     // CLI commands keep stdout for their output and stderr for warnings only.
     if quiet {
@@ -84,13 +140,15 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     };
     match cli.command {
         Command::Serve => serve(loaded).unwrap_or_else(|e| fail(&e)),
-        Command::Tools { json } => tools(&loaded, json),
-        Command::Inspect { tool, json } => inspect(&loaded, &tool, json),
+        Command::Tools { json, .. } => tools(&loaded, json),
+        Command::Inspect { tool, json, .. } => inspect(&loaded, &tool, json),
+        Command::Events { limit, follow, .. } => events(&loaded, limit, follow),
         Command::Invoke {
             tool,
             args,
             request_id,
             json,
+            ..
         } => invoke(loaded, &tool, &args, request_id, json),
         Command::Config {
             command: ConfigCommand::Show { origin, json },
@@ -359,23 +417,10 @@ fn audit_path(l: &Loaded) -> PathBuf {
 }
 
 fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, json: bool) -> Exit {
-    let args: Value = match serde_json::from_str(raw_args) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(other) => {
-            eprintln!(
-                "error: --args must be a JSON object like '{{\"path\": \"x\"}}', got {}",
-                match other {
-                    Value::Array(_) => "an array",
-                    Value::String(_) => "a string",
-                    Value::Number(_) => "a number",
-                    Value::Bool(_) => "a boolean",
-                    _ => "null",
-                }
-            );
-            return Exit::Usage;
-        }
+    let args = match parse_args_json(raw_args) {
+        Ok(a) => a,
         Err(e) => {
-            eprintln!("error: --args is not valid JSON: {e}");
+            eprintln!("error: {e}");
             return Exit::Usage;
         }
     };
@@ -415,6 +460,51 @@ fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, jso
             eprintln!("hint: `strata tools` lists the tools of this binary");
         }
         code
+    }
+}
+
+fn events(l: &Loaded, limit: usize, follow: bool) -> Exit {
+    if !(1..=1000).contains(&limit) {
+        eprintln!("error: --limit must be from 1 to 1000");
+        return Exit::Usage;
+    }
+    let path = audit_path(l);
+    let records = match strata_engine::audit::tail(&path, limit) {
+        Ok(r) => r,
+        Err(e) => return fail(&anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    };
+    for r in &records {
+        println!("{r}");
+    }
+    if !follow {
+        return Exit::Ok;
+    }
+    // Follow: print lines appended after what was shown (rotation-safe: restart on shrink).
+    let mut pos = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if len < pos {
+            pos = 0;
+        }
+        if len > pos {
+            use std::io::{Read, Seek, SeekFrom};
+            if let Ok(mut f) = std::fs::File::open(&path) {
+                let mut buf = String::new();
+                if f.seek(SeekFrom::Start(pos)).is_ok() && f.read_to_string(&mut buf).is_ok() {
+                    // Print whole lines only; a partial last line waits for the next round.
+                    let complete = buf.rfind('\n').map_or(0, |i| i + 1);
+                    let mut out = std::io::stdout().lock();
+                    if write!(out, "{}", &buf[..complete])
+                        .and_then(|()| out.flush())
+                        .is_err()
+                    {
+                        return Exit::Ok; // the reader went away
+                    }
+                    pos += complete as u64;
+                }
+            }
+        }
     }
 }
 

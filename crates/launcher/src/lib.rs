@@ -17,6 +17,7 @@
 mod cli;
 mod commands;
 mod http;
+mod remote;
 mod repl;
 pub mod runtime;
 pub mod skills_cmd;

@@ -1,0 +1,215 @@
+//! CLI parity: `tools`, `inspect`, `invoke`, `events` with `--remote` against a running
+//! server give the local commands' output and exit codes; `events` locally.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_strata");
+
+struct Served {
+    dir: tempfile::TempDir,
+    child: Child,
+    url: String,
+    token: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve() -> Served {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(dir.path().join("knowledgebase")).expect("mkdir");
+    std::fs::write(dir.path().join("knowledgebase/a.md"), "alpha").expect("w");
+    let mut child = Command::new(BIN)
+        .arg("--overlay")
+        .arg(dir.path())
+        .args(["serve", "--set", "server.port=0"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut url = None;
+    let mut line = String::new();
+    while Instant::now() < deadline && url.is_none() {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(i) = line.find("control API on http://") {
+            url = line[i + "control API on ".len()..]
+                .split("/api")
+                .next()
+                .map(str::to_owned);
+        }
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
+    let token = std::fs::read_to_string(dir.path().join("data/api-token"))
+        .expect("token")
+        .trim()
+        .to_owned();
+    Served {
+        dir,
+        child,
+        url: url.expect("url"),
+        token,
+    }
+}
+
+fn remote(s: &Served, args: &[&str]) -> Output {
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend(["--remote", &s.url, "--token", &s.token]);
+    // No --overlay: remote commands need no local overlay.
+    Command::new(BIN)
+        .current_dir("/")
+        .args(&full)
+        .env_remove("STRATA_OVERLAY")
+        .output()
+        .expect("run")
+}
+
+#[test]
+fn remote_commands_match_local_contracts() {
+    let s = serve();
+    let o = remote(&s, &["tools", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["tools"].as_array().expect("tools").len(), 2);
+
+    let o = remote(&s, &["inspect", "--tool", "read_file"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["layer"], "core");
+    assert_eq!(
+        remote(&s, &["inspect", "--tool", "nope"]).status.code(),
+        Some(2)
+    );
+
+    let o = remote(
+        &s,
+        &[
+            "invoke",
+            "--tool",
+            "read_file",
+            "--args",
+            r#"{"path":"knowledgebase/a.md"}"#,
+            "--json",
+            "--request-id",
+            "rr-1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let mut keys: Vec<&str> = v
+        .as_object()
+        .expect("obj")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "elapsed_ms",
+            "error",
+            "ok",
+            "request_id",
+            "status",
+            "tool",
+            "value"
+        ]
+    );
+    assert_eq!(v["value"]["content"], "alpha");
+    assert_eq!(
+        remote(&s, &["invoke", "--tool", "nope"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        remote(&s, &["invoke", "--tool", "read_file", "--args", "[1]"])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let o = remote(&s, &["events", "--limit", "5"]);
+    assert_eq!(o.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert!(lines.iter().any(|e| e["request_id"] == "rr-1"), "{lines:?}");
+
+    // A wrong token: a readable error and exit 1.
+    let o = Command::new(BIN)
+        .args(["tools", "--remote", &s.url, "--token", "wrong"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unauthorized (401)"));
+
+    // The same events, read locally from the audit file.
+    let o = Command::new(BIN)
+        .arg("--overlay")
+        .arg(s.dir.path())
+        .args(["events", "--limit", "2"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0));
+    let local: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(local.len(), 2);
+    assert_eq!(
+        (
+            local[0]["request_id"].as_str(),
+            local[0]["principal"].as_str()
+        ),
+        (Some("rr-1"), Some("token:operator"))
+    );
+    assert_eq!(local[1]["status"], "unknown_tool");
+}
+
+#[test]
+fn events_follow_prints_new_records() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut child = Command::new(BIN)
+        .arg("--overlay")
+        .arg(dir.path())
+        .args(["events", "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("follow");
+    std::thread::sleep(Duration::from_millis(300));
+    let o = Command::new(BIN)
+        .arg("--overlay")
+        .arg(dir.path())
+        .args(["invoke", "--tool", "nope", "--request-id", "followed"])
+        .output()
+        .expect("invoke");
+    assert_eq!(o.status.code(), Some(1));
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("a line");
+    let v: Value = serde_json::from_str(&line).expect("json");
+    assert_eq!(v["request_id"], "followed");
+    let _ = child.kill();
+    let _ = child.wait();
+}
