@@ -704,8 +704,10 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
                 }
             }
         });
+        // Handlers first, then the announcement: a SIGTERM right after it must be caught.
+        let signal = shutdown_signal();
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
-        shutdown_signal().await;
+        signal.await;
         tracing::info!("shutting down; finishing in-flight requests");
         let _ = stop_tx.send(true);
         if tokio::time::timeout(std::time::Duration::from_secs(30), http)
@@ -721,25 +723,34 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-async fn shutdown_signal() {
+/// Installs SIGINT/SIGTERM handlers now and returns a future that resolves on either.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C still works");
-                let _ = tokio::signal::ctrl_c().await;
+                (t, i) => {
+                    if let Err(e) = t.and(i) {
+                        tracing::warn!(error = %e, "cannot listen for signals; Ctrl-C only");
+                    }
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
