@@ -4,6 +4,7 @@
 
 mod agent;
 mod invoke;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -94,7 +95,7 @@ fn main() -> std::process::ExitCode {
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let all = ["invoke", "agent"];
+    let all = ["invoke", "agent", "serve"];
     for name in &wanted {
         if !all.contains(name) {
             eprintln!("unknown bench `{name}`; known: {}", all.join(", "));
@@ -108,6 +109,7 @@ fn main() -> std::process::ExitCode {
         let report = match name {
             "invoke" => invoke::run(quick),
             "agent" => agent::run(quick),
+            "serve" => serve::run(quick),
             _ => unreachable!("checked above"),
         };
         match report {

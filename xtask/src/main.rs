@@ -91,10 +91,23 @@ fn ci() -> Result<(), String> {
 }
 
 fn bench(extra: &[String]) -> Result<(), String> {
+    // The serve bench runs the real `strata` binary, built in release mode first.
+    let mut b = cargo();
+    b.args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "strata-launcher",
+        "--bin",
+        "strata",
+    ]);
+    run(b)?;
     let mut c = cargo();
     c.args(["run", "--release", "--quiet", "-p", "strata-bench", "--"])
         .args(extra)
-        .env("STRATA_BENCH_OUT", root().join("target/bench"));
+        .env("STRATA_BENCH_OUT", root().join("target/bench"))
+        .env("STRATA_BENCH_BIN", root().join("target/release/strata"));
     run(c)
 }
 

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod mcp;
+pub mod mcp_client;
 mod openapi;
 
 use std::path::PathBuf;

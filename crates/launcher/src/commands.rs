@@ -678,6 +678,18 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
     tracing::info!(skills = skills.snapshot().len(), "skills loaded");
     let _watcher = crate::skills_cmd::watch(skills.clone());
+    let mcp_clients = rt.block_on(strata_http::mcp_client::start(
+        &c.config.mcp.servers,
+        l.registry.clone(),
+        None,
+    ));
+    if !c.config.mcp.servers.is_empty() {
+        tracing::info!(
+            servers = c.config.mcp.servers.len(),
+            tools = l.registry.len(),
+            "MCP servers started"
+        );
+    }
     let http_state = crate::http::state(c, &runtime, &local)?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
     let manager = runtime.manager.clone();
@@ -718,6 +730,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         }
         pruner.abort();
     });
+    drop(mcp_clients);
     runtime.audit.close();
     tracing::info!("stopped");
     Ok(Exit::Ok)

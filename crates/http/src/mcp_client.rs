@@ -1,0 +1,279 @@
+//! The MCP client: external servers from `config/mcp.yaml`, their tools registered as
+//! `<server>__<tool>` and called through the same Invoker as every other tool.
+//!
+//! Each server has a supervisor task: connect (a child process over stdio, or streamable
+//! HTTP), list its tools, register the new ones, then wait; when the connection ends it
+//! reconnects with exponential backoff (1 s doubling to 60 s). Meanwhile its tools answer with
+//! an `error` saying the server is restarting. Child processes get a cleared environment plus
+//! the configured variables (`vault:`/`env:` references resolved).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{Peer, RoleClient};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::Value;
+use strata_engine::config::{McpServerConfig, McpTransport};
+use strata_engine::secret::{Vault, resolve_ref};
+use strata_engine::{
+    Capability, Registry, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+
+/// Separator between server and tool names.
+pub const SEP: &str = "__";
+
+type Slot = Arc<RwLock<Option<Peer<RoleClient>>>>;
+
+/// A tool of an external MCP server.
+struct RemoteTool {
+    spec: ToolSpec,
+    server: String,
+    remote_name: String,
+    peer: Slot,
+}
+
+#[async_trait]
+impl Tool for RemoteTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(peer) = peer else {
+            return Err(ToolError::failed(format!(
+                "MCP server `{}` is not connected (restarting); try again shortly",
+                self.server
+            )));
+        };
+        let mut params = CallToolRequestParams::new(self.remote_name.clone());
+        if let Value::Object(m) = args {
+            params = params.with_arguments(m);
+        }
+        let result = peer
+            .call_tool(params)
+            .await
+            .map_err(|e| ToolError::failed(format!("MCP server `{}`: {e}", self.server)))?;
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if result.is_error == Some(true) {
+            return Err(ToolError::failed(if text.is_empty() {
+                format!("MCP server `{}` reported an error", self.server)
+            } else {
+                text
+            }));
+        }
+        Ok(ToolOutput(match result.structured_content {
+            Some(v) if text.is_empty() => v,
+            _ => Value::String(text),
+        }))
+    }
+}
+
+/// The running clients (dropping it stops the supervisors).
+pub struct McpClients {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    slots: HashMap<String, Slot>,
+}
+
+impl McpClients {
+    /// Whether server `name` is connected now.
+    pub fn connected(&self, name: &str) -> bool {
+        self.slots
+            .get(name)
+            .is_some_and(|s| s.read().unwrap_or_else(|p| p.into_inner()).is_some())
+    }
+}
+
+impl Drop for McpClients {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Resolves `vault:`/`env:` references in a map of values.
+fn resolve_map(
+    map: &std::collections::BTreeMap<String, String>,
+    vault: Option<&dyn Vault>,
+    path: &str,
+) -> Result<Vec<(String, String)>, String> {
+    map.iter()
+        .map(|(k, v)| {
+            resolve_ref(v, vault, &format!("{path}.{k}"))
+                .map(|s| (k.clone(), s.expose().to_owned()))
+        })
+        .collect()
+}
+
+async fn connect(
+    name: &str,
+    cfg: &McpServerConfig,
+    env: &[(String, String)],
+    headers: &[(String, String)],
+) -> Result<rmcp::service::RunningService<RoleClient, ()>, String> {
+    match cfg.transport {
+        McpTransport::Stdio => {
+            let command = cfg
+                .command
+                .as_deref()
+                .ok_or_else(|| format!("`mcp.servers.{name}.command` is required for stdio"))?;
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(&cfg.args).env_clear();
+            for k in ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER"] {
+                if let Ok(v) = std::env::var(k) {
+                    cmd.env(k, v);
+                }
+            }
+            cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let transport = TokioChildProcess::new(cmd)
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            ().serve(transport).await.map_err(|e| e.to_string())
+        }
+        McpTransport::Http => {
+            let url = cfg
+                .url
+                .as_deref()
+                .ok_or_else(|| format!("`mcp.servers.{name}.url` is required for http"))?;
+            let mut hmap = HashMap::new();
+            for (k, v) in headers {
+                let hk = k
+                    .parse::<axum::http::HeaderName>()
+                    .map_err(|e| format!("header `{k}`: {e}"))?;
+                let hv = v
+                    .parse::<axum::http::HeaderValue>()
+                    .map_err(|e| format!("header `{k}`: {e}"))?;
+                hmap.insert(hk, hv);
+            }
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(hmap),
+            );
+            ().serve(transport).await.map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Starts a supervisor per configured server and returns once every server has had its
+/// first connection attempt (so their tools are registered before the caller goes on).
+pub async fn start(
+    servers: &std::collections::BTreeMap<String, McpServerConfig>,
+    registry: Arc<Registry>,
+    vault: Option<Arc<dyn Vault>>,
+) -> McpClients {
+    let mut tasks = Vec::new();
+    let mut slots = HashMap::new();
+    let mut first = Vec::new();
+    for (name, cfg) in servers {
+        let slot: Slot = Arc::new(RwLock::new(None));
+        slots.insert(name.clone(), slot.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        first.push(rx);
+        let (name, cfg, registry, vault) =
+            (name.clone(), cfg.clone(), registry.clone(), vault.clone());
+        tasks.push(tokio::spawn(async move {
+            supervise(name, cfg, registry, vault, slot, tx).await;
+        }));
+    }
+    for rx in first {
+        let _ = tokio::time::timeout(Duration::from_secs(30), rx).await;
+    }
+    McpClients { tasks, slots }
+}
+
+async fn supervise(
+    name: String,
+    cfg: McpServerConfig,
+    registry: Arc<Registry>,
+    vault: Option<Arc<dyn Vault>>,
+    slot: Slot,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut backoff = Duration::from_secs(1);
+    let env = resolve_map(
+        &cfg.env,
+        vault.as_deref(),
+        &format!("mcp.servers.{name}.env"),
+    );
+    let headers = resolve_map(
+        &cfg.headers,
+        vault.as_deref(),
+        &format!("mcp.servers.{name}.headers"),
+    );
+    let (env, headers) = match (env, headers) {
+        (Ok(e), Ok(h)) => (e, h),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(server = %name, error = %e, "MCP server not started");
+            if let Some(tx) = first.take() {
+                let _ = tx.send(());
+            }
+            return;
+        }
+    };
+    loop {
+        match connect(&name, &cfg, &env, &headers).await {
+            Ok(service) => {
+                let peer = service.peer().clone();
+                match peer.list_all_tools().await {
+                    Ok(tools) => {
+                        for t in tools {
+                            let full = format!("{name}{SEP}{}", t.name);
+                            if registry.get(&full).is_some() {
+                                continue;
+                            }
+                            let mut spec = ToolSpec::new(
+                                full,
+                                t.description.as_deref().unwrap_or("").to_owned(),
+                                Value::Object((*t.input_schema).clone()),
+                            );
+                            // Unknown code on another host: assume it reaches out and treat
+                            // what it returns as untrusted content.
+                            spec.capabilities = vec![Capability::Network];
+                            spec.side_effects = SideEffects::External;
+                            spec.web_facing = true;
+                            let tool = RemoteTool {
+                                spec,
+                                server: name.clone(),
+                                remote_name: t.name.to_string(),
+                                peer: slot.clone(),
+                            };
+                            if let Err(e) = registry.register_tool(Arc::new(tool)) {
+                                tracing::warn!(server = %name, error = %e, "MCP tool not registered");
+                            }
+                        }
+                        *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+                        backoff = Duration::from_secs(1);
+                        tracing::info!(server = %name, "MCP server connected");
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %name, error = %e, "listing MCP tools failed")
+                    }
+                }
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+                let _ = service.waiting().await;
+                *slot.write().unwrap_or_else(|p| p.into_inner()) = None;
+                tracing::warn!(server = %name, "MCP server disconnected; restarting");
+            }
+            Err(e) => {
+                tracing::warn!(server = %name, error = %e, retry_in_s = backoff.as_secs(), "MCP server unavailable");
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,150 @@
+//! The MCP client against an external server written with the official Python SDK: tools
+//! registered as `<server>__<tool>`, called through the Invoker (and by an agent), restarted
+//! after the server dies.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use strata_engine::agent::{Agent, Message, TurnContext};
+use strata_engine::audit::NoAudit;
+use strata_engine::config::{Config, LlmConfig, McpServerConfig, McpTransport};
+use strata_engine::runtime::{LlmAgent, ToolFilter};
+use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_test_support::{FakeServer, openai};
+
+fn python_mcp_available() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.server.mcpserver"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the Python MCP SDK: pip install mcp"
+        );
+        eprintln!("SKIPPED: python3 -m pip install mcp to run the MCP client tests");
+    }
+    ok
+}
+
+fn server_config() -> McpServerConfig {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    McpServerConfig {
+        transport: McpTransport::Stdio,
+        command: Some("python3".into()),
+        args: vec![script.display().to_string()],
+        env: Default::default(),
+        url: None,
+        headers: Default::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_tools_are_registered_called_and_restarted() {
+    if !python_mcp_available() {
+        return;
+    }
+    let registry = Arc::new(Registry::empty());
+    let servers = [("weather".to_owned(), server_config())]
+        .into_iter()
+        .collect();
+    let clients = strata_http::mcp_client::start(&servers, registry.clone(), None).await;
+    assert!(clients.connected("weather"));
+    let spec = registry
+        .get("weather__forecast")
+        .expect("registered")
+        .spec()
+        .clone();
+    assert_eq!(spec.description, "Forecast for a city (fake).");
+    assert!(spec.web_facing, "external output is untrusted content");
+    assert_eq!(
+        registry
+            .get("weather__forecast")
+            .expect("t")
+            .layer
+            .to_string(),
+        "runtime"
+    );
+
+    let d = std::env::temp_dir();
+    let env = Arc::new(RuntimeEnv::new(Config::default(), d.clone(), d));
+    let inv = Arc::new(Invoker::new(
+        registry.clone(),
+        env.clone(),
+        Arc::new(NoAudit),
+    ));
+    let call = |args| Invocation::new("weather__forecast", args, Principal::Operator);
+    let r = inv.invoke(call(json!({"city": "Oslo", "days": 2}))).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.value, json!("Oslo: sunny for 2 day(s)"));
+    let r = inv.invoke(call(json!({"city": 5}))).await;
+    assert_eq!(
+        r.status,
+        Status::ValidationError,
+        "checked against the server's schema first"
+    );
+
+    // An agent calls the external tool like any other.
+    let fake = FakeServer::start().await.expect("fake");
+    fake.script([
+        openai::tool_calls(&[("c1", "weather__forecast", json!({"city": "Lima"}))]),
+        openai::text("Lima is sunny."),
+    ]);
+    let mut llm = LlmConfig::new("openai");
+    llm.base_url = Some(format!("{}/v1", fake.url));
+    llm.api_key = Some("k".into());
+    let provider =
+        strata_llm::build(&llm, None, "x", &strata_llm::AgentContext::bare("main")).expect("p");
+    let agent = LlmAgent::new("main", "Weather bot.", provider, "m", inv.clone())
+        .with_tools(ToolFilter::List(vec!["weather__*".into()]));
+    let reply = agent
+        .handle(
+            TurnContext::new("main", "s", "c", Principal::Operator, env),
+            Message::text("Lima?"),
+        )
+        .await
+        .expect("turn");
+    assert_eq!(reply.text, "Lima is sunny.");
+    let msgs = fake.requests()[1].body["messages"].clone();
+    assert_eq!(
+        msgs.as_array().expect("m").last().expect("tool")["content"],
+        "Lima: sunny for 1 day(s)"
+    );
+
+    // The server dies; its tools say so; the supervisor brings it back.
+    let r = inv
+        .invoke(Invocation::new(
+            "weather__crash",
+            json!({}),
+            Principal::Operator,
+        ))
+        .await;
+    assert_eq!(r.value, json!("bye"));
+    // Phase 1: the process exits; calls fail with a message naming the server.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let failure = loop {
+        let r = inv.invoke(call(json!({"city": "Quito"}))).await;
+        if r.status != Status::Ok {
+            break r.error.unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "the server never went away");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(failure.contains("MCP server `weather`"), "{failure}");
+    // Phase 2: the supervisor restarts it.
+    loop {
+        let r = inv.invoke(call(json!({"city": "Quito"}))).await;
+        if r.status == Status::Ok {
+            assert_eq!(r.value, json!("Quito: sunny for 1 day(s)"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "server never came back: {r:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(clients.connected("weather"));
+    drop(clients);
+}
