@@ -188,7 +188,7 @@ fn tools_json_lists_specs_with_layers() {
         .collect();
     assert_eq!(
         names,
-        ["list_files", "read_file"],
+        ["current_time", "list_files", "read_file"],
         "sorted, core only in this binary"
     );
     for t in tools {
@@ -392,4 +392,25 @@ fn serve_runs_until_sigterm_and_stops_cleanly() {
     );
     let exit = child.wait().expect("wait");
     assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn serve_refuses_a_public_bind_without_a_token() {
+    let ov = Overlay::new();
+    let o = ov.run(
+        &[
+            "serve",
+            "--set",
+            "server.bind=0.0.0.0",
+            "--set",
+            "server.port=0",
+        ],
+        &[],
+    );
+    assert_eq!(code(&o), 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains("refusing to bind 0.0.0.0") && e.contains("server.tokens"),
+        "{e}"
+    );
 }

@@ -91,7 +91,7 @@ fn remote_commands_match_local_contracts() {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["tools"].as_array().expect("tools").len(), 2);
+    assert_eq!(v["tools"].as_array().expect("tools").len(), 3);
 
     let o = remote(&s, &["inspect", "--tool", "read_file"]);
     assert_eq!(o.status.code(), Some(0));
