@@ -1,10 +1,9 @@
 //! A Claude Code agent under `strata serve`: its CLI gets `--mcp-config` pointing at our own
 //! MCP endpoint with a per-boot token scoped to the agent's tools.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -67,37 +66,8 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
         ),
     )
     .expect("agents");
-    let mut child = Command::new(BIN)
-        .arg("--overlay")
-        .arg(d)
-        .args(["serve", "--set", "server.port=0"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (mut api, mut mcp) = (None, None);
-    let mut line = String::new();
-    while Instant::now() < deadline && mcp.is_none() {
-        line.clear();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(i) = line.find("control API on ") {
-            let rest = &line[i + "control API on ".len()..];
-            api = rest.split(',').next().map(|s| s.trim().to_owned());
-            mcp = rest
-                .split("MCP on ")
-                .nth(1)
-                .and_then(|s| s.split_whitespace().next())
-                .map(str::to_owned);
-        }
-    }
-    std::thread::spawn(move || for _ in err.lines() {});
-    let (api, mcp) = (api.expect("api url"), mcp.expect("mcp url"));
+    let served = common::serve(BIN, d);
+    let (api, mcp) = (format!("{}/api", served.base), served.mcp.clone());
     let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
 
     let bearer = format!("Bearer {}", token.trim());
@@ -154,8 +124,5 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
     );
     assert_eq!(refused["code"], "forbidden");
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    drop(served);
 }

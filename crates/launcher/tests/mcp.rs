@@ -1,10 +1,10 @@
 //! Our MCP server driven by the official Python MCP client (`pip install mcp`), over stdio
 //! (`strata mcp serve --stdio`) and over streamable HTTP (`strata serve`, `/mcp`).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -133,35 +133,8 @@ fn python_client_over_streamable_http_with_the_same_tokens() {
         return;
     }
     let ov = overlay();
-    let mut child = Command::new(BIN)
-        .arg("--overlay")
-        .arg(ov.path())
-        .args(["serve", "--set", "server.port=0"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut url = None;
-    let mut line = String::new();
-    while Instant::now() < deadline && url.is_none() {
-        line.clear();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(i) = line.find("MCP on http://") {
-            url = line[i + "MCP on ".len()..]
-                .split_whitespace()
-                .next()
-                .map(str::to_owned);
-        }
-    }
-    let url = url.expect("serve announced its MCP endpoint");
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in err.lines() {});
+    let served = common::serve(BIN, ov.path());
+    let url = served.mcp.clone();
     let token = std::fs::read_to_string(ov.path().join("data/api-token")).expect("per-boot token");
 
     let report = run_client(&["http", &url, token.trim()]);
@@ -180,8 +153,5 @@ fn python_client_over_streamable_http_with_the_same_tokens() {
         .expect("python3");
     assert!(!out.status.success());
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    drop(served);
 }

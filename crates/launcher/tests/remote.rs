@@ -1,9 +1,11 @@
 //! CLI parity: `tools`, `inspect`, `invoke`, `events` with `--remote` against a running
 //! server give the local commands' output and exit codes; `events` locally.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -11,59 +13,25 @@ const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
 struct Served {
     dir: tempfile::TempDir,
-    child: Child,
+    server: common::Served,
     url: String,
     token: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
 }
 
 fn serve() -> Served {
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::create_dir_all(dir.path().join("knowledgebase")).expect("mkdir");
     std::fs::write(dir.path().join("knowledgebase/a.md"), "alpha").expect("w");
-    let mut child = Command::new(BIN)
-        .arg("--overlay")
-        .arg(dir.path())
-        .args(["serve", "--set", "server.port=0"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut url = None;
-    let mut line = String::new();
-    while Instant::now() < deadline && url.is_none() {
-        line.clear();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(i) = line.find("control API on http://") {
-            url = line[i + "control API on ".len()..]
-                .split("/api")
-                .next()
-                .map(str::to_owned);
-        }
-    }
-    std::thread::spawn(move || for _ in err.lines() {});
+    let server = common::serve(BIN, dir.path());
     let token = std::fs::read_to_string(dir.path().join("data/api-token"))
         .expect("token")
         .trim()
         .to_owned();
+    let url = server.base.clone();
     Served {
         dir,
-        child,
-        url: url.expect("url"),
+        server,
+        url,
         token,
     }
 }
@@ -83,6 +51,7 @@ fn remote(s: &Served, args: &[&str]) -> Output {
 #[test]
 fn remote_commands_match_local_contracts() {
     let s = serve();
+    let _alive = &s.server;
     let o = remote(&s, &["tools", "--json"]);
     assert_eq!(
         o.status.code(),
