@@ -6,7 +6,7 @@
 //! CLI run (`strata invoke`) never loses its record.
 
 use std::fs::OpenOptions;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::mpsc::{SyncSender, sync_channel};
@@ -79,7 +79,7 @@ impl JsonlAudit {
             std::fs::create_dir_all(parent).map_err(err)?;
         }
         let mut opts = OpenOptions::new();
-        opts.create(true).append(true);
+        opts.create(true).append(true).read(true);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
@@ -91,17 +91,12 @@ impl JsonlAudit {
         let writer = std::thread::Builder::new()
             .name("strata-audit".into())
             .spawn(move || {
-                let mut out = BufWriter::with_capacity(64 * 1024, file);
-                while let Ok(line) = rx.recv() {
-                    let mut res = out.write_all(&line);
-                    // Batch whatever else is already queued, then flush once.
-                    while res.is_ok() {
-                        match rx.try_recv() {
-                            Ok(more) => res = out.write_all(&more),
-                            Err(_) => break,
-                        }
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    while let Ok(more) = rx.try_recv() {
+                        batch.push(more);
                     }
-                    if let Err(e) = res.and_then(|()| out.flush()) {
+                    if let Err(e) = append_chained(&file, &batch) {
                         tracing::error!(path = %shown, error = %e, "audit log write failed");
                     }
                 }
@@ -189,6 +184,137 @@ pub fn tail(path: &Path, n: usize) -> std::io::Result<Vec<Value>> {
         }
         chunk = chunk.saturating_mul(4);
     }
+}
+
+/// The chain's first `prev_hash`.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `sha256(prev_hash ‖ body)` in hex, where `body` is the record's JSON without the chain
+/// fields.
+pub fn chain_hash(prev: &str, body: &[u8]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(body);
+    hex(&h.finalize())
+}
+
+/// The suffix every chained line ends with: `,"prev_hash":"<64 hex>","hash":"<64 hex>"}`.
+const SUFFIX_LEN: usize = r#","prev_hash":"","hash":""}"#.len() + 128;
+
+/// Splits a chained line into (body, prev_hash, hash); `None` if it carries no chain fields.
+fn split_chained(line: &str) -> Option<(String, &str, &str)> {
+    if line.len() < SUFFIX_LEN + 2 || !line.is_char_boundary(line.len() - SUFFIX_LEN) {
+        return None;
+    }
+    let (head, suffix) = line.split_at(line.len() - SUFFIX_LEN);
+    let prev = suffix.strip_prefix(r#","prev_hash":""#)?.get(..64)?;
+    let hash = suffix
+        .get(r#","prev_hash":""#.len() + 64 + r#"","hash":""#.len()..)?
+        .get(..64)?;
+    if !suffix.ends_with("\"}") {
+        return None;
+    }
+    Some((format!("{head}}}"), prev, hash))
+}
+
+/// The hash of the last chained line of `file` (GENESIS for an empty or unchained file).
+fn last_hash(file: &std::fs::File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut want = 4096u64;
+    loop {
+        let start = len.saturating_sub(want);
+        let mut buf = vec![0u8; (len - start) as usize];
+        file.read_exact_at(&mut buf, start)?;
+        let text = String::from_utf8_lossy(&buf);
+        let mut lines = text.lines().rev().filter(|l| !l.trim().is_empty());
+        match lines.next() {
+            None if start == 0 => return Ok(GENESIS.to_owned()),
+            Some(l) if start == 0 || text[..text.len() - l.len()].contains('\n') => {
+                return Ok(
+                    split_chained(l).map_or_else(|| GENESIS.to_owned(), |(_, _, h)| h.to_owned())
+                );
+            }
+            _ => want = want.saturating_mul(4),
+        }
+        if want > len.saturating_mul(4) + 4096 {
+            return Ok(GENESIS.to_owned());
+        }
+    }
+}
+
+/// Appends records (JSON objects without chain fields) under an exclusive file lock, each
+/// chained to the line before it — also when several processes share the file.
+fn append_chained(file: &std::fs::File, bodies: &[Vec<u8>]) -> std::io::Result<()> {
+    use rustix::fs::{FlockOperation, flock};
+    flock(file, FlockOperation::LockExclusive)?;
+    let result = (|| {
+        let mut prev = last_hash(file)?;
+        let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + SUFFIX_LEN + 1).sum());
+        for body in bodies {
+            let body = body.strip_suffix(b"\n").unwrap_or(body);
+            let hash = chain_hash(&prev, body);
+            let open = body.strip_suffix(b"}").unwrap_or(body);
+            out.extend_from_slice(open);
+            out.extend_from_slice(format!(r#","prev_hash":"{prev}","hash":"{hash}"}}"#).as_bytes());
+            out.push(b'\n');
+            prev = hash;
+        }
+        let mut w = file;
+        w.write_all(&out)?;
+        w.flush()
+    })();
+    let _ = flock(file, FlockOperation::Unlock);
+    result
+}
+
+/// Where a chain breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokenLink {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Checks the hash chain of an audit file; `Ok(records)` when intact.
+pub fn verify(path: &Path) -> std::io::Result<Result<usize, BrokenLink>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut prev = GENESIS.to_owned();
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((body, p, h)) = split_chained(line) else {
+            return Ok(Err(BrokenLink {
+                line: i + 1,
+                reason: "no prev_hash/hash fields".into(),
+            }));
+        };
+        if p != prev {
+            return Ok(Err(BrokenLink {
+                line: i + 1,
+                reason:
+                    "prev_hash does not match the line before (a line was removed or reordered)"
+                        .into(),
+            }));
+        }
+        if chain_hash(p, body.as_bytes()) != h {
+            return Ok(Err(BrokenLink {
+                line: i + 1,
+                reason: "hash does not match the content (the line was edited)".into(),
+            }));
+        }
+        prev = h.to_owned();
+        n += 1;
+    }
+    Ok(Ok(n))
 }
 
 /// Discards records (benchmarks of the bare pipeline, embedders with their own audit).
@@ -297,6 +423,62 @@ mod tests {
                 "token": null
             })
         );
+    }
+
+    fn rec(i: usize) -> AuditRecord {
+        AuditRecord {
+            ts: now_rfc3339(),
+            request_id: format!("r{i}"),
+            tool: "t".into(),
+            layer: None,
+            principal: "operator".into(),
+            agent_id: None,
+            session_id: None,
+            status: "ok".into(),
+            elapsed_ms: 0.5,
+            args: json!({"i": i}),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_chain_verifies_and_detects_edits_and_deletions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        // Two writers (as `serve` and a CLI `invoke` would be) share one chain.
+        let a = JsonlAudit::open(&path).expect("open a");
+        let b = JsonlAudit::open(&path).expect("open b");
+        for i in 0..50 {
+            a.record(&rec(i));
+            b.record(&rec(100 + i));
+        }
+        a.close();
+        b.close();
+        assert_eq!(verify(&path).expect("read"), Ok(100));
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        let first: Value = serde_json::from_str(lines[0]).expect("json");
+        assert_eq!(first["prev_hash"], GENESIS);
+
+        let edited = text.replacen(r#""status":"ok""#, r#""status":"error""#, 1);
+        std::fs::write(&path, &edited).expect("write");
+        let broken = verify(&path).expect("read").expect_err("edit detected");
+        assert_eq!(broken.line, 1);
+        assert!(broken.reason.contains("edited"));
+
+        let mut deleted: Vec<&str> = lines.clone();
+        deleted.remove(10);
+        std::fs::write(&path, deleted.join("\n") + "\n").expect("write");
+        let broken = verify(&path).expect("read").expect_err("deletion detected");
+        assert_eq!(broken.line, 11);
+        assert!(broken.reason.contains("removed"));
+
+        // Reopening continues the chain.
+        std::fs::write(&path, text).expect("restore");
+        let c = JsonlAudit::open(&path).expect("reopen");
+        c.record(&rec(999));
+        c.close();
+        assert_eq!(verify(&path).expect("read"), Ok(101));
     }
 
     #[test]

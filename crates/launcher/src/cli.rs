@@ -115,6 +115,11 @@ pub enum Command {
         #[arg(long, value_name = "ID", default_value = "repl")]
         session: String,
     },
+    /// The audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// The MCP server over this binary's tools.
     Mcp {
         #[command(subcommand)]
@@ -175,5 +180,15 @@ pub enum McpCommand {
         /// Speak MCP on stdin/stdout (the only transport of this command).
         #[arg(long)]
         stdio: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Checks the log's hash chain and reports the first broken link.
+    Verify {
+        /// The log to check (default: the configured audit log in the data dir).
+        #[arg(long, value_name = "PATH")]
+        file: Option<std::path::PathBuf>,
     },
 }

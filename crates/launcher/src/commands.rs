@@ -11,7 +11,7 @@ use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{LoadOptions, LoadedConfig};
 use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
 
-use crate::cli::{Cli, Command, ConfigCommand, GlobalArgs, McpCommand, SkillCommand};
+use crate::cli::{AuditCommand, Cli, Command, ConfigCommand, GlobalArgs, McpCommand, SkillCommand};
 use crate::{Exit, Launcher};
 
 /// Everything a command needs once config and registry are loaded.
@@ -160,12 +160,35 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             message,
         } => chat(&loaded, agent, &session, message),
         Command::Skill { command } => skill(&loaded, command),
+        Command::Audit {
+            command: AuditCommand::Verify { file },
+        } => audit_verify(&loaded, file),
         Command::Mcp {
             command: McpCommand::Serve { stdio },
         } => mcp_stdio(&loaded, stdio),
         Command::Repl { agent, session } => {
             crate::repl::run(&loaded.config, loaded.registry.clone(), agent, &session)
         }
+    }
+}
+
+fn audit_verify(l: &Loaded, file: Option<PathBuf>) -> Exit {
+    let path = file.unwrap_or_else(|| audit_path(l));
+    match strata_engine::audit::verify(&path) {
+        Ok(Ok(n)) => out(&format!(
+            "ok: {n} records in {}, chain intact",
+            path.display()
+        )),
+        Ok(Err(b)) => {
+            println!(
+                "broken at line {} of {}: {}",
+                b.line,
+                path.display(),
+                b.reason
+            );
+            Exit::Failure
+        }
+        Err(e) => fail(&anyhow::anyhow!("cannot read {}: {e}", path.display())),
     }
 }
 

@@ -414,3 +414,34 @@ fn serve_refuses_a_public_bind_without_a_token() {
         "{e}"
     );
 }
+
+#[test]
+fn audit_verify_reports_the_first_broken_link() {
+    let ov = Overlay::new();
+    for i in 0..3 {
+        let o = ov.run(
+            &[
+                "invoke",
+                "--tool",
+                "current_time",
+                "--request-id",
+                &format!("v{i}"),
+            ],
+            &[],
+        );
+        assert_eq!(code(&o), 0);
+    }
+    let o = ov.run(&["audit", "verify"], &[]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ok: 3 records"));
+    let path = ov.path().join("data/audit.jsonl");
+    let text = std::fs::read_to_string(&path).expect("audit");
+    std::fs::write(&path, text.replacen("\"v1\"", "\"vX\"", 1)).expect("tamper");
+    let o = ov.run(&["audit", "verify"], &[]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("broken at line 2"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
