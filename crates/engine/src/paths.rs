@@ -23,6 +23,15 @@ pub enum PathError {
     /// No allowed root exists on disk.
     #[error("no allowed root exists (configured: {0}); create one or fix `tools.roots`")]
     NoRoots(String),
+    /// The path is a secret (vault, keys, tokens) or lies in a protected directory (the data
+    /// dir: databases, audit log, tokens), even though it sits under a root.
+    #[error("path `{path}` is protected ({why}); refused")]
+    Protected {
+        /// As given.
+        path: String,
+        /// Which rule refused it.
+        why: String,
+    },
     /// The path could not be resolved (does not exist, permission, loop…).
     #[error("cannot resolve `{path}`: {reason}")]
     Unresolvable {
@@ -72,6 +81,49 @@ pub fn resolve_within(path: &Path, base: &Path, roots: &[PathBuf]) -> Result<Pat
             roots: join_roots(roots),
         })
     }
+}
+
+/// Files that are never read or listed by tools or surfaces, wherever they sit: the vault
+/// (`secrets.enc`, `secrets.salt`, `secrets.kdf`), key files, `.env` files and API tokens.
+pub fn is_secret_file(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    name.starts_with("secrets.")
+        || name == ".env"
+        || name.starts_with(".env.")
+        || name == "api-token"
+        || name.ends_with(".pem")
+        || name.ends_with(".key")
+        || name.contains("vault-key")
+}
+
+/// [`resolve_within`], then refuses secret files ([`is_secret_file`]) and anything inside
+/// `protected` directories (for tools: the data dir). Every file tool goes through this.
+pub fn resolve_guarded(
+    path: &Path,
+    base: &Path,
+    roots: &[PathBuf],
+    protected: &[PathBuf],
+) -> Result<PathBuf, PathError> {
+    let resolved = resolve_within(path, base, roots)?;
+    if is_secret_file(&resolved) {
+        return Err(PathError::Protected {
+            path: path.display().to_string(),
+            why: "secret file".into(),
+        });
+    }
+    for dir in protected {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+        if resolved.starts_with(&dir) {
+            return Err(PathError::Protected {
+                path: path.display().to_string(),
+                why: format!("inside the data directory {}", dir.display()),
+            });
+        }
+    }
+    Ok(resolved)
 }
 
 /// Canonicalises the longest existing prefix of `p` and appends the rest, refusing `..` in the
@@ -154,6 +206,45 @@ mod tests {
         ));
         // `..` through a directory that does not exist is refused rather than guessed.
         assert!(resolve_within(Path::new("root/nope/../../secret.txt"), base, &roots).is_err());
+    }
+
+    #[test]
+    fn secrets_and_the_data_dir_are_refused_inside_roots() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("config")).expect("mkdir");
+        std::fs::create_dir_all(root.join("data")).expect("mkdir");
+        std::fs::write(root.join("config/secrets.enc"), "x").expect("w");
+        std::fs::write(root.join("data/strata.db"), "x").expect("w");
+        std::fs::write(root.join("notes.md"), "x").expect("w");
+        let roots = vec![root.clone()];
+        let protected = vec![root.join("data")];
+        let guard = |p: &str| resolve_guarded(Path::new(p), &root, &roots, &protected);
+        assert!(guard("notes.md").is_ok());
+        for bad in [
+            "config/secrets.enc",
+            "data/strata.db",
+            "data",
+            "data/new-file",
+        ] {
+            assert!(
+                matches!(guard(bad), Err(PathError::Protected { .. })),
+                "{bad}"
+            );
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(root.join("data/strata.db"), root.join("innocent.txt"))
+                .expect("ln");
+            assert!(matches!(
+                guard("innocent.txt"),
+                Err(PathError::Protected { .. })
+            ));
+            // A symlink loop is an error, not a hang.
+            std::os::unix::fs::symlink(root.join("loop-a"), root.join("loop-b")).expect("ln");
+            std::os::unix::fs::symlink(root.join("loop-b"), root.join("loop-a")).expect("ln");
+            assert!(guard("loop-a").is_err());
+        }
     }
 
     #[test]

@@ -267,13 +267,15 @@ impl ToolContext {
         self.env.tool_roots()
     }
 
-    /// Resolves a path given by a caller (relative to the overlay directory) and requires it
-    /// inside `tools.roots`. Every file tool goes through this.
+    /// Resolves a path given by a caller (relative to the overlay directory), requires it
+    /// inside `tools.roots`, and refuses secret files and the data directory. Every file tool
+    /// goes through this.
     pub fn resolve_path(&self, path: &str) -> Result<PathBuf, crate::paths::PathError> {
-        crate::paths::resolve_within(
+        crate::paths::resolve_guarded(
             std::path::Path::new(path),
             &self.env.overlay_dir,
             &self.env.tool_roots(),
+            std::slice::from_ref(&self.env.data_dir),
         )
     }
 }

@@ -327,19 +327,8 @@ struct ArtifactQuery {
     max_bytes: Option<String>,
 }
 
-/// Files never served, wherever they sit.
 fn is_secret_file(path: &std::path::Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    name.starts_with("secrets.")
-        || name == ".env"
-        || name.starts_with(".env.")
-        || name == "api-token"
-        || name.ends_with(".pem")
-        || name.ends_with(".key")
-        || name.contains("vault-key")
+    strata_engine::paths::is_secret_file(path)
 }
 
 async fn artifacts_list(
@@ -348,10 +337,12 @@ async fn artifacts_list(
 ) -> Result<Response, ApiError> {
     let limit = parse_limit(q.limit.as_deref(), 200, 5000)? as u32;
     let (overlay, roots) = (st.overlay_dir.clone(), st.artifact_roots.clone());
+    let protected = vec![st.data_dir.clone()];
     let listed = tokio::task::spawn_blocking(move || {
         strata_tools::files::list(
             &overlay,
             &roots,
+            &protected,
             q.under.as_deref(),
             q.glob.as_deref(),
             Some(limit),
@@ -361,7 +352,9 @@ async fn artifacts_list(
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
     .map_err(|e| match e {
         strata_engine::ToolError::InvalidArgs { .. } => ApiError::bad_request(e.to_string()),
-        _ if e.to_string().contains("outside the allowed roots") => {
+        _ if e.to_string().contains("outside the allowed roots")
+            || e.to_string().contains("protected") =>
+        {
             ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string())
         }
         _ => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
@@ -382,10 +375,11 @@ async fn artifact_read(
     Query(q): Query<ArtifactQuery>,
 ) -> Result<Response, ApiError> {
     let max = parse_limit(q.max_bytes.as_deref(), 65_536, 1_048_576)?;
-    let resolved = strata_engine::paths::resolve_within(
+    let resolved = strata_engine::paths::resolve_guarded(
         std::path::Path::new(&rel),
         &st.overlay_dir,
         &st.artifact_roots,
+        std::slice::from_ref(&st.data_dir),
     )
     .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string()))?;
     if is_secret_file(&resolved) {

@@ -123,8 +123,16 @@ async fn list_files(
 ) -> Result<ListFilesOutput, ToolError> {
     let overlay = ctx.env.overlay_dir.clone();
     let roots = ctx.tool_roots();
+    let protected = vec![ctx.env.data_dir.clone()];
     tokio::task::spawn_blocking(move || {
-        list(&overlay, &roots, path.as_deref(), glob.as_deref(), limit)
+        list(
+            &overlay,
+            &roots,
+            &protected,
+            path.as_deref(),
+            glob.as_deref(),
+            limit,
+        )
     })
     .await
     .map_err(|e| ToolError::failed(format!("listing failed: {e}")))?
@@ -133,9 +141,11 @@ async fn list_files(
 /// The listing behind `list_files`, for other surfaces (the control API's artifacts): entries
 /// under `path` (relative to `overlay`, default: every root) inside `roots`, recursively,
 /// symlinks listed but not followed, sorted, at most `limit` (default 200, at most 5000).
+/// Secret files and anything inside `protected` directories are left out.
 pub fn list(
     overlay: &Path,
     roots: &[PathBuf],
+    protected: &[PathBuf],
     path: Option<&str>,
     glob: Option<&str>,
     limit: Option<u32>,
@@ -188,6 +198,15 @@ pub fn list(
             &mut out,
         )?;
     }
+    let protected: Vec<PathBuf> = protected
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    out.retain(|e| {
+        let full = overlay.join(&e.path);
+        !strata_engine::paths::is_secret_file(&full)
+            && !protected.iter().any(|p| full.starts_with(p))
+    });
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out.dedup_by(|a, b| a.path == b.path);
     let truncated = out.len() > limit as usize;

@@ -200,3 +200,22 @@ fn tools_are_core() {
         assert_eq!(t.layer.to_string(), "core");
     }
 }
+
+#[tokio::test]
+async fn secrets_and_the_data_dir_are_refused_even_inside_a_root() {
+    let o = overlay();
+    // A vault file and a database that sit under roots.
+    std::fs::write(o.dir.path().join("knowledgebase/secrets.enc"), "vault").expect("w");
+    std::fs::create_dir_all(o.dir.path().join("data")).expect("mkdir");
+    std::fs::write(o.dir.path().join("data/strata.db"), "db").expect("w");
+    let r = call(
+        &o,
+        "read_file",
+        json!({"path": "knowledgebase/secrets.enc"}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Error);
+    assert!(r.error.expect("msg").contains("protected"));
+    let r = call(&o, "list_files", json!({"path": "knowledgebase"})).await;
+    assert!(!r.value.to_string().contains("secrets.enc"), "{}", r.value);
+}
