@@ -508,19 +508,7 @@ mod tests {
         let path = dir.path().join("nested/audit.jsonl");
         let audit = JsonlAudit::open(&path).expect("open");
         for i in 0..100 {
-            audit.record(&AuditRecord {
-                ts: now_rfc3339(),
-                request_id: format!("r{i}"),
-                tool: "t".into(),
-                layer: None,
-                principal: "operator".into(),
-                agent_id: None,
-                session_id: None,
-                status: "ok".into(),
-                elapsed_ms: 0.5,
-                args: json!({}),
-                error: None,
-            });
+            audit.record(&rec(i));
         }
         audit.close();
         let text = std::fs::read_to_string(&path).expect("read");
