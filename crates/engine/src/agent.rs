@@ -130,6 +130,9 @@ pub enum AgentError {
     /// The model provider failed.
     #[error(transparent)]
     Llm(#[from] crate::llm::LlmError),
+    /// Access control (layer 1) refused: this sender may not talk to this agent.
+    #[error("{0}")]
+    Denied(String),
     /// Anything else, with a readable reason.
     #[error("{0}")]
     Other(String),

@@ -50,6 +50,51 @@ pub struct AuditRecord {
 pub trait AuditSink: Send + Sync {
     /// Records one invocation. Must not fail the call: sinks log their own problems.
     fn record(&self, record: &AuditRecord);
+
+    /// Records another event (an alert, an approval decision): a JSON object with an
+    /// `event` field. The default discards it.
+    fn event(&self, _event: &Value) {}
+}
+
+/// A security alert: content safety, the behaviour monitor, rate-limit trips, approvals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alert {
+    /// `content_safety`, `behaviour`, `rate_limit` or `approval`.
+    pub kind: &'static str,
+    /// The rule or outcome (`instruction_override`, `sensitive_after_web`, `minute`…).
+    pub rule: String,
+    /// One line for people.
+    pub message: String,
+    /// Agent, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// Tool, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The invocation's request id, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Content-safety score, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+}
+
+impl Alert {
+    /// The audit-log form: `{"ts", "event": "alert", ...}`.
+    pub fn to_event(&self) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Value::Object(o) = &mut v {
+            o.insert("event".into(), Value::String("alert".into()));
+            o.insert("ts".into(), Value::String(now_rfc3339()));
+        }
+        v
+    }
+}
+
+/// Where alerts go besides the audit log (a Discord channel, a pager…).
+pub trait AlertSink: Send + Sync {
+    /// Delivers one alert. Must not block for long: queue and send elsewhere.
+    fn alert(&self, alert: &Alert);
 }
 
 /// Failure opening the audit log.
@@ -134,6 +179,24 @@ impl AuditSink for JsonlAudit {
             }
         };
         line.push(b'\n');
+        self.send(line);
+    }
+
+    fn event(&self, event: &Value) {
+        let mut line = match serde_json::to_vec(&redact(event)) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "audit event not serialisable");
+                return;
+            }
+        };
+        line.push(b'\n');
+        self.send(line);
+    }
+}
+
+impl JsonlAudit {
+    fn send(&self, line: Vec<u8>) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match tx {
             Some(tx) => {
@@ -387,8 +450,84 @@ pub fn redact(v: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(s) => Value::String(redact_text(s).into_owned()),
         other => other.clone(),
     }
+}
+
+fn secret_shapes() -> &'static (regex::RegexSet, Vec<(regex::Regex, &'static str)>) {
+    static SHAPES: std::sync::LazyLock<(regex::RegexSet, Vec<(regex::Regex, &'static str)>)> =
+        std::sync::LazyLock::new(|| {
+            let pats: &[(&str, &str)] = &[
+                // PEM private keys (the whole block, or to the end when cut off).
+                (
+                    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+                    "[redacted private key]",
+                ),
+                // Authorization header values.
+                (
+                    r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}",
+                    "$1 [redacted]",
+                ),
+                // JWTs.
+                (
+                    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+                    "[redacted jwt]",
+                ),
+                // OpenAI / Anthropic style keys.
+                (r"\bsk-[A-Za-z0-9_-]{20,}", "[redacted api key]"),
+                // GitHub tokens.
+                (
+                    r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+                    "[redacted api key]",
+                ),
+                // AWS access key ids.
+                (r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", "[redacted api key]"),
+                // Google API keys.
+                (r"\bAIza[0-9A-Za-z_-]{35}", "[redacted api key]"),
+                // Slack tokens.
+                (r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "[redacted api key]"),
+                // Stripe keys.
+                (
+                    r"\b[rsp]k_(live|test)_[A-Za-z0-9]{16,}",
+                    "[redacted api key]",
+                ),
+                // Discord bot tokens.
+                (
+                    r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}",
+                    "[redacted api key]",
+                ),
+            ];
+            #[allow(clippy::expect_used)]
+            let set = regex::RegexSet::new(pats.iter().map(|(p, _)| *p))
+                .expect("built-in secret patterns");
+            #[allow(clippy::expect_used)]
+            let each = pats
+                .iter()
+                .map(|(p, r)| (regex::Regex::new(p).expect("built-in secret pattern"), *r))
+                .collect();
+            (set, each)
+        });
+    &SHAPES
+}
+
+/// `text` with values shaped like secrets (API keys of common vendors, JWTs, PEM private
+/// keys, bearer/basic credentials) replaced by a marker.
+pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() < 16 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let (set, each) = secret_shapes();
+    let hits = set.matches(text);
+    if !hits.matched_any() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut s = text.to_owned();
+    for i in hits.iter() {
+        let (re, rep) = &each[i];
+        s = re.replace_all(&s, *rep).into_owned();
+    }
+    std::borrow::Cow::Owned(s)
 }
 
 /// Current time as RFC 3339 UTC with milliseconds.
@@ -423,6 +562,34 @@ mod tests {
                 "token": null
             })
         );
+    }
+
+    #[test]
+    fn redacts_values_shaped_like_secrets() {
+        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----";
+        let v = json!({
+            "cmd": "curl -H 'Authorization: Bearer abcdefghijklmnop1234' https://x",
+            "note": format!("key: {pem} done"),
+            "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "list": ["sk-proj-abcdefghijklmnopqrstuv", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AKIAABCDEFGHIJKLMNOP"],
+            "plain": "nothing secret in this sentence at all",
+        });
+        let r = redact(&v);
+        assert_eq!(
+            r["cmd"],
+            "curl -H 'Authorization: Bearer [redacted]' https://x"
+        );
+        assert_eq!(r["note"], "key: [redacted private key] done");
+        assert_eq!(r["jwt"], "[redacted jwt]");
+        assert_eq!(
+            r["list"],
+            json!([
+                "[redacted api key]",
+                "[redacted api key]",
+                "[redacted api key]"
+            ])
+        );
+        assert_eq!(r["plain"], v["plain"]);
     }
 
     fn rec(i: usize) -> AuditRecord {

@@ -1,8 +1,9 @@
 //! The Invoker: the one path every tool call takes, whoever the caller.
 //!
 //! ```text
-//! resolve → validate → guards (authorize, rate limit, approval: later issues) → execute
-//! (timeout, panic caught) → output filters (content safety: later issue) → audit → result
+//! resolve → validate → access (layers 2 and 3) → behaviour monitor → rate limit (recorded
+//! before execution) → custom guards → approval (gated calls wait; fail closed) → execute
+//! (timeout, panic caught) → content safety (web-facing output) → output filters → audit
 //! ```
 //!
 //! Surfaces (CLI, HTTP, MCP, the agent loop) build an [`Invocation`], call
@@ -17,9 +18,15 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::audit::{AuditRecord, AuditSink, now_rfc3339, redact};
+use crate::access::{AccessPolicy, Decision};
+use crate::approval::{ApprovalOutcome, ApprovalRecord, ApprovalStatus, Approvals, now_secs};
+use crate::audit::{Alert, AlertSink, AuditRecord, AuditSink, now_rfc3339, redact};
+use crate::config::FailMode;
+use crate::monitor::Monitor;
 use crate::principal::Principal;
+use crate::ratelimit::{RateLimiter, RateLog, RateVerdict};
 use crate::registry::{RegisteredTool, Registry};
+use crate::safety::ContentSafety;
 use crate::tool::{RuntimeEnv, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
@@ -77,14 +84,19 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// A call of `tool` with `args` by `principal`, no agent context.
+    /// A call of `tool` with `args` by `principal`. An agent principal calls as itself (its
+    /// id becomes `agent_id`, so its ceiling applies); anyone else has no agent context.
     pub fn new(tool: impl Into<String>, args: Value, principal: Principal) -> Self {
+        let agent_id = match &principal {
+            Principal::Agent { id } => Some(id.clone()),
+            _ => None,
+        };
         Invocation {
             tool: tool.into(),
             args,
             principal,
             request_id: None,
-            agent_id: None,
+            agent_id,
             session_id: None,
             channel_id: None,
         }
@@ -165,6 +177,12 @@ pub struct Invoker {
     registry: Arc<Registry>,
     env: Arc<RuntimeEnv>,
     audit: Arc<dyn AuditSink>,
+    policy: Arc<AccessPolicy>,
+    limiter: Arc<RateLimiter>,
+    approvals: Option<Arc<Approvals>>,
+    safety: ContentSafety,
+    monitor: Monitor,
+    alert_sinks: Vec<Arc<dyn AlertSink>>,
     guards: Vec<Arc<dyn Guard>>,
     filters: Vec<Arc<dyn OutputFilter>>,
     default_timeout: Duration,
@@ -175,13 +193,66 @@ impl Invoker {
     /// `tools.timeout_secs` from the config in `env`.
     pub fn new(registry: Arc<Registry>, env: Arc<RuntimeEnv>, audit: Arc<dyn AuditSink>) -> Self {
         let default_timeout = Duration::from_secs(env.config.tools.timeout_secs.max(1));
+        let sec = &env.config.security;
         Invoker {
+            policy: Arc::new(AccessPolicy::from_config(&env.config)),
+            limiter: Arc::new(RateLimiter::new(sec.rate_limits.clone(), None)),
+            approvals: None,
+            safety: ContentSafety::new(sec.content_safety.clone()),
+            monitor: Monitor::new(sec.content_safety.monitor.clone()),
+            alert_sinks: Vec::new(),
             registry,
             env,
             audit,
             guards: Vec::new(),
             filters: Vec::new(),
             default_timeout,
+        }
+    }
+
+    /// Persists rate-limit counters through `log` (and loads its last day now).
+    pub fn with_rate_log(mut self, log: Arc<dyn RateLog>) -> Self {
+        self.limiter = Arc::new(RateLimiter::new(
+            self.env.config.security.rate_limits.clone(),
+            Some(log),
+        ));
+        self
+    }
+
+    /// Gated calls wait on `approvals`. Without it they are refused (or run, under
+    /// `security.hitl.fail_mode: open`).
+    pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Self {
+        self.approvals = Some(approvals);
+        self
+    }
+
+    /// Sends alerts to `sink` as well as to the audit log.
+    pub fn with_alert_sink(mut self, sink: Arc<dyn AlertSink>) -> Self {
+        self.alert_sinks.push(sink);
+        self
+    }
+
+    /// The access policy every call is checked against.
+    pub fn policy(&self) -> &Arc<AccessPolicy> {
+        &self.policy
+    }
+
+    /// The approval hub, when one is attached.
+    pub fn approvals(&self) -> Option<&Arc<Approvals>> {
+        self.approvals.as_ref()
+    }
+
+    /// The content-safety stage (its configuration, and `strata safety scan`).
+    pub fn safety(&self) -> &ContentSafety {
+        &self.safety
+    }
+
+    /// Records `alert` in the audit log, the tracing log and every alert sink.
+    pub fn alert(&self, alert: Alert) {
+        tracing::warn!(kind = alert.kind, rule = %alert.rule, tool = ?alert.tool, agent = ?alert.agent_id, "security alert: {}", alert.message);
+        self.audit.event(&alert.to_event());
+        for s in &self.alert_sinks {
+            s.alert(&alert);
         }
     }
 
@@ -271,6 +342,59 @@ impl Invoker {
         if let Err(e) = tool.tool.validate(&call.args) {
             return (Status::ValidationError, Value::Null, Some(e.to_string()));
         }
+        let spec = tool.spec();
+        let agent = call.agent_id.as_deref();
+        let mk_alert = |kind, rule: String, message: String, score| Alert {
+            kind,
+            rule,
+            message,
+            agent_id: call.agent_id.clone(),
+            tool: Some(call.tool.clone()),
+            request_id: Some(request_id.to_owned()),
+            score,
+        };
+        // Access control, layers 2 and 3.
+        let decision = self.policy.decide(&call.principal, agent, spec);
+        let approval_reason = match decision {
+            Decision::Deny { layer, message } => {
+                return (
+                    Status::Denied,
+                    Value::Null,
+                    Some(format!("denied (layer {layer}): {message}")),
+                );
+            }
+            Decision::Approve(reason) => Some(reason),
+            Decision::Allow => None,
+        };
+        // Behaviour monitor (alerts only).
+        if let Some(a) = agent {
+            let sensitive = self.monitor.is_sensitive(spec, self.policy.is_gated(spec));
+            for f in self.monitor.observe(a, &call.tool, sensitive) {
+                self.alert(mk_alert("behaviour", f.rule.to_owned(), f.message, None));
+            }
+        }
+        // Rate limit: recorded before the tool runs, so failures count.
+        let key = match agent {
+            Some(a) => format!("agent:{a}"),
+            None => call.principal.to_string(),
+        };
+        match self.limiter.check(&key, agent, &call.tool) {
+            RateVerdict::Ok => {}
+            RateVerdict::Refuse(e) => {
+                let msg = format!("{e} for {key} on `{}`; try again later", call.tool);
+                self.alert(mk_alert(
+                    "rate_limit",
+                    e.window.to_owned(),
+                    msg.clone(),
+                    None,
+                ));
+                return (Status::RateLimited, Value::Null, Some(msg));
+            }
+            RateVerdict::LogOnly(e) => {
+                let msg = format!("{e} for {key} on `{}` (mode: log, call allowed)", call.tool);
+                self.alert(mk_alert("rate_limit", e.window.to_owned(), msg, None));
+            }
+        }
         // Guards.
         for g in &self.guards {
             if let Err(r) = g.check(tool, call).await {
@@ -281,6 +405,12 @@ impl Invoker {
                 tracing::debug!(guard = g.name(), tool = %call.tool, "call refused");
                 return (status, Value::Null, Some(r.message));
             }
+        }
+        // Approval.
+        if let Some(reason) = approval_reason
+            && let Err(msg) = self.approve(call, request_id, &reason).await
+        {
+            return (Status::ApprovalDenied, Value::Null, Some(msg));
         }
         // Execute in its own task: a panic stays there, a timeout aborts it.
         let ctx = ToolContext {
@@ -313,6 +443,28 @@ impl Invoker {
         match joined {
             Ok(Ok(out)) => {
                 let mut value = out.0;
+                if spec.web_facing {
+                    let filtered = self.safety.filter(&call.tool, value);
+                    let scan = &filtered.scan;
+                    if scan.alert {
+                        self.alert(mk_alert(
+                            "content_safety",
+                            crate::safety::rule_names(&scan.rules),
+                            format!(
+                                "output of `{}` scored {}/10 for prompt injection ({:?})",
+                                call.tool, scan.score, scan.verdict
+                            ),
+                            Some(scan.score),
+                        ));
+                    }
+                    if let Some(a) = agent {
+                        self.monitor.web_read(a);
+                    }
+                    value = match filtered.value {
+                        Ok(v) => v,
+                        Err(msg) => return (Status::Error, Value::Null, Some(msg)),
+                    };
+                }
                 for f in &self.filters {
                     value = f.filter(tool, value);
                 }
@@ -342,6 +494,131 @@ impl Invoker {
                 Some(format!("tool `{}` was cancelled: {join}", call.tool)),
             ),
         }
+    }
+}
+
+impl Invoker {
+    /// Waits for a human's decision on a gated call; `Err` is the text the caller gets.
+    async fn approve(
+        &self,
+        call: &Invocation,
+        request_id: &str,
+        reason: &str,
+    ) -> Result<(), String> {
+        let fail_open = self.env.config.security.hitl.fail_mode == FailMode::Open;
+        let Some(approvals) = &self.approvals else {
+            let msg = format!(
+                "`{}` needs human approval ({reason}) but no approval channel is running; \
+                 the tool did not run",
+                call.tool
+            );
+            return if fail_open {
+                tracing::warn!(tool = %call.tool, "{msg} — allowed by fail_mode: open");
+                Ok(())
+            } else {
+                Err(msg)
+            };
+        };
+        let args = redact(&call.args);
+        let on_behalf = call
+            .agent_id
+            .as_deref()
+            .map(|a| format!("agent `{a}` (for {})", call.principal))
+            .unwrap_or_else(|| call.principal.to_string());
+        let record = ApprovalRecord {
+            id: request_id.to_owned(),
+            agent_id: call.agent_id.clone(),
+            tool: call.tool.clone(),
+            principal: call.principal.to_string(),
+            description: format!(
+                "{on_behalf} wants to run `{}` with {}; reason: {reason}",
+                call.tool,
+                preview(&args)
+            ),
+            args,
+            status: ApprovalStatus::Pending,
+            approver: None,
+            reason: None,
+            created_at: now_secs(),
+            decided_at: None,
+        };
+        self.audit.event(&serde_json::json!({
+            "ts": now_rfc3339(), "event": "approval", "id": request_id, "tool": call.tool,
+            "status": "pending", "description": record.description,
+        }));
+        let outcome = approvals.request(record).await;
+        let (status, approver, result) = match &outcome {
+            ApprovalOutcome::Approved { by } => ("approved", Some(by.clone()), Ok(())),
+            ApprovalOutcome::Denied { by, reason } => (
+                "denied",
+                Some(by.clone()),
+                Err(format!(
+                    "{by} denied `{}`{}; the tool did not run",
+                    call.tool,
+                    reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                )),
+            ),
+            ApprovalOutcome::TimedOut => (
+                "timeout",
+                None,
+                Err(format!(
+                    "nobody approved `{}` within {}; the tool did not run",
+                    call.tool,
+                    humantime::format_duration(approvals.timeout())
+                )),
+            ),
+            ApprovalOutcome::Failed(e) => (
+                "error",
+                None,
+                Err(format!(
+                    "the approval of `{}` failed ({e}); the tool did not run",
+                    call.tool
+                )),
+            ),
+        };
+        self.audit.event(&serde_json::json!({
+            "ts": now_rfc3339(), "event": "approval", "id": request_id, "tool": call.tool,
+            "status": status, "approver": approver,
+        }));
+        self.alert(Alert {
+            kind: "approval",
+            rule: status.to_owned(),
+            message: format!(
+                "approval of `{}` {status}{}",
+                call.tool,
+                approver.map(|a| format!(" by {a}")).unwrap_or_default()
+            ),
+            agent_id: call.agent_id.clone(),
+            tool: Some(call.tool.clone()),
+            request_id: Some(request_id.to_owned()),
+            score: None,
+        });
+        match result {
+            Err(msg)
+                if fail_open
+                    && matches!(
+                        outcome,
+                        ApprovalOutcome::TimedOut | ApprovalOutcome::Failed(_)
+                    ) =>
+            {
+                tracing::warn!(tool = %call.tool, "{msg} — allowed by fail_mode: open");
+                Ok(())
+            }
+            r => r,
+        }
+    }
+}
+
+/// A short one-line rendering of arguments for people.
+fn preview(args: &Value) -> String {
+    let s = args.to_string();
+    if s.chars().count() > 300 {
+        format!("{}…", s.chars().take(300).collect::<String>())
+    } else {
+        s
     }
 }
 

@@ -25,17 +25,22 @@
 //! }
 //! ```
 
+pub mod access;
 pub mod agent;
+pub mod approval;
 pub mod audit;
 pub mod config;
 pub mod connector;
 pub mod invoker;
 pub mod llm;
 pub mod memory;
+pub mod monitor;
 pub mod paths;
 pub mod principal;
+pub mod ratelimit;
 pub mod registry;
 pub mod runtime;
+pub mod safety;
 pub mod schema;
 pub mod secret;
 pub mod session;

@@ -23,6 +23,8 @@ pub enum Principal {
     Token {
         /// The token's principal name from config (never the token itself).
         name: String,
+        /// The tier the token was given (`server.tokens[].tier`).
+        tier: crate::config::Access,
     },
     /// The local operator at the command line (`strata invoke`).
     Operator,
@@ -35,7 +37,7 @@ impl fmt::Display for Principal {
         match self {
             Principal::Person { id } => write!(f, "person:{id}"),
             Principal::Agent { id } => write!(f, "agent:{id}"),
-            Principal::Token { name } => write!(f, "token:{name}"),
+            Principal::Token { name, .. } => write!(f, "token:{name}"),
             Principal::Operator => f.write_str("operator"),
             Principal::Unknown => f.write_str("unknown"),
         }

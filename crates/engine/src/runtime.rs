@@ -59,6 +59,12 @@ pub fn is_no_reply(text: &str) -> bool {
     t.starts_with("NO_REPLY")
 }
 
+#[derive(Default)]
+struct ToolCache {
+    generation: u64,
+    by_tier: HashMap<crate::access::Tier, Arc<[ToolSpec]>>,
+}
+
 /// The standard agent: an identity, a model, a tool set, and the loop between them.
 pub struct LlmAgent {
     id: String,
@@ -70,8 +76,8 @@ pub struct LlmAgent {
     max_tokens: Option<u32>,
     temperature: Option<f32>,
     invoker: Arc<Invoker>,
-    /// (registry generation, the specs the model sees) — rebuilt when the registry changes.
-    tool_cache: StdMutex<Option<(u64, Arc<[ToolSpec]>)>>,
+    /// The specs the model sees, per sender tier — rebuilt when the registry changes.
+    tool_cache: StdMutex<ToolCache>,
 }
 
 impl LlmAgent {
@@ -94,14 +100,14 @@ impl LlmAgent {
             max_tokens: None,
             temperature: None,
             invoker,
-            tool_cache: StdMutex::new(None),
+            tool_cache: StdMutex::new(ToolCache::default()),
         }
     }
 
     /// Sets the tools the model may use.
     pub fn with_tools(mut self, tools: ToolFilter) -> Self {
         self.tools = tools;
-        self.tool_cache = StdMutex::new(None);
+        self.tool_cache = StdMutex::new(ToolCache::default());
         self
     }
 
@@ -123,13 +129,19 @@ impl LlmAgent {
         self.provider.name()
     }
 
-    /// The specs the model is shown (cached until the registry changes).
-    pub fn visible_tools(&self) -> Arc<[ToolSpec]> {
+    /// The specs the model is shown when talking to `sender`: the agent's own tool list
+    /// narrowed by access control (layers 2 and 3) — a tool that would be refused is not
+    /// shown; one that needs approval is. Cached per sender tier until the registry changes.
+    pub fn visible_tools(&self, sender: &Principal) -> Arc<[ToolSpec]> {
         let generation = self.invoker.registry().generation();
+        let policy = self.invoker.policy();
+        let tier = policy.tier(sender);
         let mut cache = self.tool_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((g, specs)) = cache.as_ref()
-            && *g == generation
-        {
+        if cache.generation != generation {
+            cache.generation = generation;
+            cache.by_tier.clear();
+        }
+        if let Some(specs) = cache.by_tier.get(&tier) {
             return specs.clone();
         }
         let specs: Arc<[ToolSpec]> = self
@@ -138,9 +150,10 @@ impl LlmAgent {
             .list()
             .into_iter()
             .filter(|t| self.tools.allows(&t.spec().name))
+            .filter(|t| policy.visible(sender, &self.id, t.spec()))
             .map(|t| t.spec().clone())
             .collect();
-        *cache = Some((generation, specs.clone()));
+        cache.by_tier.insert(tier, specs.clone());
         specs
     }
 
@@ -222,7 +235,7 @@ async fn one_call(
 ) -> (ChatMessage, ToolRun) {
     if !allowed {
         let msg = format!(
-            "error (denied): tool `{}` is not available to agent `{agent_id}`",
+            "error (denied): denied (layer 3): tool `{}` is not available to agent `{agent_id}`",
             call.name
         );
         let run = ToolRun {
@@ -286,7 +299,7 @@ impl Agent for LlmAgent {
             model: self.model.clone(),
             system: Some(system),
             messages: std::mem::take(&mut turn.history),
-            tools: self.visible_tools(),
+            tools: self.visible_tools(&turn.sender),
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             provider_state: turn.provider_state.take(),
@@ -408,6 +421,7 @@ struct Live {
 /// most `sessions.max_live` sessions in memory (least recently used leave first, they stay on
 /// disk); compacts long sessions into a summary.
 pub struct AgentManager {
+    policy: crate::access::AccessPolicy,
     agents: HashMap<String, Arc<dyn Agent>>,
     store: Arc<dyn SessionStore>,
     env: Arc<RuntimeEnv>,
@@ -424,6 +438,7 @@ impl AgentManager {
     ) -> Self {
         let cfg = env.config.sessions.clone();
         AgentManager {
+            policy: crate::access::AccessPolicy::from_config(&env.config),
             agents: agents.into_iter().map(|a| (a.id().to_owned(), a)).collect(),
             store,
             env,
@@ -504,6 +519,9 @@ impl AgentManager {
                 self.agent_ids().join(", ")
             ))
         })?;
+        self.policy
+            .may_talk(&req.sender, &req.agent_id)
+            .map_err(|e| AgentError::Denied(e.to_string()))?;
         let key = SessionKey::new(&req.agent_id, &req.session_id);
         let started = std::time::Instant::now();
         let slot = self.slot(&key);

@@ -10,6 +10,8 @@ use subtle::ConstantTimeEq;
 pub struct Token {
     /// Principal name.
     pub name: String,
+    /// Who calls with it.
+    pub principal: Principal,
     digest: [u8; 32],
     /// Tools it may see and call (`None` = all).
     pub tools: Option<Vec<String>>,
@@ -22,10 +24,24 @@ impl Token {
     pub fn new(name: &str, secret: &str, tools: Option<Vec<String>>, tier: Access) -> Self {
         Token {
             name: name.to_owned(),
+            principal: Principal::Token {
+                name: name.to_owned(),
+                tier,
+            },
             digest: Sha256::digest(secret.as_bytes()).into(),
             tools,
             tier,
         }
+    }
+
+    /// A per-boot token a CLI agent (Claude Code) uses to reach our tools: its calls are the
+    /// agent's own (`Principal::Agent`), so access control treats them as an agent's calls.
+    pub fn for_agent(agent_id: &str, secret: &str, tools: Option<Vec<String>>) -> Self {
+        let mut t = Token::new(&format!("agent:{agent_id}"), secret, tools, Access::Staff);
+        t.principal = Principal::Agent {
+            id: agent_id.to_owned(),
+        };
+        t
     }
 }
 

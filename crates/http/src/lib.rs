@@ -143,9 +143,7 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
             .into_response();
     };
     req.extensions_mut().insert(Caller {
-        principal: strata_engine::Principal::Token {
-            name: token.name.clone(),
-        },
+        principal: token.principal.clone(),
         tools: token.tools.clone(),
         tier: token.tier,
     });
@@ -182,6 +180,7 @@ async fn tools(State(st): State<Arc<HttpState>>, Extension(caller): Extension<Ca
     let tools: Vec<Value> = list
         .iter()
         .filter(|t| caller.may_call(&t.spec().name))
+        .filter(|t| st.invoker.policy().callable_by(&caller.principal, t.spec()))
         .map(|t| serde_json::to_value(t.listing()).unwrap_or(Value::Null))
         .collect();
     ok(json!({ "tools": tools }))
@@ -524,7 +523,12 @@ async fn chat(
             depth: 0,
         })
         .await
-        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()))?;
+        .map_err(|e| match e {
+            strata_engine::agent::AgentError::Denied(m) => {
+                ApiError::new(StatusCode::FORBIDDEN, "denied", m)
+            }
+            e => ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()),
+        })?;
     let response = if reply.silent {
         String::new()
     } else {
@@ -619,6 +623,7 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
                     channel_id: session,
                     sender: strata_engine::Principal::Token {
                         name: "execute".into(),
+                        tier: strata_engine::config::Access::Admin,
                     },
                     message: strata_engine::agent::Message::text(prompt),
                     depth: 0,

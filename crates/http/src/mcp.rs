@@ -73,7 +73,12 @@ impl ServerHandler for StrataMcp {
             .registry()
             .list()
             .iter()
-            .filter(|t| caller.as_ref().is_some_and(|c| c.may_call(&t.spec().name)))
+            .filter(|t| {
+                caller.as_ref().is_some_and(|c| {
+                    c.may_call(&t.spec().name)
+                        && self.invoker.policy().callable_by(&c.principal, t.spec())
+                })
+            })
             .map(|t| {
                 let s = t.spec();
                 let schema = match &s.input_schema {

@@ -91,7 +91,7 @@ async fn server() -> Server {
                 "ci",
                 SCOPED,
                 Some(vec!["echo".into(), "list_*".into()]),
-                Access::Staff,
+                Access::Admin,
             ),
         ],
         execute_key: Some("execute-key-123".into()),

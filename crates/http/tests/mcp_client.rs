@@ -80,7 +80,13 @@ async fn external_tools_are_registered_called_and_restarted() {
     let call = |args| Invocation::new("weather__forecast", args, Principal::Operator);
     let r = inv.invoke(call(json!({"city": "Oslo", "days": 2}))).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(r.value, json!("Oslo: sunny for 2 day(s)"));
+    // What an external server returns is untrusted: it reaches callers sanitised and inside
+    // the content-safety envelope (policy `wrap`, the default).
+    let text = r.value.as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("<<untrusted-") && text.contains("\nOslo: sunny for 2 day(s)\n"),
+        "{text}"
+    );
     let r = inv.invoke(call(json!({"city": 5}))).await;
     assert_eq!(
         r.status,
@@ -110,9 +116,14 @@ async fn external_tools_are_registered_called_and_restarted() {
         .expect("turn");
     assert_eq!(reply.text, "Lima is sunny.");
     let msgs = fake.requests()[1].body["messages"].clone();
-    assert_eq!(
-        msgs.as_array().expect("m").last().expect("tool")["content"],
-        "Lima: sunny for 1 day(s)"
+    let content = msgs.as_array().expect("m").last().expect("tool")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content.contains("Untrusted content returned by tool `weather__forecast`")
+            && content.contains("\nLima: sunny for 1 day(s)\n"),
+        "the model gets the enveloped result: {content}"
     );
 
     // The server dies; its tools say so; the supervisor brings it back.
@@ -123,7 +134,7 @@ async fn external_tools_are_registered_called_and_restarted() {
             Principal::Operator,
         ))
         .await;
-    assert_eq!(r.value, json!("bye"));
+    assert_eq!(unwrapped(&r.value), "bye");
     // Phase 1: the process exits; calls fail with a message naming the server.
     let deadline = Instant::now() + Duration::from_secs(30);
     let failure = loop {
@@ -139,7 +150,7 @@ async fn external_tools_are_registered_called_and_restarted() {
     loop {
         let r = inv.invoke(call(json!({"city": "Quito"}))).await;
         if r.status == Status::Ok {
-            assert_eq!(r.value, json!("Quito: sunny for 1 day(s)"));
+            assert_eq!(unwrapped(&r.value), "Quito: sunny for 1 day(s)");
             break;
         }
         assert!(Instant::now() < deadline, "server never came back: {r:?}");
@@ -147,4 +158,18 @@ async fn external_tools_are_registered_called_and_restarted() {
     }
     assert!(clients.connected("weather"));
     drop(clients);
+}
+
+/// The text inside the content-safety envelope (`<<untrusted-N>>\n[note]\n…\n<</untrusted-N>>`).
+fn unwrapped(v: &serde_json::Value) -> String {
+    let s = v.as_str().unwrap_or_default();
+    let mut lines: Vec<&str> = s.lines().collect();
+    assert!(
+        lines.len() >= 3 && lines[0].starts_with("<<untrusted-"),
+        "not enveloped: {s}"
+    );
+    lines.remove(0);
+    lines.remove(0);
+    lines.pop();
+    lines.join("\n")
 }

@@ -107,8 +107,8 @@ pub fn state(
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
     let mut tokens = tokens(cfg, addr)?;
-    for (name, secret, scope) in &runtime.internal_tokens {
-        tokens.push(Token::new(name, secret, scope.clone(), Access::Staff));
+    for (agent, secret, scope) in &runtime.internal_tokens {
+        tokens.push(Token::for_agent(agent, secret, scope.clone()));
     }
     let execute_key = s
         .execute_api_key

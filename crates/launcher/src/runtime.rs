@@ -24,7 +24,7 @@ pub struct Runtime {
     /// Agents that could not start, with the reason.
     pub skipped: Vec<(String, String)>,
     /// Per-boot tokens for CLI agents that reach our tools over MCP:
-    /// (principal name, secret, tool scope).
+    /// (agent id, secret, tool scope).
     pub internal_tokens: Vec<(String, String, Option<Vec<String>>)>,
 }
 
@@ -203,7 +203,7 @@ pub fn build(
                     ToolFilter::None => Some(Vec::new()),
                     ToolFilter::List(l) => Some(l),
                 };
-                internal_tokens.push((format!("agent:{id}"), token, scope));
+                internal_tokens.push((id.clone(), token, scope));
                 Some(path)
             }
             _ => None,

@@ -1,5 +1,7 @@
 //! Integration tests of the engine's public API (one test binary, several modules).
 
+mod access;
+mod approval;
 mod config;
 mod invoker;
 mod runtime;

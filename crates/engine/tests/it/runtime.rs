@@ -111,8 +111,21 @@ async fn shout(
     Ok(word.to_uppercase())
 }
 
+/// An environment whose team makes `p1` (the sender of these turns) an owner.
 fn env() -> Arc<RuntimeEnv> {
-    crate::env_in(&std::env::temp_dir())
+    let base = crate::env_in(&std::env::temp_dir());
+    let mut config = base.config.clone();
+    config.team.people.push(strata_engine::config::Person {
+        id: "p1".into(),
+        name: "Test Owner".into(),
+        access: strata_engine::config::Access::Owner,
+        contacts: Default::default(),
+    });
+    Arc::new(RuntimeEnv::new(
+        config,
+        base.overlay_dir.clone(),
+        base.data_dir.clone(),
+    ))
 }
 
 fn invoker() -> Arc<Invoker> {
@@ -470,4 +483,48 @@ async fn reset_forgets_and_unknown_agents_are_errors() {
     bad.agent_id = "ghost".into();
     let err = m.turn(bad).await.expect_err("unknown");
     assert!(err.to_string().contains("unknown agent `ghost`"));
+}
+
+#[tokio::test]
+async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refused() {
+    // `shout` is safe, `broken_tool` is not: a staff sender sees only `shout`.
+    let mut config = env().config.clone();
+    config.security.access_control.safe_tools = vec!["shout".into()];
+    config.team.people.push(strata_engine::config::Person {
+        id: "s1".into(),
+        name: "Test Staff".into(),
+        access: strata_engine::config::Access::Staff,
+        contacts: Default::default(),
+    });
+    let env = Arc::new(RuntimeEnv::new(
+        config,
+        std::env::temp_dir(),
+        std::env::temp_dir().join("data"),
+    ));
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    let inv = Arc::new(Invoker::new(reg, env.clone(), Arc::new(NoAudit)));
+    let p = Scripted::new(vec![
+        // The model names a tool it was not shown.
+        calls(&[("x", "broken_tool", json!({}))]),
+        text("done"),
+    ]);
+    let a = LlmAgent::new("main", "You are a test agent.", p.clone(), "m-1", inv)
+        .with_tools(ToolFilter::List(vec!["broken_tool".into(), "shout".into()]));
+    let staff = Principal::Person { id: "s1".into() };
+    let names = |specs: &[strata_engine::ToolSpec]| -> Vec<String> {
+        specs.iter().map(|s| s.name.clone()).collect()
+    };
+    assert_eq!(names(&a.visible_tools(&staff)), ["shout"]);
+    let owner = Principal::Person { id: "p1".into() };
+    assert_eq!(names(&a.visible_tools(&owner)), ["broken_tool", "shout"]);
+    let ctx = TurnContext::new("main", "s1", "c1", staff, env);
+    let r = a.handle(ctx, Message::text("try")).await.expect("turn");
+    assert_eq!(names(&p.requests()[0].tools), ["shout"]);
+    let msgs = &p.requests()[1].messages;
+    let last = &msgs[msgs.len() - 1].content;
+    assert!(
+        last.starts_with("error (denied): denied (layer 2)"),
+        "{last}"
+    );
+    assert_eq!(r.tool_runs[0].status, "denied");
 }

@@ -22,6 +22,9 @@ use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod security;
+pub use security::*;
+
 /// The whole merged configuration.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -45,6 +48,8 @@ pub struct Config {
     pub team: TeamConfig,
     /// External MCP servers (from `config/mcp.yaml`).
     pub mcp: McpConfig,
+    /// Access control, rate limits, approvals, content safety, network guard, audit.
+    pub security: SecurityConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -52,7 +57,7 @@ pub struct Config {
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "data_dir", "log", "server", "tools", "defaults", "sessions", "agents", "team", "mcp",
-    "modules",
+    "security", "modules",
 ];
 
 impl Config {
@@ -311,6 +316,10 @@ pub struct AgentConfig {
     pub max_rounds: Option<u32>,
     /// Working directory for CLI providers (default `agents/<id>`).
     pub project_dir: Option<PathBuf>,
+    /// What the agent's tools may touch (layer 3 of access control); unset =
+    /// `security.access_control.default_capabilities` (everything but `subprocess` and
+    /// `secrets`).
+    pub capabilities: Option<Vec<crate::tool::Capability>>,
 }
 
 /// `tools: all` or a list.
@@ -359,7 +368,7 @@ pub struct Person {
 }
 
 /// A person's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     /// Everything.
@@ -383,7 +392,7 @@ pub struct TeamAgent {
 }
 
 /// An agent's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentTier {
     /// May talk to any agent, wide tool access.

@@ -1,0 +1,291 @@
+//! `security.*`: access control, rate limits, approvals, content safety, network guard, audit.
+//! `docs/SECURITY.md` lists every key with its default and what it stops.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `security.*`
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// Who may talk to which agent and call which tool.
+    pub access_control: AccessControlConfig,
+    /// Sliding-window limits per (principal or agent, tool).
+    pub rate_limits: RateLimitsConfig,
+    /// Human approval of gated tool calls.
+    pub hitl: HitlConfig,
+    /// Sanitising and scoring what web-facing tools return; the behaviour monitor.
+    pub content_safety: ContentSafetyConfig,
+    /// The SSRF guard for URLs that come from models or users.
+    pub network: NetworkConfig,
+    /// The audit log's rotation.
+    pub audit: AuditConfig,
+    /// Where security alerts go besides the audit log (a connector channel, e.g. a Discord
+    /// channel id; used by connectors that implement alert sinks).
+    pub alert_channel: Option<String>,
+}
+
+/// `security.access_control.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessControlConfig {
+    /// Turns the three layers on (default). Off: every principal is treated as an owner.
+    pub enabled: bool,
+    /// What senders unknown to `team.json` get.
+    pub unknown_policy: UnknownPolicy,
+    /// Tools staff, agent principals (and unknown senders under `safe_only`) may call without
+    /// approval; names or `prefix*`.
+    pub safe_tools: Vec<String>,
+    /// Tools that reach other agents; assistant-tier agents can never use them.
+    pub inter_agent_tools: Vec<String>,
+    /// Capabilities an agent has when its `agents.<id>.capabilities` is unset.
+    pub default_capabilities: Vec<crate::tool::Capability>,
+}
+
+impl Default for AccessControlConfig {
+    fn default() -> Self {
+        use crate::tool::Capability as C;
+        AccessControlConfig {
+            enabled: true,
+            unknown_policy: UnknownPolicy::Deny,
+            safe_tools: [
+                "current_time",
+                "list_files",
+                "read_file",
+                "search_notes",
+                "memory_search",
+                "memory_semantic_search",
+                "web_search",
+            ]
+            .map(String::from)
+            .to_vec(),
+            inter_agent_tools: ["ask_agent", "send_to_agent"].map(String::from).to_vec(),
+            default_capabilities: vec![C::Read, C::FileWrite, C::Network, C::Memory, C::Messaging],
+        }
+    }
+}
+
+/// `security.access_control.unknown_policy`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownPolicy {
+    /// Unknown senders reach no agent and no tool.
+    #[default]
+    Deny,
+    /// Unknown senders may talk to assistant agents and use safe tools.
+    SafeOnly,
+}
+
+/// `security.rate_limits.*`
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitsConfig {
+    /// `enforce` refuses calls over a limit; `log` lets them run and records an alert.
+    pub mode: RateLimitMode,
+    /// Limits for every tool without a more specific entry.
+    pub defaults: Limits,
+    /// Per tool: exact name or `prefix*` (exact wins, then the longest prefix).
+    pub tools: BTreeMap<String, Limits>,
+    /// Per agent: the same map as `tools`, winning over it for that agent's calls.
+    pub agents: BTreeMap<String, BTreeMap<String, Limits>>,
+}
+
+/// `security.rate_limits.mode`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitMode {
+    /// Refuse.
+    #[default]
+    Enforce,
+    /// Record and alert only.
+    Log,
+}
+
+/// Calls allowed per window; unset = no limit in that window. A more specific entry inherits
+/// the windows it leaves unset from the less specific ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Per sliding minute.
+    pub per_minute: Option<u32>,
+    /// Per sliding hour.
+    pub per_hour: Option<u32>,
+    /// Per sliding day.
+    pub per_day: Option<u32>,
+}
+
+impl Limits {
+    /// `self` where set, else `fallback`.
+    pub fn or(self, fallback: Limits) -> Limits {
+        Limits {
+            per_minute: self.per_minute.or(fallback.per_minute),
+            per_hour: self.per_hour.or(fallback.per_hour),
+            per_day: self.per_day.or(fallback.per_day),
+        }
+    }
+
+    /// No window is limited.
+    pub fn is_unlimited(&self) -> bool {
+        self.per_minute.is_none() && self.per_hour.is_none() && self.per_day.is_none()
+    }
+}
+
+/// `security.hitl.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HitlConfig {
+    /// Tools that always wait for approval (names or `prefix*`), besides those declaring `hitl`.
+    pub gated_tools: Vec<String>,
+    /// Person ids (from `team.json`) or token names who may decide; empty = owners.
+    pub approvers: Vec<String>,
+    /// Seconds a request waits before it counts as `timeout` (refused unless `fail_mode: open`).
+    pub timeout: u64,
+    /// `closed` (default): timeouts and errors refuse the call. `open`: they let it run.
+    pub fail_mode: FailMode,
+    /// Owners' own calls to gated tools skip approval (default false: every gated call waits).
+    pub owner_bypass: bool,
+    /// Where connectors post approval requests (e.g. a Discord channel id).
+    pub channel: Option<String>,
+}
+
+impl Default for HitlConfig {
+    fn default() -> Self {
+        HitlConfig {
+            gated_tools: Vec::new(),
+            approvers: Vec::new(),
+            timeout: 1800,
+            fail_mode: FailMode::Closed,
+            owner_bypass: false,
+            channel: None,
+        }
+    }
+}
+
+/// `security.hitl.fail_mode`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// Refuse.
+    #[default]
+    Closed,
+    /// Allow.
+    Open,
+}
+
+/// `security.content_safety.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContentSafetyConfig {
+    /// What happens to scored content.
+    pub policy: SafetyPolicy,
+    /// Scores at or above this raise an alert (0–10).
+    pub alert_threshold: f32,
+    /// Under `block`, scores at or above this replace the content with a refusal (0–10).
+    pub block_threshold: f32,
+    /// The per-agent behaviour monitor.
+    pub monitor: MonitorConfig,
+}
+
+impl Default for ContentSafetyConfig {
+    fn default() -> Self {
+        ContentSafetyConfig {
+            policy: SafetyPolicy::Wrap,
+            alert_threshold: 4.0,
+            block_threshold: 7.0,
+            monitor: MonitorConfig::default(),
+        }
+    }
+}
+
+/// `security.content_safety.policy`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyPolicy {
+    /// Sanitise, score, record and alert; the content reaches the model as is.
+    Log,
+    /// As `log`, and the content reaches the model inside an untrusted-data envelope.
+    #[default]
+    Wrap,
+    /// As `wrap`, and content scoring at or above `block_threshold` is withheld.
+    Block,
+}
+
+/// `security.content_safety.monitor.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// Runs the monitor.
+    pub enabled: bool,
+    /// A sensitive tool this many seconds after web content was read raises an alert.
+    pub web_window_secs: u64,
+    /// Calls an agent makes before never-seen tools raise alerts.
+    pub baseline_calls: u32,
+    /// More calls than this in one minute by one agent is a spike.
+    pub spike_per_minute: u32,
+    /// Distinct sensitive tools within `sensitive_window_secs` that raise an alert.
+    pub sensitive_distinct: u32,
+    /// Window for `sensitive_distinct`.
+    pub sensitive_window_secs: u64,
+    /// Tools counted as sensitive besides gated ones and those with external side effects,
+    /// subprocess or secrets capabilities (names or `prefix*`).
+    pub sensitive_tools: Vec<String>,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            enabled: true,
+            web_window_secs: 300,
+            baseline_calls: 50,
+            spike_per_minute: 30,
+            sensitive_distinct: 3,
+            sensitive_window_secs: 120,
+            sensitive_tools: Vec::new(),
+        }
+    }
+}
+
+/// `security.network.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Hosts (exact names) or CIDRs that may be reached although they are internal.
+    pub allow: Vec<String>,
+    /// Redirect hops followed, each re-checked.
+    pub max_redirects: u32,
+    /// Largest response body read (bytes).
+    pub max_response_bytes: u64,
+    /// Whole-request time limit (seconds).
+    pub timeout_secs: u64,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        NetworkConfig {
+            allow: Vec::new(),
+            max_redirects: 5,
+            max_response_bytes: 5 * 1024 * 1024,
+            timeout_secs: 30,
+        }
+    }
+}
+
+/// `security.audit.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Rotate the audit log when it grows past this many bytes (0 = never).
+    pub max_bytes: u64,
+    /// Rotated files kept (`audit.jsonl.1` … `.N`); older ones are deleted (0 = keep all).
+    pub keep_files: u32,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            max_bytes: 64 * 1024 * 1024,
+            keep_files: 0,
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The behaviour monitor: per-agent patterns that often follow a successful injection.
+//!
+//! - `sensitive_after_web` — a sensitive tool shortly after the agent read web content;
+//! - `new_tool` — a tool the agent never used before, once it has a baseline;
+//! - `volume_spike` — more calls in a minute than usual;
+//! - `sensitive_burst` — several distinct sensitive tools in a short window.
+//!
+//! Sensitive = gated, external side effects, `subprocess` or `secrets` capability, or listed
+//! in `security.content_safety.monitor.sensitive_tools`. The monitor raises alerts (audit
+//! log and alert sinks); it does not refuse calls — gating does that.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::access::matches_any;
+use crate::config::MonitorConfig;
+use crate::tool::{Capability, SideEffects, ToolSpec};
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Rule name.
+    pub rule: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+#[derive(Default)]
+struct AgentState {
+    last_web: Option<Instant>,
+    seen: HashSet<String>,
+    calls: u64,
+    recent: VecDeque<Instant>,
+    sensitive: VecDeque<(Instant, String)>,
+    spike_alerted: Option<Instant>,
+}
+
+/// Per-agent state, shared by every surface.
+pub struct Monitor {
+    cfg: MonitorConfig,
+    agents: Mutex<HashMap<String, AgentState>>,
+}
+
+impl Monitor {
+    /// A monitor with `cfg`.
+    pub fn new(cfg: MonitorConfig) -> Self {
+        Monitor {
+            cfg,
+            agents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `spec` counts as sensitive (`gated` from the access policy).
+    pub fn is_sensitive(&self, spec: &ToolSpec, gated: bool) -> bool {
+        gated
+            || spec.side_effects == SideEffects::External
+            || spec
+                .capabilities
+                .iter()
+                .any(|c| matches!(c, Capability::Subprocess | Capability::Secrets))
+            || matches_any(&self.cfg.sensitive_tools, &spec.name)
+    }
+
+    /// Observes a call by `agent` before it runs.
+    pub fn observe(&self, agent: &str, tool: &str, sensitive: bool) -> Vec<Finding> {
+        self.observe_at(agent, tool, sensitive, Instant::now())
+    }
+
+    /// [`Monitor::observe`] at a given instant (tests).
+    pub fn observe_at(
+        &self,
+        agent: &str,
+        tool: &str,
+        sensitive: bool,
+        now: Instant,
+    ) -> Vec<Finding> {
+        if !self.cfg.enabled {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut all = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        let st = all.entry(agent.to_owned()).or_default();
+        let ago = |secs: u64| now.checked_sub(Duration::from_secs(secs));
+        if sensitive
+            && let Some(web) = st.last_web
+            && ago(self.cfg.web_window_secs).is_none_or(|t| web >= t)
+        {
+            out.push(Finding {
+                rule: "sensitive_after_web",
+                message: format!(
+                    "agent `{agent}` called sensitive tool `{tool}` {}s after reading web content",
+                    now.saturating_duration_since(web).as_secs()
+                ),
+            });
+        }
+        if st.calls >= u64::from(self.cfg.baseline_calls) && !st.seen.contains(tool) {
+            out.push(Finding {
+                rule: "new_tool",
+                message: format!(
+                    "agent `{agent}` called `{tool}` for the first time after {} calls",
+                    st.calls
+                ),
+            });
+        }
+        st.calls += 1;
+        st.seen.insert(tool.to_owned());
+        if let Some(edge) = ago(60) {
+            while st.recent.front().is_some_and(|t| *t < edge) {
+                st.recent.pop_front();
+            }
+        }
+        st.recent.push_back(now);
+        let spike_quiet = st
+            .spike_alerted
+            .is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(60));
+        if st.recent.len() > self.cfg.spike_per_minute as usize && spike_quiet {
+            st.spike_alerted = Some(now);
+            out.push(Finding {
+                rule: "volume_spike",
+                message: format!(
+                    "agent `{agent}` made {} tool calls in the last minute (threshold {})",
+                    st.recent.len(),
+                    self.cfg.spike_per_minute
+                ),
+            });
+        }
+        if sensitive {
+            if let Some(edge) = ago(self.cfg.sensitive_window_secs) {
+                while st.sensitive.front().is_some_and(|(t, _)| *t < edge) {
+                    st.sensitive.pop_front();
+                }
+            }
+            let was: HashSet<&str> = st.sensitive.iter().map(|(_, n)| n.as_str()).collect();
+            let fresh = !was.contains(tool);
+            let distinct = was.len() + usize::from(fresh);
+            if fresh && distinct >= self.cfg.sensitive_distinct as usize {
+                out.push(Finding {
+                    rule: "sensitive_burst",
+                    message: format!(
+                        "agent `{agent}` used {distinct} distinct sensitive tools within {}s",
+                        self.cfg.sensitive_window_secs
+                    ),
+                });
+            }
+            st.sensitive.push_back((now, tool.to_owned()));
+        }
+        out
+    }
+
+    /// Notes that `agent` just received web content.
+    pub fn web_read(&self, agent: &str) {
+        self.web_read_at(agent, Instant::now());
+    }
+
+    /// [`Monitor::web_read`] at a given instant (tests).
+    pub fn web_read_at(&self, agent: &str, now: Instant) {
+        if !self.cfg.enabled {
+            return;
+        }
+        let mut all = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        all.entry(agent.to_owned()).or_default().last_web = Some(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> MonitorConfig {
+        MonitorConfig {
+            baseline_calls: 3,
+            spike_per_minute: 4,
+            sensitive_distinct: 2,
+            sensitive_window_secs: 60,
+            web_window_secs: 300,
+            ..Default::default()
+        }
+    }
+
+    fn rules(f: &[Finding]) -> Vec<&'static str> {
+        f.iter().map(|f| f.rule).collect()
+    }
+
+    fn has(f: &[Finding], rule: &str) -> bool {
+        f.iter().any(|f| f.rule == rule)
+    }
+
+    #[test]
+    fn sensitive_tool_after_web_content() {
+        let m = Monitor::new(cfg());
+        let t0 = Instant::now();
+        assert!(m.observe_at("a", "write", true, t0).is_empty());
+        m.web_read_at("a", t0);
+        let f = m.observe_at("a", "write", true, t0 + Duration::from_secs(10));
+        assert_eq!(rules(&f), ["sensitive_after_web"]);
+        // Outside the window: quiet. Other agents: unaffected.
+        let later = t0 + Duration::from_secs(400);
+        assert!(m.observe_at("a", "write", true, later).is_empty());
+        assert!(
+            m.observe_at("b", "write", true, t0 + Duration::from_secs(1))
+                .is_empty()
+        );
+        // Non-sensitive tools after web content are fine.
+        m.web_read_at("a", later);
+        assert!(m.observe_at("a", "write", false, later).is_empty());
+    }
+
+    #[test]
+    fn never_seen_tool_after_baseline() {
+        let m = Monitor::new(cfg());
+        let t = Instant::now();
+        for _ in 0..3 {
+            assert!(m.observe_at("a", "read", false, t).is_empty());
+        }
+        assert_eq!(rules(&m.observe_at("a", "odd", false, t)), ["new_tool"]);
+        assert!(!has(&m.observe_at("a", "odd", false, t), "new_tool"));
+    }
+
+    #[test]
+    fn volume_spike_alerts_once_per_minute() {
+        let m = Monitor::new(MonitorConfig {
+            baseline_calls: 1000,
+            ..cfg()
+        });
+        let t = Instant::now();
+        let mut spikes = 0;
+        for i in 0..10 {
+            let f = m.observe_at("a", "read", false, t + Duration::from_millis(i));
+            spikes += f.iter().filter(|f| f.rule == "volume_spike").count();
+        }
+        assert_eq!(spikes, 1);
+    }
+
+    #[test]
+    fn distinct_sensitive_tools_in_a_window() {
+        let m = Monitor::new(cfg());
+        let t = Instant::now();
+        assert!(m.observe_at("a", "shell", true, t).is_empty());
+        assert!(m.observe_at("a", "shell", true, t).is_empty());
+        assert_eq!(
+            rules(&m.observe_at("a", "mail", true, t)),
+            ["sensitive_burst"]
+        );
+        // After the window the count starts again.
+        let later = t + Duration::from_secs(120);
+        assert!(!has(
+            &m.observe_at("a", "post", true, later),
+            "sensitive_burst"
+        ));
+    }
+}

@@ -1,0 +1,310 @@
+//! Rate limits: sliding windows per (principal or agent, tool) over a minute, an hour and a
+//! day.
+//!
+//! A call is recorded *before* the tool runs, so failed runs count too. Counting happens in
+//! memory (one deque of timestamps per key and tool that has a limit); every recorded call is
+//! also handed to a [`RateLog`] (SQLite in `strata-store`) and the last day of it is loaded at
+//! start, so counters survive a restart. One [`RateLimiter`] per process is shared by every
+//! surface through the [`crate::Invoker`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::config::{Limits, RateLimitMode, RateLimitsConfig};
+
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateEvent {
+    /// `agent:<id>` or the principal.
+    pub key: String,
+    /// Tool name.
+    pub tool: String,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+}
+
+/// Where recorded calls persist.
+pub trait RateLog: Send + Sync {
+    /// Events newer than `since_ms`, any order.
+    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, String>;
+    /// Records one event (may be asynchronous; must not block for long).
+    fn append(&self, event: RateEvent);
+}
+
+/// An exceeded window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exceeded {
+    /// `minute`, `hour` or `day`.
+    pub window: &'static str,
+    /// Calls in the window, this one included.
+    pub count: u32,
+    /// The limit.
+    pub limit: u32,
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rate limit: {} calls in the last {} (limit {})",
+            self.count, self.window, self.limit
+        )
+    }
+}
+
+/// What [`RateLimiter::check`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateVerdict {
+    /// Under every limit (or no limit applies).
+    Ok,
+    /// Over a limit, and `mode: enforce`: refuse.
+    Refuse(Exceeded),
+    /// Over a limit, but `mode: log`: run it and alert.
+    LogOnly(Exceeded),
+}
+
+/// The process-wide limiter.
+pub struct RateLimiter {
+    cfg: RateLimitsConfig,
+    log: Option<Arc<dyn RateLog>>,
+    windows: Mutex<HashMap<(String, String), VecDeque<i64>>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The entry of `map` for `tool`: exact name first, then the longest matching `prefix*`.
+fn lookup(map: &std::collections::BTreeMap<String, Limits>, tool: &str) -> Option<Limits> {
+    if let Some(l) = map.get(tool) {
+        return Some(*l);
+    }
+    map.iter()
+        .filter_map(|(k, v)| {
+            k.strip_suffix('*')
+                .filter(|p| tool.starts_with(p))
+                .map(|p| (p.len(), *v))
+        })
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, v)| v)
+}
+
+impl RateLimiter {
+    /// A limiter over `cfg`, persisting to `log` (and loading its last day) when given.
+    pub fn new(cfg: RateLimitsConfig, log: Option<Arc<dyn RateLog>>) -> Self {
+        let mut windows: HashMap<(String, String), VecDeque<i64>> = HashMap::new();
+        if let Some(l) = &log {
+            match l.load(now_ms() - DAY) {
+                Ok(mut events) => {
+                    events.sort_by_key(|e| e.ts_ms);
+                    for e in events {
+                        windows
+                            .entry((e.key, e.tool))
+                            .or_default()
+                            .push_back(e.ts_ms);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "rate-limit history not loaded; counters start at zero")
+                }
+            }
+        }
+        RateLimiter {
+            cfg,
+            log,
+            windows: Mutex::new(windows),
+        }
+    }
+
+    /// The limits for `tool` called on behalf of `agent`: agent override, then per-tool entry,
+    /// then defaults — each window inherited from the next level when unset.
+    pub fn limits_for(&self, agent: Option<&str>, tool: &str) -> Limits {
+        let mut l = lookup(&self.cfg.tools, tool)
+            .unwrap_or_default()
+            .or(self.cfg.defaults);
+        if let Some(a) = agent
+            && let Some(map) = self.cfg.agents.get(a)
+            && let Some(o) = lookup(map, tool)
+        {
+            l = o.or(l);
+        }
+        l
+    }
+
+    /// Records a call of `tool` by `key` (before it runs) and says whether it is over a limit.
+    pub fn check(&self, key: &str, agent: Option<&str>, tool: &str) -> RateVerdict {
+        self.check_at(key, agent, tool, now_ms())
+    }
+
+    /// [`RateLimiter::check`] at a given time (tests).
+    pub fn check_at(&self, key: &str, agent: Option<&str>, tool: &str, ts_ms: i64) -> RateVerdict {
+        let limits = self.limits_for(agent, tool);
+        if limits.is_unlimited() {
+            return RateVerdict::Ok;
+        }
+        let exceeded = {
+            let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+            let q = w.entry((key.to_owned(), tool.to_owned())).or_default();
+            while q.front().is_some_and(|&t| t <= ts_ms - DAY) {
+                q.pop_front();
+            }
+            q.push_back(ts_ms);
+            let count_since =
+                |since: i64| q.iter().rev().take_while(|&&t| t > since).count() as u32;
+            [
+                ("minute", MINUTE, limits.per_minute),
+                ("hour", HOUR, limits.per_hour),
+                ("day", DAY, limits.per_day),
+            ]
+            .into_iter()
+            .find_map(|(window, span, limit)| {
+                let limit = limit?;
+                let count = count_since(ts_ms - span);
+                (count > limit).then_some(Exceeded {
+                    window,
+                    count,
+                    limit,
+                })
+            })
+        };
+        if let Some(log) = &self.log {
+            log.append(RateEvent {
+                key: key.to_owned(),
+                tool: tool.to_owned(),
+                ts_ms,
+            });
+        }
+        match exceeded {
+            None => RateVerdict::Ok,
+            Some(e) if self.cfg.mode == RateLimitMode::Log => RateVerdict::LogOnly(e),
+            Some(e) => RateVerdict::Refuse(e),
+        }
+    }
+
+    /// Whether any limit is configured at all (the Invoker skips the stage otherwise).
+    pub fn is_active(&self) -> bool {
+        !self.cfg.defaults.is_unlimited()
+            || self.cfg.tools.values().any(|l| !l.is_unlimited())
+            || self
+                .cfg
+                .agents
+                .values()
+                .any(|m| m.values().any(|l| !l.is_unlimited()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn lim(m: Option<u32>, h: Option<u32>, d: Option<u32>) -> Limits {
+        Limits {
+            per_minute: m,
+            per_hour: h,
+            per_day: d,
+        }
+    }
+
+    #[test]
+    fn specific_entries_win_and_inherit_unset_windows() {
+        let cfg = RateLimitsConfig {
+            mode: RateLimitMode::Enforce,
+            defaults: lim(Some(10), Some(100), Some(1000)),
+            tools: BTreeMap::from([
+                ("web_*".into(), lim(Some(5), None, None)),
+                ("web_search".into(), lim(Some(3), None, None)),
+                ("we*".into(), lim(Some(7), None, None)),
+            ]),
+            agents: BTreeMap::from([(
+                "scout".into(),
+                BTreeMap::from([("web_*".into(), lim(None, Some(20), None))]),
+            )]),
+        };
+        let r = RateLimiter::new(cfg, None);
+        assert_eq!(
+            r.limits_for(None, "web_search"),
+            lim(Some(3), Some(100), Some(1000))
+        );
+        assert_eq!(
+            r.limits_for(None, "web_fetch"),
+            lim(Some(5), Some(100), Some(1000))
+        );
+        assert_eq!(
+            r.limits_for(None, "weather"),
+            lim(Some(7), Some(100), Some(1000))
+        );
+        assert_eq!(
+            r.limits_for(None, "other"),
+            lim(Some(10), Some(100), Some(1000))
+        );
+        assert_eq!(
+            r.limits_for(Some("scout"), "web_search"),
+            lim(Some(3), Some(20), Some(1000))
+        );
+        assert_eq!(
+            r.limits_for(Some("other"), "web_fetch"),
+            lim(Some(5), Some(100), Some(1000))
+        );
+    }
+
+    #[test]
+    fn windows_slide() {
+        let cfg = RateLimitsConfig {
+            defaults: lim(Some(2), Some(3), None),
+            ..Default::default()
+        };
+        let r = RateLimiter::new(cfg, None);
+        let t0 = 1_000_000_000;
+        assert_eq!(r.check_at("k", None, "t", t0), RateVerdict::Ok);
+        assert_eq!(r.check_at("k", None, "t", t0 + 1), RateVerdict::Ok);
+        let RateVerdict::Refuse(e) = r.check_at("k", None, "t", t0 + 2) else {
+            panic!("third call in a minute must be refused")
+        };
+        assert_eq!((e.window, e.count, e.limit), ("minute", 3, 2));
+        // Other keys and tools have their own windows.
+        assert_eq!(r.check_at("other", None, "t", t0 + 3), RateVerdict::Ok);
+        assert_eq!(r.check_at("k", None, "u", t0 + 3), RateVerdict::Ok);
+        // A minute later the minute window is clear, but the hour holds 4 calls (refused
+        // ones count: they were recorded before the tool would have run).
+        let RateVerdict::Refuse(e) = r.check_at("k", None, "t", t0 + MINUTE + 10) else {
+            panic!("hour limit")
+        };
+        assert_eq!((e.window, e.count, e.limit), ("hour", 4, 3));
+        // An hour later everything has slid out.
+        assert_eq!(
+            r.check_at("k", None, "t", t0 + HOUR + MINUTE + 11),
+            RateVerdict::Ok
+        );
+    }
+
+    #[test]
+    fn log_mode_lets_calls_through_but_reports() {
+        let cfg = RateLimitsConfig {
+            mode: RateLimitMode::Log,
+            defaults: lim(Some(1), None, None),
+            ..Default::default()
+        };
+        let r = RateLimiter::new(cfg, None);
+        assert_eq!(r.check_at("k", None, "t", 5), RateVerdict::Ok);
+        assert!(matches!(
+            r.check_at("k", None, "t", 6),
+            RateVerdict::LogOnly(_)
+        ));
+    }
+
+    #[test]
+    fn no_limits_means_inactive_and_untracked() {
+        let r = RateLimiter::new(RateLimitsConfig::default(), None);
+        assert!(!r.is_active());
+        assert_eq!(r.check("k", None, "t"), RateVerdict::Ok);
+        assert!(r.windows.lock().map(|w| w.is_empty()).unwrap_or(false));
+    }
+}
