@@ -108,7 +108,8 @@ pub trait ApprovalStore: Send + Sync {
         reason: Option<&str>,
         at: i64,
     ) -> Result<bool, String>;
-    /// Marks pending requests created before `created_before` as `timeout`; returns how many.
+    /// Marks pending requests created at or before `created_before` as `timeout`; returns how
+    /// many.
     async fn expire(&self, created_before: i64, at: i64) -> Result<usize, String>;
 }
 
@@ -184,7 +185,7 @@ impl ApprovalStore for MemoryApprovalStore {
         let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for r in rows.iter_mut() {
-            if r.status == ApprovalStatus::Pending && r.created_at < created_before {
+            if r.status == ApprovalStatus::Pending && r.created_at <= created_before {
                 r.status = ApprovalStatus::Timeout;
                 r.reason = Some("timeout".into());
                 r.decided_at = Some(at);

@@ -102,6 +102,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/tools", get(tools))
         .route("/api/invoke", post(invoke))
         .route("/api/events", get(events))
+        .route("/api/approvals", get(approvals_list))
+        .route("/api/approvals/{id}/{decision}", post(approvals_decide))
         .route("/api/artifacts", get(artifacts_list))
         .route("/api/artifacts/{*path}", get(artifact_read))
         .route("/api/state", get(api_state))
@@ -316,6 +318,93 @@ async fn events(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(ok(json!({ "events": records })))
+}
+
+#[derive(serde::Deserialize)]
+struct ApprovalQuery {
+    status: Option<String>,
+    limit: Option<String>,
+}
+
+fn approvals_of(st: &HttpState) -> Result<&Arc<strata_engine::approval::Approvals>, ApiError> {
+    st.invoker.approvals().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "approvals are not enabled in this process",
+        )
+    })
+}
+
+async fn approvals_list(
+    State(st): State<Arc<HttpState>>,
+    Query(q): Query<ApprovalQuery>,
+) -> Result<Response, ApiError> {
+    use strata_engine::approval::ApprovalStatus;
+    let limit = parse_limit(q.limit.as_deref(), 50, 1000)?;
+    let status = match q.status.as_deref().unwrap_or("pending") {
+        "all" => None,
+        s => Some(ApprovalStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`status` must be pending, approved, denied, timeout or all, not `{s}`"
+            ))
+        })?),
+    };
+    let rows = approvals_of(&st)?
+        .store()
+        .list(status, limit)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+    Ok(ok(json!({ "approvals": rows })))
+}
+
+async fn approvals_decide(
+    State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
+    axum::extract::Path((id, decision)): axum::extract::Path<(String, String)>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    use strata_engine::approval::DecideError;
+    let approve = match decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no route POST /api/approvals/{id}/{other}; use `approve` or `deny`"),
+            ));
+        }
+    };
+    let body = read_body(&st, req).await?;
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let obj = parse_object(&body)?;
+        if let Some(k) = obj.keys().find(|k| k.as_str() != "reason") {
+            return Err(ApiError::bad_request(format!(
+                "unknown field `{k}`; expected `reason`"
+            )));
+        }
+        match obj.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(ApiError::bad_request("field `reason` must be a string")),
+        }
+    };
+    let r = approvals_of(&st)?
+        .decide(&id, approve, &caller.principal, reason.as_deref())
+        .await
+        .map_err(|e| {
+            let (code, name) = match &e {
+                DecideError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+                DecideError::NotPending { .. } => (StatusCode::CONFLICT, "conflict"),
+                DecideError::NotApprover(_) => (StatusCode::FORBIDDEN, "forbidden"),
+                DecideError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            };
+            ApiError::new(code, name, e.to_string())
+        })?;
+    Ok(ok(serde_json::to_value(r).unwrap_or(Value::Null)))
 }
 
 #[derive(serde::Deserialize)]

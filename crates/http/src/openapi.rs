@@ -10,6 +10,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/tools"),
     ("post", "/api/invoke"),
     ("get", "/api/events"),
+    ("get", "/api/approvals"),
+    ("post", "/api/approvals/{id}/{decision}"),
     ("get", "/api/artifacts"),
     ("get", "/api/artifacts/{path}"),
     ("get", "/api/state"),
@@ -61,7 +63,16 @@ pub fn openapi() -> Value {
                     "properties": {
                         "status": {"enum": ["ok", "error", "unknown_tool", "validation_error", "denied", "rate_limited", "approval_denied"]},
                         "value": {}, "error": {"type": ["string", "null"]}, "elapsed_ms": {"type": "number"},
-                        "tool": {"type": "string"}, "request_id": {"type": "string"}, "ok": {"type": "boolean"}}}
+                        "tool": {"type": "string"}, "request_id": {"type": "string"}, "ok": {"type": "boolean"}}},
+                "Approval": {"type": "object",
+                    "required": ["id", "tool", "principal", "args", "description", "status", "created_at"],
+                    "properties": {
+                        "id": {"type": "string"}, "agent_id": {"type": ["string", "null"]}, "tool": {"type": "string"},
+                        "principal": {"type": "string"}, "args": {"type": "object"}, "description": {"type": "string"},
+                        "status": {"enum": ["pending", "approved", "denied", "timeout"]},
+                        "approver": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]},
+                        "created_at": {"type": "integer", "description": "Unix seconds"},
+                        "decided_at": {"type": ["integer", "null"]}}}
             }
         },
         "security": [{"strataToken": []}, {"bearer": []}],
@@ -87,6 +98,20 @@ pub fn openapi() -> Value {
             "/api/events": {"get": {"summary": "Most recent audit records, newest last",
                 "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20}}],
                 "responses": with(json!({"200": resp("Events", ok_value(json!({"type": "object", "properties": {"events": {"type": "array"}}})))}), std_errors.clone())}},
+            "/api/approvals": {"get": {"summary": "Approval requests, newest first",
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"enum": ["pending", "approved", "denied", "timeout", "all"], "default": "pending"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}}],
+                "responses": with(json!({"200": resp("Requests", ok_value(json!({"type": "object", "properties": {"approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}}}})))}), std_errors.clone())}},
+            "/api/approvals/{id}/{decision}": {"post": {"summary": "Approve or deny a pending request (approvers only)",
+                "parameters": [
+                    {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "decision", "in": "path", "required": true, "schema": {"enum": ["approve", "deny"]}}],
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}}}}},
+                "responses": with(json!({"200": resp("The decided request", ok_value(json!({"$ref": "#/components/schemas/Approval"}))),
+                    "403": resp("Not an approver", err()), "404": resp("No such request", err()),
+                    "409": resp("Already decided", err())}), std_errors.clone())}},
             "/api/artifacts": {"get": {"summary": "List files under the artifact roots",
                 "parameters": [
                     {"name": "under", "in": "query", "schema": {"type": "string"}},

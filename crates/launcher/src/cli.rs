@@ -125,6 +125,16 @@ pub enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Human approval of gated tool calls: list requests, approve or deny them.
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
+    /// Content safety: see what the sanitiser and the injection scorer make of a text.
+    Safety {
+        #[command(subcommand)]
+        command: SafetyCommand,
+    },
     /// Sends one message to an agent and prints the answer.
     Chat {
         /// Agent id (default: `defaults.agent`, the only agent, or `main`).
@@ -190,5 +200,59 @@ pub enum AuditCommand {
         /// The log to check (default: the configured audit log in the data dir).
         #[arg(long, value_name = "PATH")]
         file: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Lists approval requests, newest first (pending ones unless --all).
+    List {
+        /// All requests, decided ones too.
+        #[arg(long)]
+        all: bool,
+        /// How many (1..1000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Approves a pending request: the waiting call runs.
+    Approve {
+        /// Request id (from `strata approvals list`).
+        id: String,
+        /// A note recorded with the decision.
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Denies a pending request: the waiting call does not run.
+    Deny {
+        /// Request id (from `strata approvals list`).
+        id: String,
+        /// Why (the agent is told).
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SafetyCommand {
+    /// Prints what the sanitiser removes, the injection score, the matched rules and the
+    /// verdict under the configured policy.
+    Scan {
+        /// A file, or `-` for stdin.
+        input: String,
+        /// Prints the result as JSON.
+        #[arg(long, conflicts_with = "jsonl")]
+        json: bool,
+        /// Reads one JSON object per line (with a `text` field) and prints one result per line.
+        #[arg(long)]
+        jsonl: bool,
     },
 }

@@ -9,15 +9,18 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{LoadOptions, LoadedConfig};
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Invocation, Principal, Registry, RuntimeEnv, Status};
 
-use crate::cli::{AuditCommand, Cli, Command, ConfigCommand, GlobalArgs, McpCommand, SkillCommand};
+use crate::cli::{
+    ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, GlobalArgs, McpCommand,
+    SafetyCommand, SkillCommand,
+};
 use crate::{Exit, Launcher};
 
 /// Everything a command needs once config and registry are loaded.
-struct Loaded {
-    config: LoadedConfig,
-    registry: Arc<Registry>,
+pub(crate) struct Loaded {
+    pub(crate) config: LoadedConfig,
+    pub(crate) registry: Arc<Registry>,
 }
 
 fn init_logging(default_level: &str, json: bool) {
@@ -115,6 +118,14 @@ fn dispatch_remote(cli: &Cli) -> Option<Exit> {
                 Exit::Usage
             }
         }),
+        Command::Approvals { command } => {
+            let r = match command {
+                ApprovalsCommand::List { remote, .. }
+                | ApprovalsCommand::Approve { remote, .. }
+                | ApprovalsCommand::Deny { remote, .. } => remote,
+            };
+            pick(r).map(|(u, t)| crate::remote::approvals(&u, &t, command))
+        }
         _ => None,
     }
 }
@@ -166,6 +177,10 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Mcp {
             command: McpCommand::Serve { stdio },
         } => mcp_stdio(&loaded, stdio),
+        Command::Approvals { command } => crate::security_cmd::approvals(Some(&loaded), command),
+        Command::Safety {
+            command: SafetyCommand::Scan { input, json, jsonl },
+        } => crate::security_cmd::safety_scan(&loaded, &input, json, jsonl),
         Command::Repl { agent, session } => {
             crate::repl::run(&loaded.config, loaded.registry.clone(), agent, &session)
         }
@@ -207,8 +222,22 @@ fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
         Ok(a) => Arc::new(a),
         Err(e) => return fail(&anyhow::Error::new(e)),
     };
-    let invoker = Arc::new(Invoker::new(l.registry.clone(), make_env(l), audit.clone()));
+    let store = match open_store(l) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    // stderr is free in stdio mode (stdout carries MCP): approval requests are shown there.
+    let (invoker, approvals) = rt.block_on(async {
+        crate::runtime::invoker(
+            make_env(l),
+            l.registry.clone(),
+            audit.clone(),
+            store.clone(),
+        )
+    });
+    approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
     let r = rt.block_on(strata_http::mcp::serve_stdio(invoker));
+    let _ = rt.block_on(store.flush());
     audit.close();
     match r {
         Ok(()) => Exit::Ok,
@@ -296,6 +325,9 @@ fn chat(l: &Loaded, agent: Option<String>, session: &str, message: String) -> Ex
     };
     let result = rt.block_on(async {
         let runtime = crate::runtime::build(&l.config, l.registry.clone(), None)?;
+        runtime
+            .approvals
+            .add_channel(Arc::new(crate::runtime::StderrApprovals));
         if let Some((_, why)) = runtime.skipped.iter().find(|(id, _)| *id == agent_id) {
             anyhow::bail!("agent `{agent_id}` cannot start: {why}");
         }
@@ -427,6 +459,13 @@ fn inspect(l: &Loaded, name: &str, json: bool) -> Exit {
     out(&text)
 }
 
+/// The data dir's SQLite store (sessions, rate-limit counters, approvals).
+pub(crate) fn open_store(l: &Loaded) -> anyhow::Result<Arc<strata_store::SqliteStore>> {
+    Ok(Arc::new(strata_store::SqliteStore::open(
+        &l.config.data_dir.join(&l.config.config.sessions.database),
+    )?))
+}
+
 fn make_env(l: &Loaded) -> Arc<RuntimeEnv> {
     Arc::new(RuntimeEnv::new(
         l.config.config.clone(),
@@ -455,10 +494,25 @@ fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, jso
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
-    let invoker = Invoker::new(l.registry.clone(), make_env(&l), audit.clone());
+    let store = match open_store(&l) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let (invoker, approvals) = rt.block_on(async {
+        crate::runtime::invoker(
+            make_env(&l),
+            l.registry.clone(),
+            audit.clone(),
+            store.clone(),
+        )
+    });
+    approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
     let mut call = Invocation::new(tool, args, Principal::Operator);
     call.request_id = request_id;
     let result = rt.block_on(invoker.invoke(call));
+    if let Err(e) = rt.block_on(store.flush()) {
+        tracing::warn!(error = %e, "rate-limit counters not saved");
+    }
     drop(invoker);
     audit.close();
     let code = if result.ok() { Exit::Ok } else { Exit::Failure };
@@ -692,6 +746,12 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         "registry loaded"
     );
     tracing::info!(agents = %runtime.manager.agent_ids().join(","), "agents ready");
+    // Requests left pending by a previous run whose time is up: their callers are gone.
+    match rt.block_on(runtime.approvals.sweep()) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(requests = n, "stale approval requests marked timeout"),
+        Err(e) => tracing::warn!(error = %e, "approval requests not swept"),
+    }
     for (id, why) in &runtime.skipped {
         tracing::warn!(agent = %id, "agent not started: {why}");
     }
@@ -754,6 +814,9 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         pruner.abort();
     });
     drop(mcp_clients);
+    if let Err(e) = rt.block_on(runtime.store.flush()) {
+        tracing::warn!(error = %e, "last database writes not confirmed");
+    }
     runtime.audit.close();
     tracing::info!("stopped");
     Ok(Exit::Ok)

@@ -20,6 +20,7 @@ mod http;
 mod remote;
 mod repl;
 pub mod runtime;
+mod security_cmd;
 pub mod skills_cmd;
 
 use std::path::PathBuf;

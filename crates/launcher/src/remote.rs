@@ -211,3 +211,54 @@ pub fn events(url: &str, token: &str, limit: usize, follow: bool) -> Exit {
         std::thread::sleep(Duration::from_millis(1000));
     }
 }
+
+/// `strata approvals list|approve|deny --remote URL --token T`.
+pub fn approvals(url: &str, token: &str, command: &crate::cli::ApprovalsCommand) -> Exit {
+    use crate::cli::ApprovalsCommand as C;
+    let r = match remote_or_fail(url, token) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let (path, body, verb, id) = match command {
+        C::List { all, limit, .. } => (
+            format!(
+                "/api/approvals?status={}&limit={limit}",
+                if *all { "all" } else { "pending" }
+            ),
+            None,
+            None,
+            String::new(),
+        ),
+        C::Approve { id, reason, .. } => (
+            format!("/api/approvals/{id}/approve"),
+            Some(json!({ "reason": reason })),
+            Some("approved"),
+            id.clone(),
+        ),
+        C::Deny { id, reason, .. } => (
+            format!("/api/approvals/{id}/deny"),
+            Some(json!({ "reason": reason })),
+            Some("denied"),
+            id.clone(),
+        ),
+    };
+    let method = if body.is_some() { "POST" } else { "GET" };
+    match r.call(method, &path, body) {
+        Ok(v) => match (command, verb) {
+            (C::List { json, .. }, _) => {
+                let rows: Vec<strata_engine::approval::ApprovalRecord> =
+                    serde_json::from_value(v["approvals"].clone()).unwrap_or_default();
+                crate::security_cmd::print_list(&rows, *json)
+            }
+            (_, Some(verb)) => {
+                println!("{verb} {id}");
+                Exit::Ok
+            }
+            _ => Exit::Ok,
+        },
+        Err((_, e)) => {
+            eprintln!("error: {e}");
+            Exit::Failure
+        }
+    }
+}

@@ -42,6 +42,9 @@ pub(crate) fn run(
             return Exit::Failure;
         }
     };
+    runtime
+        .approvals
+        .add_channel(std::sync::Arc::new(crate::runtime::StderrApprovals));
     if let Some((_, why)) = runtime.skipped.iter().find(|(id, _)| *id == agent_id) {
         eprintln!("error: agent `{agent_id}` cannot start: {why}");
         return Exit::Failure;

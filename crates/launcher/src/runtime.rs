@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use strata_engine::agent::Agent;
+use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
+use strata_engine::audit::AuditSink;
 use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
 use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter};
@@ -17,8 +19,10 @@ pub struct Runtime {
     pub manager: Arc<AgentManager>,
     /// Runs tool calls.
     pub invoker: Arc<Invoker>,
-    /// Sessions.
+    /// Sessions, rate-limit counters, approval requests.
     pub store: Arc<SqliteStore>,
+    /// Human approval of gated calls.
+    pub approvals: Arc<Approvals>,
     /// The audit log (closed on shutdown).
     pub audit: Arc<JsonlAudit>,
     /// Agents that could not start, with the reason.
@@ -188,7 +192,7 @@ pub fn build(
         cfg.overlay_dir.clone(),
         cfg.data_dir.clone(),
     ));
-    let invoker = Arc::new(Invoker::new(registry, env.clone(), audit.clone()));
+    let (invoker, approvals) = invoker(env.clone(), registry, audit.clone(), store.clone());
     let mut agents = Vec::new();
     let mut skipped = Vec::new();
     let mut internal_tokens = Vec::new();
@@ -226,10 +230,56 @@ pub fn build(
         manager,
         invoker,
         store,
+        approvals,
         audit,
         skipped,
         internal_tokens,
     })
+}
+
+/// The Invoker of a process with every stage wired: rate-limit counters and approval
+/// requests in the SQLite store (shared with other processes on the same data dir).
+pub fn invoker(
+    env: Arc<RuntimeEnv>,
+    registry: Arc<Registry>,
+    audit: Arc<dyn AuditSink>,
+    store: Arc<SqliteStore>,
+) -> (Arc<Invoker>, Arc<Approvals>) {
+    let inv = Invoker::new(registry, env, audit).with_rate_log(store.clone());
+    let approvals = Arc::new(Approvals::new(store, inv.policy().clone()));
+    (Arc::new(inv.with_approvals(approvals.clone())), approvals)
+}
+
+/// Tells the terminal about approval requests (CLI runs: `strata invoke`, `chat`, `repl`).
+pub struct StderrApprovals;
+
+#[strata_engine::async_trait]
+impl ApprovalChannel for StderrApprovals {
+    fn name(&self) -> &str {
+        "terminal"
+    }
+
+    async fn post(&self, r: &ApprovalRecord) {
+        eprintln!(
+            "approval needed: {}
+  approve: strata approvals approve {id}
+  deny:    strata approvals deny {id}",
+            r.description,
+            id = r.id
+        );
+    }
+
+    async fn outcome(&self, r: &ApprovalRecord) {
+        eprintln!(
+            "approval {}: {}{}",
+            r.id,
+            r.status.as_str(),
+            r.approver
+                .as_deref()
+                .map(|a| format!(" by {a}"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// The agent `chat`/`repl` talk to when none is named.

@@ -182,11 +182,13 @@ pub async fn run(
                 )
                 .map_err(|e| e.to_string())?,
             );
-            let invoker = Arc::new(strata_engine::Invoker::new(
-                registry,
-                env.clone(),
-                audit.clone(),
-            ));
+            let store = Arc::new(
+                strata_store::SqliteStore::open(&cfg.data_dir.join(&cfg.config.sessions.database))
+                    .map_err(|e| e.to_string())?,
+            );
+            let (invoker, approvals) =
+                crate::runtime::invoker(env.clone(), registry, audit.clone(), store.clone());
+            approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
             let overrides = AgentOverrides {
                 llm: skill.def.llm.clone(),
                 tools: skill.def.tools.clone(),
@@ -205,6 +207,7 @@ pub async fn run(
                 .handle(turn, Message::text(prompt))
                 .await
                 .map_err(|e| e.to_string());
+            let _ = store.flush().await;
             audit.close();
             r.map(|r| r.text)
         }

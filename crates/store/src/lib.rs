@@ -49,7 +49,30 @@ const MIGRATIONS: &[&str] = &[
         request_id TEXT NOT NULL
     );
     CREATE INDEX tool_log_by_ts ON tool_log(ts);",
+    // 2: rate-limit events and approval requests (the security pipeline).
+    "CREATE TABLE rate_events (
+        key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        ts_ms INTEGER NOT NULL
+    );
+    CREATE INDEX rate_events_by_ts ON rate_events(ts_ms);
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        agent_id TEXT,
+        tool TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        args TEXT NOT NULL,
+        description TEXT NOT NULL,
+        status TEXT NOT NULL,
+        approver TEXT,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        decided_at INTEGER
+    );
+    CREATE INDEX approvals_by_status ON approvals(status, created_at);",
 ];
+
+mod security;
 
 /// Opening or migrating the database failed.
 #[derive(Debug, thiserror::Error)]
@@ -254,6 +277,30 @@ impl SqliteStore {
         rx.await
             .map_err(|_| StoreError("the database writer has stopped".into()))?
             .map_err(StoreError)
+    }
+
+    /// Waits until every write queued so far is committed (call before a short-lived process
+    /// exits, so fire-and-forget writes such as rate-limit events are not lost).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.write(|_| Ok(0)).await.map(|_| ())
+    }
+
+    /// Queues a write without waiting for it (its failure is logged).
+    fn write_detached<F>(&self, f: F)
+    where
+        F: FnOnce(&Connection) -> rusqlite::Result<usize> + Send + 'static,
+    {
+        let (reply, _rx) = tokio::sync::oneshot::channel();
+        if self
+            .writer
+            .send(Job {
+                op: Box::new(f),
+                reply,
+            })
+            .is_err()
+        {
+            tracing::error!("the database writer has stopped; a write was lost");
+        }
     }
 
     /// Runs a read with the reader connection on the blocking pool.

@@ -49,7 +49,7 @@ async fn history_survives_a_restart() {
             .expect("append");
     }
     let s = SqliteStore::open(&path).expect("reopen");
-    assert_eq!(s.schema_version().expect("version"), 1);
+    assert_eq!(s.schema_version().expect("version"), 2);
     let state = s.load(&key).await.expect("load").expect("exists");
     assert_eq!(state.messages.len(), 8);
     assert_eq!(

@@ -26,10 +26,16 @@ impl Drop for Served {
 
 /// Starts `bin --overlay overlay serve` on port 0 and waits for it to announce its address.
 pub fn serve(bin: &str, overlay: &Path) -> Served {
+    serve_with(bin, overlay, &[])
+}
+
+/// [`serve`] with extra arguments (`--set k=v`…).
+pub fn serve_with(bin: &str, overlay: &Path, extra: &[&str]) -> Served {
     let mut child = Command::new(bin)
         .arg("--overlay")
         .arg(overlay)
         .args(["serve", "--set", "server.port=0"])
+        .args(extra)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())

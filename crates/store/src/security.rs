@@ -1,0 +1,178 @@
+//! Rate-limit events and approval requests in SQLite.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, params};
+use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+use strata_engine::ratelimit::{RateEvent, RateLog};
+
+use crate::SqliteStore;
+
+/// Rate events older than this are deleted (the longest window is a day).
+const KEEP_MS: i64 = 24 * 60 * 60 * 1000;
+
+static APPENDS: AtomicU64 = AtomicU64::new(0);
+
+impl RateLog for SqliteStore {
+    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, String> {
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare("SELECT key, tool, ts_ms FROM rate_events WHERE ts_ms > ?1")
+            .map_err(|e| e.to_string())?;
+        let rows = stmt
+            .query_map([since_ms], |r| {
+                Ok(RateEvent {
+                    key: r.get(0)?,
+                    tool: r.get(1)?,
+                    ts_ms: r.get(2)?,
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())
+    }
+
+    fn append(&self, e: RateEvent) {
+        // Every 1024th event also drops what no window can see any more.
+        let prune = APPENDS.fetch_add(1, Ordering::Relaxed).is_multiple_of(1024);
+        self.write_detached(move |c| {
+            let n = c
+                .prepare_cached("INSERT INTO rate_events (key, tool, ts_ms) VALUES (?1, ?2, ?3)")?
+                .execute(params![e.key, e.tool, e.ts_ms])?;
+            if prune {
+                c.prepare_cached("DELETE FROM rate_events WHERE ts_ms <= ?1")?
+                    .execute([e.ts_ms - KEEP_MS])?;
+            }
+            Ok(n)
+        });
+    }
+}
+
+const COLS: &str = "id, agent_id, tool, principal, args, description, status, approver, reason, \
+                    created_at, decided_at";
+
+fn approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let args: String = r.get(4)?;
+    let status: String = r.get(6)?;
+    Ok(ApprovalRecord {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        tool: r.get(2)?,
+        principal: r.get(3)?,
+        args: serde_json::from_str(&args).unwrap_or(serde_json::Value::Null),
+        description: r.get(5)?,
+        // An unknown status (a newer binary wrote it) reads as timeout: never as approved.
+        status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Timeout),
+        approver: r.get(7)?,
+        reason: r.get(8)?,
+        created_at: r.get(9)?,
+        decided_at: r.get(10)?,
+    })
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn insert(&self, a: &ApprovalRecord) -> Result<(), String> {
+        let a = a.clone();
+        self.write(move |c| {
+            c.execute(
+                &format!("INSERT INTO approvals ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                params![
+                    a.id,
+                    a.agent_id,
+                    a.tool,
+                    a.principal,
+                    a.args.to_string(),
+                    a.description,
+                    a.status.as_str(),
+                    a.approver,
+                    a.reason,
+                    a.created_at,
+                    a.decided_at
+                ],
+            )
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, String> {
+        let id = id.to_owned();
+        self.with(move |c| {
+            c.query_row(
+                &format!("SELECT {COLS} FROM approvals WHERE id = ?1"),
+                [id],
+                approval,
+            )
+            .optional()
+        })
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    async fn list(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, String> {
+        self.with(move |c| {
+            let limit = limit as i64;
+            match status {
+                Some(s) => c
+                    .prepare(&format!(
+                        "SELECT {COLS} FROM approvals WHERE status = ?1 \
+                         ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![s.as_str(), limit], approval)?
+                    .collect(),
+                None => c
+                    .prepare(&format!(
+                        "SELECT {COLS} FROM approvals ORDER BY created_at DESC, rowid DESC LIMIT ?1"
+                    ))?
+                    .query_map([limit], approval)?
+                    .collect(),
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        status: ApprovalStatus,
+        approver: Option<&str>,
+        reason: Option<&str>,
+        at: i64,
+    ) -> Result<bool, String> {
+        let (id, approver, reason) = (
+            id.to_owned(),
+            approver.map(str::to_owned),
+            reason.map(str::to_owned),
+        );
+        self.write(move |c| {
+            c.execute(
+                "UPDATE approvals SET status = ?2, approver = ?3, reason = ?4, decided_at = ?5 \
+                 WHERE id = ?1 AND status = 'pending'",
+                params![id, status.as_str(), approver, reason, at],
+            )
+        })
+        .await
+        .map(|n| n == 1)
+        .map_err(|e| e.to_string())
+    }
+
+    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, String> {
+        self.write(move |c| {
+            c.execute(
+                "UPDATE approvals SET status = 'timeout', reason = 'timeout', decided_at = ?2 \
+                 WHERE status = 'pending' AND created_at <= ?1",
+                params![created_before, at],
+            )
+        })
+        .await
+        .map_err(|e| e.to_string())
+    }
+}
