@@ -288,7 +288,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         r(
             "exfiltration",
             3.5,
-            r"(\b(send|forward|email|e-mail|post|upload|leak|exfiltrate|transmit|paste)\b[^.\n]{0,60}\b(api[ _-]?keys?|passwords?|secrets?|credentials?|access tokens?|private keys?|env(ironment)? variables|\.env\b|system prompt|conversation history|chat history)|\b(reveal|print|show|output|repeat|disclose|dump)\b[^.\n]{0,25}\b(your|the)\s+(system prompt|initial prompt|hidden prompt|instructions above|api keys?|secrets|credentials|vault))",
+            r"(\b(send|forward|email|e-mail|post|upload|leak|exfiltrate|transmit|paste)\b[^.\n]{0,60}(\b(api[ _-]?keys?|passwords?|secrets?|credentials?|access tokens?|private keys?|env(ironment)? variables|system prompt|conversation history|chat history)|\.env\b)|\b(reveal|print|show|output|repeat|disclose|dump)\b[^.\n]{0,25}\b(your|the)\s+(system prompt|initial prompt|hidden prompt|instructions above|api keys?|secrets|credentials|vault))",
         ),
         r(
             "exfil_beacon",

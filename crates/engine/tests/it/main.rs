@@ -5,6 +5,7 @@ mod approval;
 mod config;
 mod invoker;
 mod runtime;
+mod safety;
 mod schema;
 mod skills;
 
