@@ -113,9 +113,44 @@ pub struct JsonlAudit {
     path: PathBuf,
 }
 
+/// Size-based rotation of the audit log (`security.audit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rotation {
+    /// Rotate when the file reaches this size (0 = never).
+    pub max_bytes: u64,
+    /// Rotated files kept (`.1` newest … `.N`); 0 = all.
+    pub keep_files: u32,
+}
+
+impl From<&crate::config::AuditConfig> for Rotation {
+    fn from(c: &crate::config::AuditConfig) -> Self {
+        Rotation {
+            max_bytes: c.max_bytes,
+            keep_files: c.keep_files,
+        }
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = OpenOptions::new();
+    opts.create(true).append(true).read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
 impl JsonlAudit {
-    /// Opens (or creates) the log at `path`.
+    /// Opens (or creates) the log at `path`, never rotating.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
+        Self::open_rotating(path, Rotation::default())
+    }
+
+    /// Opens (or creates) the log at `path`, rotating by size. The hash chain continues
+    /// across files: the first record of a new file links to the last of the previous one.
+    pub fn open_rotating(path: &Path, rotation: Rotation) -> Result<Self, AuditError> {
         let err = |source| AuditError {
             path: path.to_path_buf(),
             source,
@@ -123,16 +158,10 @@ impl JsonlAudit {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(err)?;
         }
-        let mut opts = OpenOptions::new();
-        opts.create(true).append(true).read(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let file = opts.open(path).map_err(err)?;
+        let mut file = open_append(path).map_err(err)?;
         let (tx, rx) = sync_channel::<Vec<u8>>(8192);
         let shown = path.display().to_string();
+        let own = path.to_path_buf();
         let writer = std::thread::Builder::new()
             .name("strata-audit".into())
             .spawn(move || {
@@ -141,7 +170,7 @@ impl JsonlAudit {
                     while let Ok(more) = rx.try_recv() {
                         batch.push(more);
                     }
-                    if let Err(e) = append_chained(&file, &batch) {
+                    if let Err(e) = append_rotating(&mut file, &own, rotation, &batch) {
                         tracing::error!(path = %shown, error = %e, "audit log write failed");
                     }
                 }
@@ -311,15 +340,79 @@ fn last_hash(file: &std::fs::File) -> std::io::Result<String> {
     }
 }
 
-/// Appends records (JSON objects without chain fields) under an exclusive file lock, each
-/// chained to the line before it — also when several processes share the file.
-fn append_chained(file: &std::fs::File, bodies: &[Vec<u8>]) -> std::io::Result<()> {
+/// `audit.jsonl.N`
+pub fn rotated_path(path: &Path, n: u32) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    PathBuf::from(s)
+}
+
+#[cfg(unix)]
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Shifts `path.k` to `path.k+1` (dropping what exceeds `keep`) and `path` to `path.1`.
+fn shift(path: &Path, keep: u32) -> std::io::Result<()> {
+    let mut top = 0;
+    while rotated_path(path, top + 1).exists() {
+        top += 1;
+    }
+    for k in (1..=top).rev() {
+        if keep > 0 && k >= keep {
+            std::fs::remove_file(rotated_path(path, k))?;
+        } else {
+            std::fs::rename(rotated_path(path, k), rotated_path(path, k + 1))?;
+        }
+    }
+    std::fs::rename(path, rotated_path(path, 1))
+}
+
+/// Takes the exclusive lock on the file that is `path` now (another process may have
+/// rotated it since we opened it) and appends the records (JSON objects without chain
+/// fields), each chained to the one before it — also across processes, and across a
+/// rotation, which happens between records whenever the file has reached its size limit.
+fn append_rotating(
+    file: &mut std::fs::File,
+    path: &Path,
+    rotation: Rotation,
+    bodies: &[Vec<u8>],
+) -> std::io::Result<()> {
     use rustix::fs::{FlockOperation, flock};
-    flock(file, FlockOperation::LockExclusive)?;
+    loop {
+        flock(&*file, FlockOperation::LockExclusive)?;
+        if same_file(file, path) {
+            break;
+        }
+        let _ = flock(&*file, FlockOperation::Unlock);
+        *file = open_append(path)?;
+    }
     let result = (|| {
+        let mut len = file.metadata()?.len();
         let mut prev = last_hash(file)?;
+        if len == 0
+            && let Ok(previous) = std::fs::File::open(rotated_path(path, 1))
+        {
+            prev = last_hash(&previous)?;
+        }
         let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + SUFFIX_LEN + 1).sum());
         for body in bodies {
+            let full = len + out.len() as u64;
+            if rotation.max_bytes > 0 && full > 0 && full >= rotation.max_bytes {
+                (&*file).write_all(&out)?;
+                out.clear();
+                shift(path, rotation.keep_files)?;
+                let fresh = open_append(path)?;
+                flock(&fresh, FlockOperation::LockExclusive)?;
+                let _ = flock(&*file, FlockOperation::Unlock);
+                *file = fresh;
+                len = 0;
+                tracing::info!(path = %path.display(), "audit log rotated");
+            }
             let body = body.strip_suffix(b"\n").unwrap_or(body);
             let hash = chain_hash(&prev, body);
             let open = body.strip_suffix(b"}").unwrap_or(body);
@@ -328,11 +421,11 @@ fn append_chained(file: &std::fs::File, bodies: &[Vec<u8>]) -> std::io::Result<(
             out.push(b'\n');
             prev = hash;
         }
-        let mut w = file;
+        let mut w = &*file;
         w.write_all(&out)?;
         w.flush()
     })();
-    let _ = flock(file, FlockOperation::Unlock);
+    let _ = flock(&*file, FlockOperation::Unlock);
     result
 }
 
@@ -378,6 +471,74 @@ pub fn verify(path: &Path) -> std::io::Result<Result<usize, BrokenLink>> {
         n += 1;
     }
     Ok(Ok(n))
+}
+
+/// The result of checking a rotated log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainReport {
+    /// Files checked, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Records checked.
+    pub records: usize,
+    /// The oldest file starts in the middle of the chain (older files were deleted by
+    /// `security.audit.keep_files`): its first link could not be checked.
+    pub starts_mid_chain: bool,
+}
+
+/// Checks the chain through `path.N` … `path.1` and `path`; on a break, names the file.
+pub fn verify_all(path: &Path) -> std::io::Result<Result<ChainReport, (PathBuf, BrokenLink)>> {
+    let mut files = Vec::new();
+    let mut n = 1;
+    while rotated_path(path, n).exists() {
+        files.push(rotated_path(path, n));
+        n += 1;
+    }
+    files.reverse();
+    if path.exists() || files.is_empty() {
+        files.push(path.to_path_buf());
+    }
+    let mut prev: Option<String> = None;
+    let mut records = 0;
+    let mut starts_mid_chain = false;
+    for f in &files {
+        let text = std::fs::read_to_string(f)?;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let broken = |reason: &str| {
+                Ok(Err((
+                    f.clone(),
+                    BrokenLink {
+                        line: i + 1,
+                        reason: reason.to_owned(),
+                    },
+                )))
+            };
+            let Some((body, p, h)) = split_chained(line) else {
+                return broken("no prev_hash/hash fields");
+            };
+            match &prev {
+                None if p != GENESIS => starts_mid_chain = true,
+                Some(expected) if p != expected => {
+                    return broken(
+                        "prev_hash does not match the record before (a record was removed or reordered)",
+                    );
+                }
+                _ => {}
+            }
+            if chain_hash(p, body.as_bytes()) != h {
+                return broken("hash does not match the content (the record was edited)");
+            }
+            prev = Some(h.to_owned());
+            records += 1;
+        }
+    }
+    Ok(Ok(ChainReport {
+        files,
+        records,
+        starts_mid_chain,
+    }))
 }
 
 /// Discards records (benchmarks of the bare pipeline, embedders with their own audit).
@@ -590,6 +751,62 @@ mod tests {
             ])
         );
         assert_eq!(r["plain"], v["plain"]);
+    }
+
+    #[test]
+    fn rotation_keeps_the_chain_across_files() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("audit.jsonl");
+        let rot = Rotation {
+            max_bytes: 2_000,
+            keep_files: 0,
+        };
+        {
+            let a = JsonlAudit::open_rotating(&path, rot).expect("open");
+            for i in 0..40 {
+                a.record(&rec(i));
+            }
+        }
+        assert!(
+            rotated_path(&path, 2).exists(),
+            "several rotations happened"
+        );
+        for f in [rotated_path(&path, 1), path.clone()] {
+            assert!(std::fs::metadata(&f).map(|m| m.len()).unwrap_or(0) < 4_000);
+        }
+        let report = verify_all(&path).expect("read").expect("intact");
+        assert_eq!(report.records, 40);
+        assert!(!report.starts_mid_chain);
+        // A single rotated-in file does not verify alone (its first link points back).
+        assert!(verify(&path).expect("read").is_err());
+        // An edit in an older file is found there.
+        let one = rotated_path(&path, 1);
+        let text = std::fs::read_to_string(&one).expect("read");
+        std::fs::write(&one, text.replacen("\"tool\":\"t", "\"tool\":\"T", 1)).expect("write");
+        let (file, broken) = verify_all(&path).expect("read").expect_err("edit detected");
+        assert_eq!((file, broken.line), (one, 1));
+    }
+
+    #[test]
+    fn rotation_drops_files_beyond_keep_and_still_verifies() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("audit.jsonl");
+        let rot = Rotation {
+            max_bytes: 1_000,
+            keep_files: 2,
+        };
+        {
+            let a = JsonlAudit::open_rotating(&path, rot).expect("open");
+            for i in 0..40 {
+                a.record(&rec(i));
+            }
+        }
+        assert!(rotated_path(&path, 2).exists());
+        assert!(!rotated_path(&path, 3).exists());
+        let report = verify_all(&path).expect("read").expect("intact");
+        assert!(report.starts_mid_chain);
+        assert_eq!(report.files.len(), 3);
+        assert!(report.records < 40);
     }
 
     fn rec(i: usize) -> AuditRecord {

@@ -247,6 +247,31 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_names_are_paths_like_any_other() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let name = OsStr::from_bytes(b"caf\xe9-\xff.txt");
+        std::fs::write(root.join(name), "x").expect("write a non-UTF-8 name");
+        let roots = vec![root.clone()];
+        let inside = Path::new("root").join(name);
+        let ok = resolve_guarded(&inside, dir.path(), &roots, &[]).expect("inside");
+        assert_eq!(ok.file_name(), Some(name));
+        // Escapes stay escapes, and the error message renders the bytes lossily.
+        let out = Path::new("root").join(name).join("../../..").join(name);
+        let err = resolve_guarded(&out, dir.path(), &roots, &[]).expect_err("outside");
+        assert!(err.to_string().contains('\u{fffd}'), "{err}");
+        // A symlink with a non-UTF-8 name pointing outside is refused.
+        let link = root.join(OsStr::from_bytes(b"l\xfenk"));
+        std::os::unix::fs::symlink(dir.path(), &link).expect("ln");
+        let via = Path::new("root").join(OsStr::from_bytes(b"l\xfenk"));
+        assert!(resolve_guarded(&via, dir.path(), &roots, &[]).is_err());
+    }
+
     #[test]
     fn no_root_exists() {
         let err = resolve_within(

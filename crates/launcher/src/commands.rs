@@ -189,18 +189,22 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
 
 fn audit_verify(l: &Loaded, file: Option<PathBuf>) -> Exit {
     let path = file.unwrap_or_else(|| audit_path(l));
-    match strata_engine::audit::verify(&path) {
-        Ok(Ok(n)) => out(&format!(
-            "ok: {n} records in {}, chain intact",
-            path.display()
-        )),
-        Ok(Err(b)) => {
-            println!(
-                "broken at line {} of {}: {}",
-                b.line,
-                path.display(),
-                b.reason
-            );
+    match strata_engine::audit::verify_all(&path) {
+        Ok(Ok(r)) => {
+            let note = if r.starts_mid_chain {
+                " (the oldest kept file continues a chain whose start was rotated away)"
+            } else {
+                ""
+            };
+            out(&format!(
+                "ok: {} records in {} file(s) ending at {}, chain intact{note}",
+                r.records,
+                r.files.len(),
+                path.display()
+            ))
+        }
+        Ok(Err((f, b))) => {
+            println!("broken at line {} of {}: {}", b.line, f.display(), b.reason);
             Exit::Failure
         }
         Err(e) => fail(&anyhow::anyhow!("cannot read {}: {e}", path.display())),
@@ -218,7 +222,7 @@ fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
-    let audit = match JsonlAudit::open(&audit_path(l)) {
+    let audit = match open_audit(l) {
         Ok(a) => Arc::new(a),
         Err(e) => return fail(&anyhow::Error::new(e)),
     };
@@ -474,6 +478,10 @@ fn make_env(l: &Loaded) -> Arc<RuntimeEnv> {
     ))
 }
 
+fn open_audit(l: &Loaded) -> Result<JsonlAudit, strata_engine::audit::AuditError> {
+    JsonlAudit::open_rotating(&audit_path(l), (&l.config.config.security.audit).into())
+}
+
 fn audit_path(l: &Loaded) -> PathBuf {
     l.config.data_dir.join(&l.config.config.tools.audit_log)
 }
@@ -486,7 +494,7 @@ fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, jso
             return Exit::Usage;
         }
     };
-    let audit = match JsonlAudit::open(&audit_path(&l)) {
+    let audit = match open_audit(&l) {
         Ok(a) => Arc::new(a),
         Err(e) => return fail(&anyhow::Error::new(e)),
     };

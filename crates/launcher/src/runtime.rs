@@ -181,8 +181,9 @@ pub fn build(
 ) -> anyhow::Result<Runtime> {
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
-    let audit = Arc::new(JsonlAudit::open(
+    let audit = Arc::new(JsonlAudit::open_rotating(
         &cfg.data_dir.join(&cfg.config.tools.audit_log),
+        (&cfg.config.security.audit).into(),
     )?);
     let store = Arc::new(SqliteStore::open(
         &cfg.data_dir.join(&cfg.config.sessions.database),

@@ -177,8 +177,9 @@ pub async fn run(
                 cfg.data_dir.clone(),
             ));
             let audit = Arc::new(
-                strata_engine::audit::JsonlAudit::open(
+                strata_engine::audit::JsonlAudit::open_rotating(
                     &cfg.data_dir.join(&cfg.config.tools.audit_log),
+                    (&cfg.config.security.audit).into(),
                 )
                 .map_err(|e| e.to_string())?,
             );

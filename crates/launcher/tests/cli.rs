@@ -445,3 +445,40 @@ fn audit_verify_reports_the_first_broken_link() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+#[test]
+fn audit_rotation_keeps_one_chain_across_files_and_processes() {
+    let ov = Overlay::new();
+    for i in 0..6 {
+        let o = ov.run(
+            &[
+                "invoke",
+                "--tool",
+                "current_time",
+                "--request-id",
+                &format!("r{i}"),
+                "--set",
+                "security.audit.max_bytes=300",
+            ],
+            &[],
+        );
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(
+        ov.path().join("data/audit.jsonl.2").exists(),
+        "rotated twice or more"
+    );
+    let o = ov.run(&["audit", "verify"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(code(&o), 0, "{text}");
+    assert!(text.contains("ok: 6 records in"), "{text}");
+    // Removing a whole rotated file in the middle breaks the chain at the next one.
+    std::fs::remove_file(ov.path().join("data/audit.jsonl.2")).expect("rm");
+    std::fs::rename(
+        ov.path().join("data/audit.jsonl.3"),
+        ov.path().join("data/audit.jsonl.2"),
+    )
+    .ok();
+    let o = ov.run(&["audit", "verify"], &[]);
+    assert_eq!(code(&o), 1, "{}", String::from_utf8_lossy(&o.stdout));
+}
