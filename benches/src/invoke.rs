@@ -77,11 +77,22 @@ pub fn run(quick: bool) -> Result<Report, String> {
     let _ = strata_tools::link();
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
     let mut rows = Vec::new();
-    for (label, tasks, with_audit) in [
-        ("1 task, JSONL audit", 1, true),
-        ("64 tasks, JSONL audit", 64, true),
-        ("1 task, no audit", 1, false),
-        ("64 tasks, no audit", 64, false),
+    // The same pipeline with a rate limit that is never reached, counted in memory and
+    // persisted to SQLite: what the rate-limit stage costs per call.
+    let mut limited_cfg = Config::default();
+    limited_cfg.security.rate_limits.defaults.per_day = Some(u32::MAX);
+    let limited_env = Arc::new(RuntimeEnv::new(
+        limited_cfg,
+        dir.path().to_path_buf(),
+        dir.path().join("data"),
+    ));
+    for (label, tasks, with_audit, limited) in [
+        ("1 task, JSONL audit", 1, true, false),
+        ("64 tasks, JSONL audit", 64, true, false),
+        ("1 task, no audit", 1, false, false),
+        ("64 tasks, no audit", 64, false, false),
+        ("1 task, audit + rate limit (SQLite)", 1, true, true),
+        ("64 tasks, audit + rate limit (SQLite)", 64, true, true),
     ] {
         let (mut tp, mut p50, mut p99) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
@@ -91,7 +102,17 @@ pub fn run(quick: bool) -> Result<Report, String> {
             } else {
                 Arc::new(NoAudit)
             };
-            let invoker = Arc::new(Invoker::new(registry.clone(), env.clone(), audit));
+            let invoker = if limited {
+                let store = strata_store::SqliteStore::open(
+                    &dir.path().join(format!("rate-{tasks}-{run}.db")),
+                )
+                .map_err(|e| e.to_string())?;
+                Invoker::new(registry.clone(), limited_env.clone(), audit)
+                    .with_rate_log(Arc::new(store))
+            } else {
+                Invoker::new(registry.clone(), env.clone(), audit)
+            };
+            let invoker = Arc::new(invoker);
             // Warm-up.
             rt.block_on(measure(invoker.clone(), 1_000.max(tasks), tasks))?;
             let m = rt.block_on(measure(invoker, calls, tasks))?;

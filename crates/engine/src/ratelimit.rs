@@ -156,8 +156,8 @@ impl RateLimiter {
                 q.pop_front();
             }
             q.push_back(ts_ms);
-            let count_since =
-                |since: i64| q.iter().rev().take_while(|&&t| t > since).count() as u32;
+            // The deque is in time order: a binary search finds the window's start.
+            let count_since = |since: i64| (q.len() - q.partition_point(|&t| t <= since)) as u32;
             [
                 ("minute", MINUTE, limits.per_minute),
                 ("hour", HOUR, limits.per_hour),
