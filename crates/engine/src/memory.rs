@@ -1,22 +1,114 @@
 //! Memory: what agents remember across sessions.
+//!
+//! The engine defines the types, the visibility rules ([`Viewer`]) and the [`MemoryBackend`]
+//! trait; `strata-memory` implements it (SQLite with FTS5 and vectors, or Honcho). The agent
+//! runtime calls [`MemoryBackend::context_block`] before each model call and
+//! [`MemoryBackend::record_exchange`] after each turn; the memory tools call the rest.
+//! Failures never fail a turn: the runtime logs them and goes on without memory.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::TurnContext;
+use crate::principal::Principal;
 
-/// Who may see a memory.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+/// Who may see a memory. Written `agent:<id>`, `private:<principal>`, `global`, `group:<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MemoryScope {
     /// One agent's own (default).
     Agent(String),
-    /// One principal's private memory: visible only in turns whose sender is that principal.
+    /// One person's private memory: visible only in turns whose sender is that person.
     Private(String),
     /// Everyone's.
     Global,
-    /// A named group of agents.
+    /// A named group of agents (`memory.groups`).
     Group(String),
+}
+
+impl fmt::Display for MemoryScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryScope::Agent(a) => write!(f, "agent:{a}"),
+            MemoryScope::Private(p) => write!(f, "private:{p}"),
+            MemoryScope::Global => f.write_str("global"),
+            MemoryScope::Group(g) => write!(f, "group:{g}"),
+        }
+    }
+}
+
+impl std::str::FromStr for MemoryScope {
+    type Err = MemoryError;
+    fn from_str(s: &str) -> Result<Self, MemoryError> {
+        let bad = || {
+            MemoryError(format!(
+                "scope `{s}`: expected agent:<id>, private:<person>, global or group:<name>"
+            ))
+        };
+        if s == "global" {
+            return Ok(MemoryScope::Global);
+        }
+        let (kind, id) = s.split_once(':').ok_or_else(bad)?;
+        if id.is_empty() {
+            return Err(bad());
+        }
+        match kind {
+            "agent" => Ok(MemoryScope::Agent(id.to_owned())),
+            "private" => Ok(MemoryScope::Private(id.to_owned())),
+            "group" => Ok(MemoryScope::Group(id.to_owned())),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl Serialize for MemoryScope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryScope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What kind of thing is remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryType {
+    /// Facts and knowledge (default).
+    #[default]
+    Semantic,
+    /// What happened: exchanges, events.
+    Episodic,
+    /// How to do things.
+    Procedural,
+}
+
+impl MemoryType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::Semantic => "semantic",
+            MemoryType::Episodic => "episodic",
+            MemoryType::Procedural => "procedural",
+        }
+    }
+
+    /// From the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "semantic" => MemoryType::Semantic,
+            "episodic" => MemoryType::Episodic,
+            "procedural" => MemoryType::Procedural,
+            _ => return None,
+        })
+    }
 }
 
 /// A remembered item.
@@ -24,16 +116,192 @@ pub enum MemoryScope {
 pub struct Memory {
     /// Id.
     pub id: String,
+    /// Kind.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
     /// The text.
     pub content: String,
+    /// Free category (`preferences`, `infrastructure`…).
+    pub category: Option<String>,
+    /// Free tags.
+    pub tags: Vec<String>,
+    /// 0–1; decays for unused, unpinned memories.
+    pub confidence: f32,
+    /// Never decays, always in the context block.
+    pub pinned: bool,
     /// Visibility.
     pub scope: MemoryScope,
-    /// Free tags.
+    /// Who stored it (`agent:main`, `person:alice`, `operator`).
+    pub created_by: String,
+    /// Times recalled.
+    pub access_count: u64,
+    /// Unix seconds of the last recall.
+    pub last_access: Option<i64>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub updated_at: i64,
+    /// Hidden from recall (decayed below the threshold).
+    pub archived: bool,
+}
+
+/// A memory to store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewMemory {
+    /// The text.
+    pub content: String,
+    /// Kind.
+    #[serde(rename = "type", default)]
+    pub memory_type: MemoryType,
+    /// Category.
+    #[serde(default)]
+    pub category: Option<String>,
+    /// Tags.
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Never decays.
+    /// Visibility.
+    pub scope: MemoryScope,
+    /// Pinned.
     #[serde(default)]
     pub pinned: bool,
+    /// Who stores it.
+    pub created_by: String,
+    /// Initial confidence (default 1.0).
+    #[serde(default)]
+    pub confidence: Option<f32>,
+}
+
+/// How to search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Full-text only.
+    Keyword,
+    /// Vectors only (falls back to keyword without an embedder).
+    Semantic,
+    /// Both, fused by reciprocal rank (falls back to keyword without an embedder).
+    #[default]
+    Hybrid,
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryQuery {
+    /// The text to search for.
+    pub text: String,
+    /// At most this many.
+    pub limit: usize,
+    /// Only this kind.
+    pub memory_type: Option<MemoryType>,
+    /// Only this category.
+    pub category: Option<String>,
+    /// How.
+    pub mode: SearchMode,
+}
+
+/// Whose eyes: an agent (with its groups) talking to a sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Viewer {
+    /// The agent, if the call is on behalf of one.
+    pub agent: Option<String>,
+    /// The key of the sender's private scope (`person:<team id>` for known people, else the
+    /// principal as written in the audit log); `None` sees no private memories.
+    pub private_key: Option<String>,
+    /// Groups the agent belongs to.
+    pub groups: Vec<String>,
+    /// `memory.fleet_read`: other agents' agent-scoped memories are visible too.
+    pub fleet_read: bool,
+    /// Sees everything (the local operator at the CLI).
+    pub all: bool,
+}
+
+impl Viewer {
+    /// The operator at the command line: sees every scope.
+    pub fn operator() -> Self {
+        Viewer {
+            agent: None,
+            private_key: None,
+            groups: Vec::new(),
+            fleet_read: true,
+            all: true,
+        }
+    }
+
+    /// Whether `scope` is visible.
+    pub fn sees(&self, scope: &MemoryScope) -> bool {
+        if self.all {
+            return true;
+        }
+        match scope {
+            MemoryScope::Global => true,
+            MemoryScope::Agent(a) => self.fleet_read || self.agent.as_deref() == Some(a.as_str()),
+            MemoryScope::Group(g) => self.groups.iter().any(|x| x == g),
+            MemoryScope::Private(p) => self.private_key.as_deref() == Some(p.as_str()),
+        }
+    }
+
+    /// Whether this viewer may write into `scope`: its own agent scope, global, its groups,
+    /// and the current sender's private scope.
+    pub fn may_write(&self, scope: &MemoryScope) -> bool {
+        if self.all {
+            return true;
+        }
+        match scope {
+            MemoryScope::Agent(a) => self.agent.as_deref() == Some(a.as_str()),
+            MemoryScope::Private(p) => self.private_key.as_deref() == Some(p.as_str()),
+            MemoryScope::Global => true,
+            MemoryScope::Group(g) => self.groups.iter().any(|x| x == g),
+        }
+    }
+
+    /// The scope a memory goes to when none is named: the agent's own, else global.
+    pub fn default_scope(&self) -> MemoryScope {
+        match &self.agent {
+            Some(a) => MemoryScope::Agent(a.clone()),
+            None => MemoryScope::Global,
+        }
+    }
+}
+
+/// The private-scope key of `sender`: a known person's team id (the same across connectors),
+/// otherwise the principal as written in the audit log.
+pub fn private_key(config: &crate::config::Config, sender: &Principal) -> Option<String> {
+    match sender {
+        Principal::Person { id } => {
+            let bare = id.split_once(':').map_or(id.as_str(), |(_, b)| b);
+            let person = config.team.people.iter().find(|p| {
+                p.id == *id
+                    || p.contacts
+                        .iter()
+                        .any(|(c, v)| v == id || v == bare && id.starts_with(&format!("{c}:")))
+            });
+            Some(match person {
+                Some(p) => format!("person:{}", p.id),
+                None => sender.to_string(),
+            })
+        }
+        Principal::Unknown => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// What `store` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "id", rename_all = "snake_case")]
+pub enum Stored {
+    /// A new memory.
+    Created(String),
+    /// Merged into an existing near-duplicate.
+    Merged(String),
+}
+
+impl Stored {
+    /// The id either way.
+    pub fn id(&self) -> &str {
+        match self {
+            Stored::Created(id) | Stored::Merged(id) => id,
+        }
+    }
 }
 
 /// Memory failures. The runtime logs them and goes on without memory.
@@ -41,7 +309,27 @@ pub struct Memory {
 #[error("memory: {0}")]
 pub struct MemoryError(pub String);
 
-/// A memory store. Failures never fail a turn: the agent runtime logs them and goes on.
+impl MemoryError {
+    /// An operation this backend does not offer.
+    pub fn unsupported(what: &str) -> Self {
+        MemoryError(format!("{what} is not supported by this memory backend"))
+    }
+}
+
+/// The future an [`Embedder`] returns: one vector per input.
+pub type Embedding<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Vec<f32>>, MemoryError>> + Send + 'a>>;
+
+/// Turns text into vectors (an OpenAI-compatible `/v1/embeddings` server, or a local model).
+pub trait Embedder: Send + Sync {
+    /// Short name for logs (`openai:text-embedding-3-small`).
+    fn name(&self) -> String;
+    /// One vector per input, in order.
+    fn embed<'a>(&'a self, texts: &'a [String]) -> Embedding<'a>;
+}
+
+/// A memory store. Only `context_block` and `record_exchange` are required; the rest serve the
+/// memory tools and CLI and default to "not supported".
 ///
 /// ```
 /// use strata_engine::memory::*;
@@ -52,32 +340,19 @@ pub struct MemoryError(pub String);
 ///
 /// #[strata_engine::async_trait]
 /// impl MemoryBackend for Amnesia {
-///     async fn recall(&self, _: &[MemoryScope], _: &str, _: usize) -> Result<Vec<Memory>, MemoryError> { Ok(vec![]) }
-///     async fn store(&self, _: Memory) -> Result<String, MemoryError> { Err(MemoryError("read-only".into())) }
-///     async fn forget(&self, _: &str, _: &str) -> Result<bool, MemoryError> { Ok(false) }
 ///     async fn context_block(&self, _: &TurnContext, _: &str) -> Result<Option<String>, MemoryError> { Ok(None) }
 ///     async fn record_exchange(&self, _: &TurnContext, _: &str, _: &str) -> Result<(), MemoryError> { Ok(()) }
 /// }
 /// ```
 #[async_trait]
 pub trait MemoryBackend: Send + Sync {
-    /// Memories relevant to `query` within `scopes`, best first.
-    async fn recall(
-        &self,
-        scopes: &[MemoryScope],
-        query: &str,
-        limit: usize,
-    ) -> Result<Vec<Memory>, MemoryError>;
-    /// Stores a memory, returns its id.
-    async fn store(&self, memory: Memory) -> Result<String, MemoryError>;
-    /// Erases a memory; `reason` is logged. Returns whether it existed.
-    async fn forget(&self, id: &str, reason: &str) -> Result<bool, MemoryError>;
     /// The block injected into the system instruction before a model call, if any.
     async fn context_block(
         &self,
         turn: &TurnContext,
         message: &str,
     ) -> Result<Option<String>, MemoryError>;
+
     /// Called after each turn with what was said.
     async fn record_exchange(
         &self,
@@ -85,4 +360,63 @@ pub trait MemoryBackend: Send + Sync {
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError>;
+
+    /// The viewer for a call by `sender` on behalf of `agent` (groups and fleet reading
+    /// come from the backend's config).
+    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
+        let _ = sender;
+        Viewer {
+            agent: agent.map(str::to_owned),
+            private_key: None,
+            groups: Vec::new(),
+            fleet_read: false,
+            all: false,
+        }
+    }
+
+    /// Memories matching `query` that `viewer` may see, best first. Updates access stats.
+    async fn search(
+        &self,
+        viewer: &Viewer,
+        query: &MemoryQuery,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        let _ = (viewer, query);
+        Err(MemoryError::unsupported("search"))
+    }
+
+    /// Stores a memory (or merges it into a near-duplicate in the same scope).
+    async fn store(&self, viewer: &Viewer, memory: NewMemory) -> Result<Stored, MemoryError> {
+        let _ = (viewer, memory);
+        Err(MemoryError::unsupported("store"))
+    }
+
+    /// One memory by id, if `viewer` may see it.
+    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
+        let _ = (viewer, id);
+        Err(MemoryError::unsupported("get"))
+    }
+
+    /// Erases a memory (row, full-text entry, vector) and logs who and why. Whether it existed.
+    async fn forget(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<bool, MemoryError> {
+        let _ = (viewer, id, reason, by);
+        Err(MemoryError::unsupported("forget"))
+    }
+
+    /// Memories created or updated since `since` (Unix seconds), newest first.
+    async fn list(
+        &self,
+        viewer: &Viewer,
+        since: Option<i64>,
+        scope: Option<&MemoryScope>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        let _ = (viewer, since, scope, limit);
+        Err(MemoryError::unsupported("list"))
+    }
 }

@@ -22,7 +22,9 @@ use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod memory;
 mod security;
+pub use memory::*;
 pub use security::*;
 
 /// The whole merged configuration.
@@ -50,6 +52,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Access control, rate limits, approvals, content safety, network guard, audit.
     pub security: SecurityConfig,
+    /// Agent memory.
+    pub memory: MemoryConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -57,7 +61,7 @@ pub struct Config {
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "data_dir", "log", "server", "tools", "defaults", "sessions", "agents", "team", "mcp",
-    "security", "modules",
+    "security", "memory", "modules",
 ];
 
 impl Config {
