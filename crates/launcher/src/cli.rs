@@ -130,6 +130,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Agent memory: search, list, show, forget, stats, export, import, decay.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
     /// Content safety: see what the sanitiser and the injection scorer make of a text.
     Safety {
         #[command(subcommand)]
@@ -254,5 +259,78 @@ pub enum SafetyCommand {
         /// Reads one JSON object per line (with a `text` field) and prints one result per line.
         #[arg(long)]
         jsonl: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Searches every scope (the operator sees all).
+    Search {
+        /// What to look for.
+        query: String,
+        /// Most results.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// keyword, semantic or hybrid.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists memories, newest first.
+    List {
+        /// Only changed since (Unix seconds or RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this scope (`agent:<id>`, `private:<person>`, `global`, `group:<name>`).
+        #[arg(long)]
+        scope: Option<String>,
+        /// Most results.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one memory and its change log.
+    Show {
+        /// Memory id.
+        id: String,
+    },
+    /// Erases one memory (text, search entry, vector); the reason is logged.
+    Forget {
+        /// Memory id.
+        id: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Counts per scope and type.
+    Stats {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Writes every memory as JSON lines (stdout, or --file).
+    Export {
+        /// Output file.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Reads JSON lines (`content`, `scope`, optional `type`, `category`, `tags`, `pinned`,
+    /// `confidence`) from a file or `-` and stores each, printing its id as it is committed.
+    Import {
+        /// A file, or `-` for stdin.
+        input: String,
+    },
+    /// Applies confidence decay now (what `serve` does every `memory.decay.interval_hours`).
+    Decay {
+        /// Shows what would change without changing it.
+        #[arg(long)]
+        dry_run: bool,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
     },
 }

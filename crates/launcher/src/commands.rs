@@ -178,6 +178,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             command: McpCommand::Serve { stdio },
         } => mcp_stdio(&loaded, stdio),
         Command::Approvals { command } => crate::security_cmd::approvals(Some(&loaded), command),
+        Command::Memory { command } => crate::memory_cmd::run(&loaded, command),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => crate::security_cmd::safety_scan(&loaded, &input, json, jsonl),
@@ -231,13 +232,12 @@ fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
         Err(e) => return fail(&e),
     };
     // stderr is free in stdio mode (stdout carries MCP): approval requests are shown there.
+    let env = match rt.block_on(async { make_env(l) }) {
+        Ok(e) => e,
+        Err(e) => return fail(&e),
+    };
     let (invoker, approvals) = rt.block_on(async {
-        crate::runtime::invoker(
-            make_env(l),
-            l.registry.clone(),
-            audit.clone(),
-            store.clone(),
-        )
+        crate::runtime::invoker(env, l.registry.clone(), audit.clone(), store.clone())
     });
     approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
     let r = rt.block_on(strata_http::mcp::serve_stdio(invoker));
@@ -470,12 +470,8 @@ pub(crate) fn open_store(l: &Loaded) -> anyhow::Result<Arc<strata_store::SqliteS
     )?))
 }
 
-fn make_env(l: &Loaded) -> Arc<RuntimeEnv> {
-    Arc::new(RuntimeEnv::new(
-        l.config.config.clone(),
-        l.config.overlay_dir.clone(),
-        l.config.data_dir.clone(),
-    ))
+fn make_env(l: &Loaded) -> anyhow::Result<Arc<RuntimeEnv>> {
+    crate::runtime::env(&l.config).map(|(e, _)| e)
 }
 
 fn open_audit(l: &Loaded) -> Result<JsonlAudit, strata_engine::audit::AuditError> {
@@ -506,13 +502,12 @@ fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, jso
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
+    let env = match rt.block_on(async { make_env(&l) }) {
+        Ok(e) => e,
+        Err(e) => return fail(&e),
+    };
     let (invoker, approvals) = rt.block_on(async {
-        crate::runtime::invoker(
-            make_env(&l),
-            l.registry.clone(),
-            audit.clone(),
-            store.clone(),
-        )
+        crate::runtime::invoker(env, l.registry.clone(), audit.clone(), store.clone())
     });
     approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
     let mut call = Invocation::new(tool, args, Principal::Operator);
@@ -784,6 +779,11 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let http_state = crate::http::state(c, &runtime, &local)?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
     let manager = runtime.manager.clone();
+    let decay_hours = c.config.memory.decay.interval_hours;
+    let memory_sqlite = match &runtime.memory {
+        Some(strata_memory::Backend::Sqlite(m)) if decay_hours > 0 => Some(m.clone()),
+        _ => None,
+    };
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let http = tokio::spawn(async move {
@@ -794,6 +794,26 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
             if let Err(e) = strata_http::serve(listener, http_state, shutdown).await {
                 tracing::error!(error = %e, "HTTP server failed");
             }
+        });
+        // Memory decay runs every `memory.decay.interval_hours`.
+        let decayer = memory_sqlite.map(|mem| {
+            let hours = decay_hours;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(hours * 3600));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    match mem.decay(false).await {
+                        Ok(r) => tracing::info!(
+                            decayed = r.decayed,
+                            archived = r.archived.len(),
+                            purged = r.purged.len(),
+                            "memory decay"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "memory decay failed"),
+                    }
+                }
+            })
         });
         // Session retention runs hourly.
         let pruner = tokio::spawn(async move {
@@ -820,6 +840,9 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
             tracing::warn!("in-flight requests did not finish within 30 s");
         }
         pruner.abort();
+        if let Some(d) = decayer {
+            d.abort();
+        }
     });
     drop(mcp_clients);
     if let Err(e) = rt.block_on(runtime.store.flush()) {

@@ -17,6 +17,7 @@
 mod cli;
 mod commands;
 mod http;
+mod memory_cmd;
 mod remote;
 mod repl;
 pub mod runtime;

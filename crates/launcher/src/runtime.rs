@@ -23,6 +23,8 @@ pub struct Runtime {
     pub store: Arc<SqliteStore>,
     /// Human approval of gated calls.
     pub approvals: Arc<Approvals>,
+    /// Agent memory, when configured.
+    pub memory: Option<strata_memory::Backend>,
     /// The audit log (closed on shutdown).
     pub audit: Arc<JsonlAudit>,
     /// Agents that could not start, with the reason.
@@ -188,11 +190,7 @@ pub fn build(
     let store = Arc::new(SqliteStore::open(
         &cfg.data_dir.join(&cfg.config.sessions.database),
     )?);
-    let env = Arc::new(RuntimeEnv::new(
-        cfg.config.clone(),
-        cfg.overlay_dir.clone(),
-        cfg.data_dir.clone(),
-    ));
+    let (env, memory) = env(cfg)?;
     let (invoker, approvals) = invoker(env.clone(), registry, audit.clone(), store.clone());
     let mut agents = Vec::new();
     let mut skipped = Vec::new();
@@ -232,10 +230,31 @@ pub fn build(
         invoker,
         store,
         approvals,
+        memory,
         audit,
         skipped,
         internal_tokens,
     })
+}
+
+/// The runtime environment of a process: config, directories, and the memory backend
+/// `memory.*` asks for (a memory that cannot open is an error, not a silent downgrade).
+pub fn env(
+    cfg: &LoadedConfig,
+) -> anyhow::Result<(Arc<RuntimeEnv>, Option<strata_memory::Backend>)> {
+    let mut env = RuntimeEnv::new(
+        cfg.config.clone(),
+        cfg.overlay_dir.clone(),
+        cfg.data_dir.clone(),
+    );
+    let memory =
+        strata_memory::build(&cfg.config, &cfg.data_dir, env.vault.as_deref()).map_err(|e| {
+            anyhow::anyhow!("{e} (`memory.*` in config; `memory.backend: none` turns it off)")
+        })?;
+    if let Some(m) = &memory {
+        env = env.with_memory(m.as_dyn());
+    }
+    Ok((Arc::new(env), memory))
 }
 
 /// The Invoker of a process with every stage wired: rate-limit counters and approval

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
 use strata_engine::skills::{Skill, SkillAction, SkillSet};
-use strata_engine::{Principal, Registry, RuntimeEnv};
+use strata_engine::{Principal, Registry};
 use tokio::io::AsyncReadExt;
 
 use crate::runtime::AgentOverrides;
@@ -171,11 +171,7 @@ pub async fn run(
                 .agents
                 .get(&agent_id)
                 .ok_or_else(|| format!("unknown agent `{agent_id}`"))?;
-            let env = Arc::new(RuntimeEnv::new(
-                cfg.config.clone(),
-                cfg.overlay_dir.clone(),
-                cfg.data_dir.clone(),
-            ));
+            let (env, _memory) = crate::runtime::env(cfg).map_err(|e| e.to_string())?;
             let audit = Arc::new(
                 strata_engine::audit::JsonlAudit::open_rotating(
                     &cfg.data_dir.join(&cfg.config.tools.audit_log),

@@ -188,7 +188,16 @@ fn tools_json_lists_specs_with_layers() {
         .collect();
     assert_eq!(
         names,
-        ["current_time", "list_files", "read_file"],
+        [
+            "current_time",
+            "list_files",
+            "memory_forget",
+            "memory_list",
+            "memory_search",
+            "memory_semantic_search",
+            "memory_store",
+            "read_file"
+        ],
         "sorted, core only in this binary"
     );
     for t in tools {

@@ -44,7 +44,16 @@ fn check(report: &Value) {
     assert_eq!(report["server"], "strata");
     assert_eq!(
         report["tools"],
-        serde_json::json!(["current_time", "list_files", "read_file"])
+        serde_json::json!([
+            "current_time",
+            "list_files",
+            "memory_forget",
+            "memory_list",
+            "memory_search",
+            "memory_semantic_search",
+            "memory_store",
+            "read_file"
+        ])
     );
     assert_eq!(report["schema_required"], serde_json::json!(["path"]));
     assert_eq!(report["ok"]["is_error"], false);

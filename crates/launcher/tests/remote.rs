@@ -60,7 +60,11 @@ fn remote_commands_match_local_contracts() {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["tools"].as_array().expect("tools").len(), 3);
+    assert_eq!(
+        v["tools"].as_array().expect("tools").len(),
+        strata_tools::link().len(),
+        "every core tool, listed remotely"
+    );
 
     let o = remote(&s, &["inspect", "--tool", "read_file"]);
     assert_eq!(o.status.code(), Some(0));

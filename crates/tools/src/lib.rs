@@ -4,6 +4,7 @@
 //! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
 pub mod files;
+pub mod memory;
 mod time;
 
 pub use files::{FileEntry, ListFilesOutput, ReadFileOutput};
@@ -14,5 +15,14 @@ strata_engine::declare_core!();
 /// Returns the names of the tools this crate provides, for start-up checks and tests.
 #[inline(never)]
 pub fn link() -> &'static [&'static str] {
-    &["current_time", "list_files", "read_file"]
+    &[
+        "current_time",
+        "list_files",
+        "memory_forget",
+        "memory_list",
+        "memory_search",
+        "memory_semantic_search",
+        "memory_store",
+        "read_file",
+    ]
 }

@@ -1,0 +1,241 @@
+//! The Honcho client against a fake Honcho on 127.0.0.1 speaking the v3 routes; a slow or
+//! dead server never stops a turn.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use strata_engine::agent::{Agent, Message, TurnContext};
+use strata_engine::audit::NoAudit;
+use strata_engine::config::{Config, HonchoConfig};
+use strata_engine::llm::{
+    ChatMessage, CompletionRequest, CompletionResponse, LlmError, LlmProvider, Role, StopReason,
+    Usage,
+};
+use strata_engine::memory::MemoryBackend;
+use strata_engine::runtime::LlmAgent;
+use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, async_trait};
+use strata_memory::HonchoMemory;
+
+#[derive(Default)]
+struct Fake {
+    /// (method path, body) of every call.
+    calls: Mutex<Vec<(String, Value)>>,
+    created: Mutex<Vec<String>>,
+    delay: Mutex<Duration>,
+}
+
+async fn record(st: &Fake, what: String, body: Value) -> StatusCode {
+    let delay = *st.delay.lock().expect("lock");
+    tokio::time::sleep(delay).await;
+    st.calls.lock().expect("lock").push((what.clone(), body));
+    let mut created = st.created.lock().expect("lock");
+    if created.contains(&what) {
+        StatusCode::OK
+    } else {
+        created.push(what);
+        StatusCode::CREATED
+    }
+}
+
+async fn fake() -> (String, Arc<Fake>) {
+    let st = Arc::new(Fake::default());
+    let app = Router::new()
+        .route(
+            "/v3/workspaces",
+            post(|State(st): State<Arc<Fake>>, Json(b): Json<Value>| async move {
+                let code = record(&st, format!("ws {}", b["id"]), b.clone()).await;
+                (code, Json(json!({"id": b["id"], "metadata": {}})))
+            }),
+        )
+        .route(
+            "/v3/workspaces/{ws}/peers",
+            post(|State(st): State<Arc<Fake>>, Path(ws): Path<String>, Json(b): Json<Value>| async move {
+                let code = record(&st, format!("peer {ws}/{}", b["id"]), b.clone()).await;
+                (code, Json(json!({"id": b["id"], "workspace_id": ws})))
+            }),
+        )
+        .route(
+            "/v3/workspaces/{ws}/sessions",
+            post(|State(st): State<Arc<Fake>>, Path(ws): Path<String>, Json(b): Json<Value>| async move {
+                let code = record(&st, format!("session {ws}/{}", b["id"]), b.clone()).await;
+                (code, Json(json!({"id": b["id"], "workspace_id": ws})))
+            }),
+        )
+        .route(
+            "/v3/workspaces/{ws}/peers/{peer}/representation",
+            post(|State(st): State<Arc<Fake>>, Path((ws, peer)): Path<(String, String)>, Json(b): Json<Value>| async move {
+                record(&st, format!("representation {ws}/{peer}"), b).await;
+                Json(json!({"representation": format!("{peer} prefers short answers and works on the billing service.")}))
+            }),
+        )
+        .route(
+            "/v3/workspaces/{ws}/sessions/{s}/summaries",
+            get(|State(st): State<Arc<Fake>>, Path((ws, s)): Path<(String, String)>| async move {
+                record(&st, format!("summaries {ws}/{s}"), Value::Null).await;
+                Json(json!({"id": s, "short_summary": {"content": "They discussed the invoice export."}, "long_summary": null}))
+            }),
+        )
+        .route(
+            "/v3/workspaces/{ws}/sessions/{s}/messages",
+            post(|State(st): State<Arc<Fake>>, Path((ws, s)): Path<(String, String)>, Json(b): Json<Value>| async move {
+                record(&st, format!("messages {ws}/{s}"), b).await;
+                Json(json!([]))
+            }),
+        )
+        .with_state(st.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", l.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (url, st)
+}
+
+fn cfg(url: &str, timeout_ms: u64) -> HonchoConfig {
+    HonchoConfig {
+        url: url.into(),
+        workspace: "acme".into(),
+        human_peer: None,
+        agent_peer: None,
+        api_key: None,
+        timeout_ms: Some(timeout_ms),
+    }
+}
+
+fn env(mem: Option<Arc<dyn MemoryBackend>>) -> Arc<RuntimeEnv> {
+    let dir = std::env::temp_dir();
+    let mut e = RuntimeEnv::new(Config::default(), dir.clone(), dir.join("data"));
+    if let Some(m) = mem {
+        e = e.with_memory(m);
+    }
+    Arc::new(e)
+}
+
+fn turn(env: Arc<RuntimeEnv>) -> TurnContext {
+    TurnContext::new(
+        "main",
+        "chan-7",
+        "chan-7",
+        Principal::Person {
+            id: "discord:4242".into(),
+        },
+        env,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_and_exchanges_over_the_v3_routes() {
+    let (url, st) = fake().await;
+    let h = HonchoMemory::new(
+        &cfg(&url, 3000),
+        Some("hch-test".into()),
+        &Config::default(),
+    )
+    .expect("client");
+    let t = turn(env(None));
+    let block = h
+        .context_block(&t, "what next?")
+        .await
+        .expect("context")
+        .expect("block");
+    assert_eq!(
+        block,
+        "[MEMORY]\nKnown about person-discord-4242: person-discord-4242 prefers short answers and works on the billing service.\n\
+         Session summary: They discussed the invoice export.\n[/MEMORY]"
+    );
+    h.record_exchange(&t, "export the invoices", "Done: 12 invoices.")
+        .await
+        .expect("record");
+    // A second turn does not re-create workspace, peers or session.
+    h.context_block(&t, "and now?").await.expect("context");
+    let calls = st.calls.lock().expect("lock").clone();
+    let names: Vec<&str> = calls.iter().map(|(w, _)| w.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            r#"ws "acme""#,
+            r#"peer acme/"person-discord-4242""#,
+            r#"peer acme/"main""#,
+            r#"session acme/"main-chan-7""#,
+            "representation acme/person-discord-4242",
+            "summaries acme/main-chan-7",
+            "messages acme/main-chan-7",
+            "representation acme/person-discord-4242",
+            "summaries acme/main-chan-7",
+        ]
+    );
+    let msgs = &calls[6].1["messages"];
+    assert_eq!(
+        msgs[0],
+        json!({"peer_id": "person-discord-4242", "content": "export the invoices"})
+    );
+    assert_eq!(
+        msgs[1],
+        json!({"peer_id": "main", "content": "Done: 12 invoices."})
+    );
+    assert_eq!(
+        calls[3].1["peers"],
+        json!({"person-discord-4242": {}, "main": {}})
+    );
+}
+
+struct Echo;
+
+#[async_trait]
+impl LlmProvider for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let last = req
+            .messages
+            .last()
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Ok(CompletionResponse {
+            message: ChatMessage::text(Role::Assistant, format!("echo: {last}")),
+            stop: StopReason::EndTurn,
+            usage: Usage::default(),
+            provider_state: None,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_dead_honcho_never_stops_a_turn() {
+    let (url, st) = fake().await;
+    *st.delay.lock().expect("lock") = Duration::from_secs(5);
+    let slow: Arc<dyn MemoryBackend> =
+        Arc::new(HonchoMemory::new(&cfg(&url, 300), None, &Config::default()).expect("client"));
+    let started = Instant::now();
+    assert!(slow.context_block(&turn(env(None)), "x").await.is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the timeout is respected"
+    );
+
+    let dead: Arc<dyn MemoryBackend> = Arc::new(
+        HonchoMemory::new(&cfg("http://127.0.0.1:9", 300), None, &Config::default())
+            .expect("client"),
+    );
+    for mem in [slow, dead] {
+        let e = env(Some(mem));
+        let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+        let inv = Arc::new(Invoker::new(reg, e.clone(), Arc::new(NoAudit)));
+        let agent = LlmAgent::new("main", "You are a test agent.", Arc::new(Echo), "m", inv);
+        let started = Instant::now();
+        let r = agent
+            .handle(turn(e), Message::text("hello"))
+            .await
+            .expect("turn answers");
+        assert_eq!(r.text, "echo: hello");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+}
