@@ -4,6 +4,7 @@
 
 mod agent;
 mod invoke;
+mod memory;
 mod serve;
 
 use std::path::PathBuf;
@@ -95,7 +96,7 @@ fn main() -> std::process::ExitCode {
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let all = ["invoke", "agent", "serve"];
+    let all = ["invoke", "agent", "memory", "serve"];
     for name in &wanted {
         if !all.contains(name) {
             eprintln!("unknown bench `{name}`; known: {}", all.join(", "));
@@ -109,6 +110,7 @@ fn main() -> std::process::ExitCode {
         let report = match name {
             "invoke" => invoke::run(quick),
             "agent" => agent::run(quick),
+            "memory" => memory::run(quick),
             "serve" => serve::run(quick),
             _ => unreachable!("checked above"),
         };

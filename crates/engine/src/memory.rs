@@ -240,6 +240,23 @@ impl Viewer {
         }
     }
 
+    /// [`Viewer::sees`] on a scope's written form, without parsing (hot loops).
+    pub fn sees_str(&self, scope: &str) -> bool {
+        if self.all || scope == "global" {
+            return true;
+        }
+        if let Some(a) = scope.strip_prefix("agent:") {
+            return self.fleet_read || self.agent.as_deref() == Some(a);
+        }
+        if let Some(g) = scope.strip_prefix("group:") {
+            return self.groups.iter().any(|x| x == g);
+        }
+        if let Some(p) = scope.strip_prefix("private:") {
+            return self.private_key.as_deref() == Some(p);
+        }
+        false
+    }
+
     /// Whether this viewer may write into `scope`: its own agent scope, global, its groups,
     /// and the current sender's private scope.
     pub fn may_write(&self, scope: &MemoryScope) -> bool {

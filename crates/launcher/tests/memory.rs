@@ -27,8 +27,11 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
         ),
     )
     .expect("w");
-    std::fs::write(d.join("config/agents.yaml"), "agents:\n  main:\n    tools: [memory_store, memory_search]\n")
-        .expect("w");
+    std::fs::write(
+        d.join("config/agents.yaml"),
+        "agents:\n  main:\n    tools: [memory_store, memory_search]\n",
+    )
+    .expect("w");
     dir
 }
 
@@ -39,11 +42,18 @@ fn strata(dir: &Path, args: &[&str]) -> std::process::Output {
             cmd.env_remove(k);
         }
     }
-    cmd.arg("--overlay").arg(dir).args(args).output().expect("run strata")
+    cmd.arg("--overlay")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run strata")
 }
 
 fn system_of(req: &strata_test_support::Recorded) -> String {
-    req.body["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
+    req.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,20 +71,43 @@ async fn memories_come_back_in_later_turns_and_processes() {
         openai::text("Tuesday at 14:00."),
     ]);
     let ov = overlay(&fake.url);
-    let o = strata(ov.path(), &["chat", "remember: deploys happen Tuesday 14:00"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = strata(ov.path(), &["chat", "--session", "other", "when is the deploy window?"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = strata(
+        ov.path(),
+        &["chat", "remember: deploys happen Tuesday 14:00"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = strata(
+        ov.path(),
+        &["chat", "--session", "other", "when is the deploy window?"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let reqs = fake.requests();
     let system = system_of(&reqs[2]);
     let block = system.split("[MEMORY]").nth(1).unwrap_or_default();
-    assert!(block.contains("[semantic/ops] The deploy window is Tuesday 14:00"), "{system}");
+    assert!(
+        block.contains("[semantic/ops] The deploy window is Tuesday 14:00"),
+        "{system}"
+    );
     assert!(block.contains("[/MEMORY]"));
     // The CLI sees it (and the exchange, as an episodic memory).
     let o = strata(ov.path(), &["memory", "list", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     let list = v["memories"].as_array().cloned().unwrap_or_default();
-    assert!(list.iter().any(|m| m["type"] == "episodic" && m["scope"] == "private:operator"), "{v}");
+    assert!(
+        list.iter()
+            .any(|m| m["type"] == "episodic" && m["scope"] == "private:operator"),
+        "{v}"
+    );
     let o = strata(ov.path(), &["memory", "stats", "--json"]);
     let st: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert!(st["total"].as_u64().unwrap_or(0) >= 3, "{st}");
@@ -83,13 +116,13 @@ async fn memories_come_back_in_later_turns_and_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn private_memories_stay_with_their_sender_in_a_shared_channel() {
     let fake = FakeServer::start().await.expect("fake");
-    fake.script([
-        openai::text("Got it, Ann."),
-        openai::text("I do not know."),
-    ]);
+    fake.script([openai::text("Got it, Ann."), openai::text("I do not know.")]);
     let ov = overlay(&fake.url);
     let s = common::serve(BIN, ov.path());
-    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
     let chat = |token: &'static str, msg: &'static str| {
         let c = client.clone();
         let url = format!("{}/chat", s.base);
@@ -111,10 +144,23 @@ async fn private_memories_stay_with_their_sender_in_a_shared_channel() {
     assert_eq!(r["response"], "I do not know.");
     let reqs = fake.requests();
     // Ann's exchange went to her private scope; Ben's turn never sees it.
-    assert!(!system_of(&reqs[1]).contains("4711"), "{}", system_of(&reqs[1]));
-    let o = strata(ov.path(), &["memory", "list", "--scope", "private:token:ann", "--json"]);
+    assert!(
+        !system_of(&reqs[1]).contains("4711"),
+        "{}",
+        system_of(&reqs[1])
+    );
+    let o = strata(
+        ov.path(),
+        &["memory", "list", "--scope", "private:token:ann", "--json"],
+    );
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert!(v["memories"][0]["content"].as_str().unwrap_or_default().contains("4711"), "{v}");
+    assert!(
+        v["memories"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("4711"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -134,7 +180,9 @@ fn every_acknowledged_store_survives_sigkill() {
     let stdout = child.stdout.take().expect("stdout");
     let writer = std::thread::spawn(move || {
         for i in 0..100_000 {
-            let line = format!("{{\"content\": \"burst fact number {i} about item{i}\", \"scope\": \"global\"}}\n");
+            let line = format!(
+                "{{\"content\": \"burst fact number {i} about item{i}\", \"scope\": \"global\"}}\n"
+            );
             if stdin.write_all(line.as_bytes()).is_err() {
                 break;
             }
@@ -161,7 +209,12 @@ fn every_acknowledged_store_survives_sigkill() {
     assert!(acked.len() >= 300, "the burst was running: {}", acked.len());
 
     let o = strata(dir.path(), &["memory", "stats", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "the database opens cleanly: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the database opens cleanly: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = strata(dir.path(), &["memory", "export"]);
     let ids: std::collections::HashSet<String> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -169,6 +222,10 @@ fn every_acknowledged_store_survives_sigkill() {
         .filter_map(|v| v["id"].as_str().map(str::to_owned))
         .collect();
     let missing: Vec<&String> = acked.iter().filter(|id| !ids.contains(*id)).collect();
-    assert!(missing.is_empty(), "{} acknowledged stores lost", missing.len());
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged stores lost",
+        missing.len()
+    );
     std::thread::sleep(Duration::from_millis(10));
 }

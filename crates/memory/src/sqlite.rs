@@ -371,16 +371,41 @@ impl SqliteMemory {
         let Some(fts) = fts_query(&q.text) else {
             return Ok(Vec::new());
         };
+        // First the best candidates from the index alone (no per-match join), then the
+        // filters; only when the filters leave too few does the full join run.
+        let candidates = (limit * 8).max(64);
+        let first = self
+            .keyword_sql(viewer, q, &fts, limit, Some(candidates))
+            .await?;
+        if first.len() >= limit {
+            return Ok(first);
+        }
+        self.keyword_sql(viewer, q, &fts, limit, None).await
+    }
+
+    async fn keyword_sql(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        fts: &str,
+        limit: usize,
+        candidates: Option<usize>,
+    ) -> Result<Vec<(i64, Memory)>, MemoryError> {
         let (vis, mut args) = Self::visibility(viewer);
+        let cols = COLS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cap = candidates
+            .map(|n| format!(" ORDER BY score LIMIT {n}"))
+            .unwrap_or_default();
         let mut sql = format!(
-            "SELECT {} FROM memories_fts JOIN memories m ON m.mid = memories_fts.rowid \
-             WHERE memories_fts MATCH ? AND m.archived = 0 AND {vis}",
-            COLS.split(", ")
-                .map(|c| format!("m.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "SELECT {cols} FROM (SELECT rowid AS r, bm25(memories_fts, 1.0, 0.5, 0.5) AS score \
+             FROM memories_fts WHERE memories_fts MATCH ?{cap}) f JOIN memories m ON m.mid = f.r \
+             WHERE m.archived = 0 AND {vis}"
         );
-        let mut all = vec![fts];
+        let mut all = vec![fts.to_owned()];
         all.append(&mut args);
         if let Some(t) = q.memory_type {
             sql.push_str(" AND m.type = ?");
@@ -390,9 +415,7 @@ impl SqliteMemory {
             sql.push_str(" AND m.category = ?");
             all.push(c.clone());
         }
-        sql.push_str(&format!(
-            " ORDER BY bm25(memories_fts, 1.0, 0.5, 0.5) LIMIT {limit}"
-        ));
+        sql.push_str(&format!(" ORDER BY f.score LIMIT {limit}"));
         self.db(move |c| {
             c.prepare_cached(&sql)?
                 .query_map(params_from_iter(all.iter()), row_to_memory)?
@@ -444,9 +467,7 @@ impl SqliteMemory {
         let want = if filtered { limit * 4 } else { limit };
         let hits = {
             let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-            idx.top(&qv, want, |scope| {
-                scope.parse().is_ok_and(|s| viewer.sees(&s))
-            })
+            idx.top(&qv, want, |scope| viewer.sees_str(scope))
         };
         let rows = self
             .by_mids(hits.iter().map(|(m, _)| *m).collect(), Some(q))
@@ -464,18 +485,14 @@ impl SqliteMemory {
             return;
         }
         let now = self.now();
+        let marks = vec!["?"; mids.len()].join(", ");
+        let sql = format!(
+            "UPDATE memories SET access_count = access_count + 1, last_access = {now} WHERE mid IN ({marks})"
+        );
         let r = self
             .db(move |c| {
-                let tx = c.transaction()?;
-                {
-                    let mut st = tx.prepare_cached(
-                        "UPDATE memories SET access_count = access_count + 1, last_access = ?2 WHERE mid = ?1",
-                    )?;
-                    for m in mids {
-                        st.execute(params![m, now])?;
-                    }
-                }
-                tx.commit()
+                c.prepare_cached(&sql)?
+                    .execute(params_from_iter(mids.iter()))
             })
             .await;
         if let Err(e) = r {
@@ -584,6 +601,64 @@ impl SqliteMemory {
         }
         *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = idx;
         Ok(())
+    }
+
+    /// Inserts many memories in one transaction without dedup or embedding — for restoring
+    /// and for benchmarks; `vectors` (unit length or not) go with the item at the same index.
+    pub async fn bulk_insert(
+        &self,
+        items: Vec<NewMemory>,
+        vectors: Vec<Option<Vec<f32>>>,
+    ) -> Result<usize, MemoryError> {
+        let now = self.now();
+        let mut vectors = vectors;
+        vectors.resize(items.len(), None);
+        for v in vectors.iter_mut().flatten() {
+            normalize(v);
+        }
+        let rows: Vec<(String, NewMemory, Option<Vec<f32>>)> = items
+            .into_iter()
+            .zip(vectors)
+            .map(|(m, v)| (uuid::Uuid::new_v4().to_string(), m, v))
+            .collect();
+        let inserted: Vec<(i64, String, Option<Vec<f32>>)> = self
+            .db(move |c| {
+                let tx = c.transaction()?;
+                let mut out = Vec::with_capacity(rows.len());
+                {
+                    let mut ins = tx.prepare_cached(
+                        "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
+                         created_at, updated_at, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                    )?;
+                    for (id, m, v) in rows {
+                        ins.execute(params![
+                            id,
+                            m.memory_type.as_str(),
+                            m.content,
+                            m.category,
+                            serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
+                            f64::from(m.confidence.unwrap_or(1.0)),
+                            m.pinned as i64,
+                            m.scope.to_string(),
+                            m.created_by,
+                            now,
+                            v.as_deref().map(to_blob),
+                        ])?;
+                        out.push((tx.last_insert_rowid(), m.scope.to_string(), v));
+                    }
+                }
+                tx.commit()?;
+                Ok(out)
+            })
+            .await?;
+        let n = inserted.len();
+        let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        for (mid, scope, v) in inserted {
+            if let Some(v) = v {
+                idx.insert(mid, &scope, &v);
+            }
+        }
+        Ok(n)
     }
 
     /// Counts per scope and type.
