@@ -190,13 +190,16 @@ fn tools_json_lists_specs_with_layers() {
         names,
         [
             "current_time",
+            "http_request",
             "list_files",
             "memory_forget",
             "memory_list",
             "memory_search",
             "memory_semantic_search",
             "memory_store",
-            "read_file"
+            "read_file",
+            "read_url",
+            "write_file"
         ],
         "sorted, core only in this binary"
     );

@@ -46,13 +46,16 @@ fn check(report: &Value) {
         report["tools"],
         serde_json::json!([
             "current_time",
+            "http_request",
             "list_files",
             "memory_forget",
             "memory_list",
             "memory_search",
             "memory_semantic_search",
             "memory_store",
-            "read_file"
+            "read_file",
+            "read_url",
+            "write_file"
         ])
     );
     assert_eq!(report["schema_required"], serde_json::json!(["path"]));

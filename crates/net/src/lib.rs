@@ -302,6 +302,9 @@ pub struct FetchRequest {
     pub headers: Vec<(String, String)>,
     /// Body.
     pub body: Option<Vec<u8>>,
+    /// More header names to drop when a redirect leaves the original host (besides
+    /// `Authorization`, `Cookie` and the usual API-key headers).
+    pub sensitive_headers: Vec<String>,
 }
 
 impl FetchRequest {
@@ -312,6 +315,7 @@ impl FetchRequest {
             url: url.into(),
             headers: Vec::new(),
             body: None,
+            sensitive_headers: Vec::new(),
         }
     }
 }

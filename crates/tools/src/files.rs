@@ -268,3 +268,108 @@ fn walk(
     }
     Ok(())
 }
+
+/// What `write_file` returns.
+#[derive(Debug, Serialize)]
+pub struct WriteFileOutput {
+    /// The path as given.
+    pub path: String,
+    /// Bytes written by this call.
+    pub written: u64,
+    /// The file's size afterwards.
+    pub size: u64,
+    /// Whether the file was created by this call.
+    pub created: bool,
+}
+
+/// Largest content `write_file` accepts in one call.
+const MAX_WRITE: usize = 4 * 1024 * 1024;
+
+/// Writes a text file inside the allowed roots (`tools.roots`), creating parent directories.
+/// The write is atomic: the new content goes to a temporary file beside the target, is
+/// flushed to disk and then renamed over it, so readers see the old file or the new one,
+/// never half. With `append: true` the content is added to the end instead (the whole new
+/// file is still written atomically).
+#[tool(capabilities = [file_write], side_effects = local, timeout_secs = 30)]
+async fn write_file(
+    ctx: &ToolContext,
+    /// File path, relative to the overlay directory (e.g. `tmp/report.md`).
+    path: String,
+    /// The text to write.
+    content: String,
+    /// Add to the end of an existing file instead of replacing it (default false).
+    append: Option<bool>,
+) -> Result<WriteFileOutput, ToolError> {
+    if content.len() > MAX_WRITE {
+        return Err(ToolError::invalid(
+            "content",
+            format!(
+                "{} bytes is more than the {MAX_WRITE}-byte limit",
+                content.len()
+            ),
+        ));
+    }
+    let target = ctx.resolve_path(&path)?;
+    let append = append.unwrap_or(false);
+    tokio::task::spawn_blocking(move || write_atomic(&target, &path, content.as_bytes(), append))
+        .await
+        .map_err(|e| ToolError::failed(format!("write failed: {e}")))?
+}
+
+fn write_atomic(
+    target: &Path,
+    shown: &str,
+    content: &[u8],
+    append: bool,
+) -> Result<WriteFileOutput, ToolError> {
+    use std::io::Write;
+    let fail =
+        |what: &str, e: std::io::Error| ToolError::failed(format!("cannot {what} `{shown}`: {e}"));
+    if target.is_dir() {
+        return Err(ToolError::failed(format!("`{shown}` is a directory")));
+    }
+    let parent = target
+        .parent()
+        .ok_or_else(|| ToolError::failed(format!("`{shown}` has no parent directory")))?;
+    std::fs::create_dir_all(parent).map_err(|e| fail("create the directory of", e))?;
+    let existing = match std::fs::read(target) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(fail("read", e)),
+    };
+    let created = existing.is_none();
+    let mut data = if append {
+        existing.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    data.extend_from_slice(content);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(&data)?;
+        f.sync_all()?;
+        // Keep the permissions of a file we replace.
+        if let Ok(meta) = std::fs::metadata(target) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, target)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("write", e));
+    }
+    Ok(WriteFileOutput {
+        path: shown.to_owned(),
+        written: content.len() as u64,
+        size: data.len() as u64,
+        created,
+    })
+}

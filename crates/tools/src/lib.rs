@@ -4,8 +4,10 @@
 //! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
 pub mod files;
+mod html;
 pub mod memory;
 mod time;
+pub mod web;
 
 pub use files::{FileEntry, ListFilesOutput, ReadFileOutput};
 
@@ -17,6 +19,7 @@ strata_engine::declare_core!();
 pub fn link() -> &'static [&'static str] {
     &[
         "current_time",
+        "http_request",
         "list_files",
         "memory_forget",
         "memory_list",
@@ -24,5 +27,7 @@ pub fn link() -> &'static [&'static str] {
         "memory_semantic_search",
         "memory_store",
         "read_file",
+        "read_url",
+        "write_file",
     ]
 }

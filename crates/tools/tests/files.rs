@@ -219,3 +219,57 @@ async fn secrets_and_the_data_dir_are_refused_even_inside_a_root() {
     let r = call(&o, "list_files", json!({"path": "knowledgebase"})).await;
     assert!(!r.value.to_string().contains("secrets.enc"), "{}", r.value);
 }
+
+#[tokio::test]
+async fn writes_atomically_inside_roots_and_nowhere_else() {
+    let o = overlay();
+    let d = o.dir.path();
+    let r = call(
+        &o,
+        "write_file",
+        json!({"path": "tmp/new/dir/report.md", "content": "line 1\n"}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(
+        (r.value["created"].as_bool(), r.value["size"].as_u64()),
+        (Some(true), Some(7))
+    );
+    let r = call(
+        &o,
+        "write_file",
+        json!({"path": "tmp/new/dir/report.md", "content": "line 2\n", "append": true}),
+    )
+    .await;
+    assert_eq!(r.value["created"], false);
+    assert_eq!(
+        std::fs::read_to_string(d.join("tmp/new/dir/report.md")).expect("read"),
+        "line 1\nline 2\n"
+    );
+    // Replacing keeps no temporary files behind.
+    call(
+        &o,
+        "write_file",
+        json!({"path": "tmp/new/dir/report.md", "content": "fresh"}),
+    )
+    .await;
+    let names: Vec<String> = std::fs::read_dir(d.join("tmp/new/dir"))
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(names, ["report.md"]);
+    // Outside the roots, through a symlink, into the vault or the data dir: refused, untouched.
+    for (path, bad) in [
+        ("outside.txt", "outside.txt"),
+        ("tmp/link-out", "outside.txt"),
+        ("tmp/config-dir/secrets.enc", "config/secrets.enc"),
+        ("tmp/../config/secrets.enc", "config/secrets.enc"),
+    ] {
+        let before = std::fs::read(d.join(bad)).expect("read");
+        let r = call(&o, "write_file", json!({"path": path, "content": "pwned"})).await;
+        assert_ne!(r.status, Status::Ok, "{path}: {r:?}");
+        assert_eq!(std::fs::read(d.join(bad)).expect("read"), before, "{path}");
+    }
+    let r = call(&o, "write_file", json!({"path": "tmp", "content": "x"})).await;
+    assert_eq!(r.status, Status::Error, "a directory is not a file");
+}

@@ -168,6 +168,24 @@ pub struct ToolsConfig {
     pub timeout_secs: u64,
     /// The audit log; relative to the data dir. Default `audit.jsonl`.
     pub audit_log: PathBuf,
+    /// Secrets `http_request` may attach, by name, each bound to the hosts it may go to.
+    pub http_secrets: BTreeMap<String, HttpSecret>,
+}
+
+/// `tools.http_secrets.<name>`: a credential `http_request` attaches only for its hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSecret {
+    /// `vault:<key>`, `env:<VAR>` (never a literal in config).
+    pub value: String,
+    /// Host names it may be sent to (exact, case-insensitive).
+    pub hosts: Vec<String>,
+    /// Header that carries it (default `Authorization`).
+    #[serde(default)]
+    pub header: Option<String>,
+    /// Text before the value (default `Bearer ` for `Authorization`, none otherwise).
+    #[serde(default)]
+    pub prefix: Option<String>,
 }
 
 impl Default for ToolsConfig {
@@ -176,6 +194,7 @@ impl Default for ToolsConfig {
             roots: vec!["agents".into(), "tmp".into(), "knowledgebase".into()],
             timeout_secs: 30,
             audit_log: "audit.jsonl".into(),
+            http_secrets: BTreeMap::new(),
         }
     }
 }
