@@ -199,6 +199,7 @@ fn tools_json_lists_specs_with_layers() {
             "memory_store",
             "read_file",
             "read_url",
+            "search_notes",
             "write_file"
         ],
         "sorted, core only in this binary"

@@ -55,6 +55,7 @@ fn check(report: &Value) {
             "memory_store",
             "read_file",
             "read_url",
+            "search_notes",
             "write_file"
         ])
     );

@@ -6,6 +6,7 @@
 pub mod files;
 mod html;
 pub mod memory;
+pub mod notes;
 mod time;
 pub mod web;
 
@@ -28,6 +29,7 @@ pub fn link() -> &'static [&'static str] {
         "memory_store",
         "read_file",
         "read_url",
+        "search_notes",
         "write_file",
     ]
 }

@@ -170,6 +170,8 @@ pub struct ToolsConfig {
     pub audit_log: PathBuf,
     /// Secrets `http_request` may attach, by name, each bound to the hosts it may go to.
     pub http_secrets: BTreeMap<String, HttpSecret>,
+    /// Folders `search_notes` searches, relative to the overlay.
+    pub notes_dirs: Vec<PathBuf>,
 }
 
 /// `tools.http_secrets.<name>`: a credential `http_request` attaches only for its hosts.
@@ -195,6 +197,7 @@ impl Default for ToolsConfig {
             timeout_secs: 30,
             audit_log: "audit.jsonl".into(),
             http_secrets: BTreeMap::new(),
+            notes_dirs: vec!["knowledgebase".into(), "codex".into()],
         }
     }
 }
