@@ -200,6 +200,7 @@ fn tools_json_lists_specs_with_layers() {
             "read_file",
             "read_url",
             "search_notes",
+            "web_search",
             "write_file"
         ],
         "sorted, core only in this binary"

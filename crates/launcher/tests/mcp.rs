@@ -56,6 +56,7 @@ fn check(report: &Value) {
             "read_file",
             "read_url",
             "search_notes",
+            "web_search",
             "write_file"
         ])
     );

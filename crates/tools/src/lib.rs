@@ -7,6 +7,7 @@ pub mod files;
 mod html;
 pub mod memory;
 pub mod notes;
+pub mod search;
 mod time;
 pub mod web;
 
@@ -30,6 +31,7 @@ pub fn link() -> &'static [&'static str] {
         "read_file",
         "read_url",
         "search_notes",
+        "web_search",
         "write_file",
     ]
 }

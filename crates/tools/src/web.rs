@@ -12,7 +12,7 @@ use strata_net::{FetchRequest, NetError, NetGuard};
 use crate::html;
 
 /// One guard per process and network config (its HTTP client keeps connections warm).
-fn guard(cfg: &NetworkConfig) -> Result<Arc<NetGuard>, ToolError> {
+pub(crate) fn guard(cfg: &NetworkConfig) -> Result<Arc<NetGuard>, ToolError> {
     static CACHE: Mutex<Option<(NetworkConfig, Arc<NetGuard>)>> = Mutex::new(None);
     let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((k, g)) = c.as_ref()

@@ -172,6 +172,37 @@ pub struct ToolsConfig {
     pub http_secrets: BTreeMap<String, HttpSecret>,
     /// Folders `search_notes` searches, relative to the overlay.
     pub notes_dirs: Vec<PathBuf>,
+    /// `web_search` backends.
+    pub web_search: WebSearchConfig,
+}
+
+/// `tools.web_search.*`: Brave when it has a key, else Tavily when it has one, else
+/// DuckDuckGo's HTML endpoint; a failing backend falls through to the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebSearchConfig {
+    /// Brave Search API key (`vault:`/`env:`); unset: the vault's `brave-api-key`, if any.
+    pub brave_api_key: Option<String>,
+    /// Tavily API key (`vault:`/`env:`); unset: the vault's `tavily-api-key`, if any.
+    pub tavily_api_key: Option<String>,
+    /// Brave API base URL.
+    pub brave_url: String,
+    /// Tavily API base URL.
+    pub tavily_url: String,
+    /// DuckDuckGo HTML endpoint.
+    pub duckduckgo_url: String,
+}
+
+impl Default for WebSearchConfig {
+    fn default() -> Self {
+        WebSearchConfig {
+            brave_api_key: None,
+            tavily_api_key: None,
+            brave_url: "https://api.search.brave.com".into(),
+            tavily_url: "https://api.tavily.com".into(),
+            duckduckgo_url: "https://html.duckduckgo.com/html/".into(),
+        }
+    }
 }
 
 /// `tools.http_secrets.<name>`: a credential `http_request` attaches only for its hosts.
@@ -198,6 +229,7 @@ impl Default for ToolsConfig {
             audit_log: "audit.jsonl".into(),
             http_secrets: BTreeMap::new(),
             notes_dirs: vec!["knowledgebase".into(), "codex".into()],
+            web_search: WebSearchConfig::default(),
         }
     }
 }
