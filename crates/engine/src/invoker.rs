@@ -81,6 +81,8 @@ pub struct Invocation {
     pub session_id: Option<String>,
     /// Channel, if any.
     pub channel_id: Option<String>,
+    /// Inter-agent depth of the turn making the call (0 for a person's message).
+    pub depth: u32,
 }
 
 impl Invocation {
@@ -99,6 +101,7 @@ impl Invocation {
             agent_id,
             session_id: None,
             channel_id: None,
+            depth: 0,
         }
     }
 
@@ -193,6 +196,7 @@ impl Invoker {
     /// `tools.timeout_secs` from the config in `env`.
     pub fn new(registry: Arc<Registry>, env: Arc<RuntimeEnv>, audit: Arc<dyn AuditSink>) -> Self {
         let default_timeout = Duration::from_secs(env.config.tools.timeout_secs.max(1));
+        env.attach_registry(&registry);
         let sec = &env.config.security;
         Invoker {
             policy: Arc::new(AccessPolicy::from_config(&env.config)),
@@ -420,6 +424,7 @@ impl Invoker {
             principal: call.principal.clone(),
             request_id: request_id.to_owned(),
             env: self.env.clone(),
+            depth: call.depth,
         };
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         let t = tool.tool.clone();

@@ -192,13 +192,19 @@ impl LlmAgent {
         calls: &[ToolCall],
     ) -> Vec<(ChatMessage, ToolRun)> {
         let job = |call: ToolCall| {
+            let mut inv = Invocation::new(
+                call.name.clone(),
+                call.arguments.clone(),
+                turn.sender.clone(),
+            );
+            inv.agent_id = Some(self.id.clone());
+            inv.session_id = Some(turn.session_id.clone());
+            inv.channel_id = Some(turn.channel_id.clone());
+            inv.depth = turn.depth;
             one_call(
                 self.invoker.clone(),
                 self.tools.allows(&call.name),
-                self.id.clone(),
-                turn.session_id.clone(),
-                turn.channel_id.clone(),
-                turn.sender.clone(),
+                inv,
                 call,
             )
         };
@@ -227,16 +233,14 @@ impl LlmAgent {
 async fn one_call(
     invoker: Arc<Invoker>,
     allowed: bool,
-    agent_id: String,
-    session: String,
-    channel: String,
-    sender: Principal,
+    inv: Invocation,
     call: ToolCall,
 ) -> (ChatMessage, ToolRun) {
     if !allowed {
         let msg = format!(
-            "error (denied): denied (layer 3): tool `{}` is not available to agent `{agent_id}`",
-            call.name
+            "error (denied): denied (layer 3): tool `{}` is not available to agent `{}`",
+            call.name,
+            inv.agent_id.as_deref().unwrap_or_default()
         );
         let run = ToolRun {
             tool: call.name.clone(),
@@ -246,10 +250,6 @@ async fn one_call(
         };
         return (tool_message(&call, msg), run);
     }
-    let mut inv = Invocation::new(call.name.clone(), call.arguments.clone(), sender);
-    inv.agent_id = Some(agent_id);
-    inv.session_id = Some(session);
-    inv.channel_id = Some(channel);
     let r = invoker.invoke(inv).await;
     let content = if r.ok() {
         match &r.value {
@@ -390,6 +390,26 @@ impl Agent for LlmAgent {
         let resp = self.provider.complete(&req).await?;
         let s = resp.message.content.trim().to_owned();
         Ok((!s.is_empty()).then_some(s))
+    }
+}
+
+/// The running agents, as tools see them (`ask_agent`, `send_to_agent`, `list_capabilities`).
+#[async_trait]
+pub trait AgentDirectory: Send + Sync {
+    /// Agent ids, sorted.
+    fn agent_ids(&self) -> Vec<String>;
+    /// Runs a turn (layer 1 applies).
+    async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError>;
+}
+
+#[async_trait]
+impl AgentDirectory for AgentManager {
+    fn agent_ids(&self) -> Vec<String> {
+        AgentManager::agent_ids(self)
+    }
+
+    async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        self.turn(req).await
     }
 }
 

@@ -242,6 +242,8 @@ pub struct ToolContext {
     pub request_id: String,
     /// The runtime's shared handles.
     pub env: Arc<RuntimeEnv>,
+    /// Inter-agent depth of the turn that made this call (0 for a person's message).
+    pub depth: u32,
 }
 
 impl fmt::Debug for ToolContext {
@@ -293,6 +295,8 @@ pub struct RuntimeEnv {
     pub vault: Option<Arc<dyn crate::secret::Vault>>,
     /// Agent memory, when a backend is configured.
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
+    registry: std::sync::OnceLock<std::sync::Weak<crate::Registry>>,
+    agents: std::sync::OnceLock<std::sync::Weak<dyn crate::runtime::AgentDirectory>>,
 }
 
 impl fmt::Debug for RuntimeEnv {
@@ -315,7 +319,31 @@ impl RuntimeEnv {
             data_dir,
             vault: None,
             memory: None,
+            registry: std::sync::OnceLock::new(),
+            agents: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes `registry` reachable from tools (`list_capabilities`). The Invoker does this;
+    /// the first one attached stays. Held weakly: the environment never keeps it alive.
+    pub fn attach_registry(&self, registry: &Arc<crate::Registry>) {
+        let _ = self.registry.set(Arc::downgrade(registry));
+    }
+
+    /// The tool registry, when an Invoker runs over this environment.
+    pub fn registry(&self) -> Option<Arc<crate::Registry>> {
+        self.registry.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Makes the running agents reachable from tools (`ask_agent`, `send_to_agent`). Held
+    /// weakly; the first one attached stays.
+    pub fn attach_agents(&self, agents: std::sync::Weak<dyn crate::runtime::AgentDirectory>) {
+        let _ = self.agents.set(agents);
+    }
+
+    /// The running agents, when there are any.
+    pub fn agents(&self) -> Option<Arc<dyn crate::runtime::AgentDirectory>> {
+        self.agents.get().and_then(std::sync::Weak::upgrade)
     }
 
     /// Adds a vault.

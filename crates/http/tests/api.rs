@@ -208,7 +208,7 @@ async fn scoped_tokens_see_and_call_only_their_tools() {
         .iter()
         .map(|t| t["name"].as_str().expect("n"))
         .collect();
-    assert_eq!(names, ["echo", "list_files"]);
+    assert_eq!(names, ["echo", "list_capabilities", "list_files"]);
     let t = &body["value"]["tools"][0];
     for key in [
         "name",

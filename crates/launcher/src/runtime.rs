@@ -224,7 +224,11 @@ pub fn build(
             Err(e) => skipped.push((id.clone(), e)),
         }
     }
-    let manager = Arc::new(AgentManager::new(agents, store.clone(), env));
+    let manager = Arc::new(AgentManager::new(agents, store.clone(), env.clone()));
+    // Inter-agent tools reach the agents through the environment (weakly: no cycle).
+    let directory: std::sync::Weak<dyn strata_engine::runtime::AgentDirectory> =
+        Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
+    env.attach_agents(directory);
     Ok(Runtime {
         manager,
         invoker,

@@ -189,8 +189,10 @@ fn tools_json_lists_specs_with_layers() {
     assert_eq!(
         names,
         [
+            "ask_agent",
             "current_time",
             "http_request",
+            "list_capabilities",
             "list_files",
             "memory_forget",
             "memory_list",
@@ -200,6 +202,7 @@ fn tools_json_lists_specs_with_layers() {
             "read_file",
             "read_url",
             "search_notes",
+            "send_to_agent",
             "web_search",
             "write_file"
         ],

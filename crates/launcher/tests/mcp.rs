@@ -45,8 +45,10 @@ fn check(report: &Value) {
     assert_eq!(
         report["tools"],
         serde_json::json!([
+            "ask_agent",
             "current_time",
             "http_request",
+            "list_capabilities",
             "list_files",
             "memory_forget",
             "memory_list",
@@ -56,6 +58,7 @@ fn check(report: &Value) {
             "read_file",
             "read_url",
             "search_notes",
+            "send_to_agent",
             "web_search",
             "write_file"
         ])

@@ -3,6 +3,7 @@
 //! Generic tools every deployment gets. Each is a `#[tool]` function; binaries call [`link`]
 //! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
+pub mod agents;
 pub mod files;
 mod html;
 pub mod memory;
@@ -20,8 +21,10 @@ strata_engine::declare_core!();
 #[inline(never)]
 pub fn link() -> &'static [&'static str] {
     &[
+        "ask_agent",
         "current_time",
         "http_request",
+        "list_capabilities",
         "list_files",
         "memory_forget",
         "memory_list",
@@ -31,6 +34,7 @@ pub fn link() -> &'static [&'static str] {
         "read_file",
         "read_url",
         "search_notes",
+        "send_to_agent",
         "web_search",
         "write_file",
     ]

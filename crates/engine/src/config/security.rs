@@ -51,6 +51,7 @@ impl Default for AccessControlConfig {
             unknown_policy: UnknownPolicy::Deny,
             safe_tools: [
                 "current_time",
+                "list_capabilities",
                 "list_files",
                 "read_file",
                 "search_notes",

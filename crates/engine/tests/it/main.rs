@@ -31,5 +31,6 @@ pub fn ctx(env: Arc<RuntimeEnv>) -> ToolContext {
         principal: strata_engine::Principal::Operator,
         request_id: "test".into(),
         env,
+        depth: 0,
     }
 }

@@ -1,0 +1,198 @@
+//! Inter-agent tools (`ask_agent`, `send_to_agent`) and `list_capabilities`.
+
+use serde_json::{Value, json};
+use strata_engine::agent::Message;
+use strata_engine::runtime::TurnRequest;
+use strata_engine::{Principal, ToolContext, ToolError, tool};
+
+/// Inter-agent calls stop here: a turn at this depth is never started.
+const MAX_DEPTH: u32 = 3;
+
+/// Checks the common rules and returns (the target's directory, the caller's principal for
+/// the target's turn, the next depth).
+fn prepare(
+    ctx: &ToolContext,
+    agent: &str,
+) -> Result<
+    (
+        std::sync::Arc<dyn strata_engine::runtime::AgentDirectory>,
+        Principal,
+        u32,
+    ),
+    ToolError,
+> {
+    let dir = ctx
+        .env
+        .agents()
+        .ok_or_else(|| ToolError::failed("no agents are running in this process"))?;
+    if !dir.agent_ids().iter().any(|a| a == agent) {
+        return Err(ToolError::invalid(
+            "agent",
+            format!("no agent `{agent}`; agents: {}", dir.agent_ids().join(", ")),
+        ));
+    }
+    if ctx.agent_id.as_deref() == Some(agent) {
+        return Err(ToolError::invalid(
+            "agent",
+            "an agent cannot message itself",
+        ));
+    }
+    let depth = ctx.depth + 1;
+    if depth >= MAX_DEPTH {
+        return Err(ToolError::failed(format!(
+            "inter-agent depth limit reached ({MAX_DEPTH}): this request came through {} agents already",
+            ctx.depth
+        )));
+    }
+    let sender = match &ctx.agent_id {
+        Some(a) => Principal::Agent { id: a.clone() },
+        None => ctx.principal.clone(),
+    };
+    Ok((dir, sender, depth))
+}
+
+/// Asks another agent a question and waits for its answer. The other agent answers in a
+/// private side session (nobody else sees the exchange). Use it for questions another agent
+/// is better placed to answer; not for chatting.
+#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 300)]
+async fn ask_agent(
+    ctx: &ToolContext,
+    /// The agent's id.
+    agent: String,
+    /// The question, self-contained (the other agent does not see your conversation).
+    question: String,
+) -> Result<Value, ToolError> {
+    if question.trim().is_empty() {
+        return Err(ToolError::invalid("question", "must not be empty"));
+    }
+    let (dir, sender, depth) = prepare(ctx, &agent)?;
+    let session = format!(
+        "ask-{}-{}",
+        ctx.agent_id.as_deref().unwrap_or("operator"),
+        uuid::Uuid::new_v4().simple()
+    );
+    let reply = dir
+        .run_turn(TurnRequest {
+            agent_id: agent.clone(),
+            session_id: session.clone(),
+            channel_id: session,
+            sender,
+            message: Message::text(question),
+            depth,
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("`{agent}` could not answer: {e}")))?;
+    Ok(json!({"agent": agent, "answer": if reply.silent { String::new() } else { reply.text }}))
+}
+
+/// Sends a message to another agent without waiting for its answer; returns a delivery
+/// receipt. The message is delivered in the agent's home channel when a connector provides
+/// one; otherwise in a side session of its own (the receipt says which).
+#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+async fn send_to_agent(
+    ctx: &ToolContext,
+    /// The agent's id.
+    agent: String,
+    /// The message, self-contained.
+    message: String,
+) -> Result<Value, ToolError> {
+    if message.trim().is_empty() {
+        return Err(ToolError::invalid("message", "must not be empty"));
+    }
+    let (dir, sender, depth) = prepare(ctx, &agent)?;
+    let receipt = uuid::Uuid::new_v4().to_string();
+    // No connector offers home channels yet: the side session is the delivery.
+    let session = format!("inbox-{agent}");
+    let (a, r) = (agent.clone(), receipt.clone());
+    tokio::spawn(async move {
+        let res = dir
+            .run_turn(TurnRequest {
+                agent_id: a.clone(),
+                session_id: session.clone(),
+                channel_id: session,
+                sender,
+                message: Message::text(message),
+                depth,
+            })
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent delivery failed");
+        }
+    });
+    Ok(json!({
+        "receipt": receipt,
+        "agent": agent,
+        "delivery": "side_session",
+        "session": format!("inbox-{agent}"),
+        "note": "no home channel is available for this agent, so the message went to its side session `inbox-<agent>`",
+    }))
+}
+
+/// Lists what you can use here: the tools you may call (and which need a human's approval),
+/// the agents you may talk to, and the skills of this deployment.
+#[tool(capabilities = [read], side_effects = none, timeout_secs = 10)]
+async fn list_capabilities(ctx: &ToolContext) -> Result<Value, ToolError> {
+    let env = &ctx.env;
+    let policy = strata_engine::access::AccessPolicy::from_config(&env.config);
+    let mut tools = Vec::new();
+    if let Some(reg) = env.registry() {
+        for t in reg.list() {
+            let spec = t.spec();
+            let d = policy.decide(&ctx.principal, ctx.agent_id.as_deref(), spec);
+            let approval = match d {
+                strata_engine::access::Decision::Deny { .. } => continue,
+                strata_engine::access::Decision::Approve(_) => true,
+                strata_engine::access::Decision::Allow => false,
+            };
+            let summary = spec
+                .description
+                .split(". ")
+                .next()
+                .unwrap_or("")
+                .trim_end_matches('.');
+            tools.push(json!({"name": spec.name, "summary": summary, "needs_approval": approval}));
+        }
+    }
+    let me = match &ctx.agent_id {
+        Some(a) => Principal::Agent { id: a.clone() },
+        None => ctx.principal.clone(),
+    };
+    // The running agents when there are any, else the configured ones.
+    let ids: Vec<String> = match env.agents() {
+        Some(dir) => dir.agent_ids(),
+        None => env.config.agents.keys().cloned().collect(),
+    };
+    let agents: Vec<Value> = ids
+        .iter()
+        .filter(|id| Some(id.as_str()) != ctx.agent_id.as_deref())
+        .filter(|id| policy.may_talk(&me, id).is_ok())
+        .map(|id| {
+            let a = env.config.agents.get(id);
+            json!({
+                "id": id,
+                "name": a.and_then(|a| a.name.clone()),
+                "description": a.and_then(|a| a.description.clone()),
+            })
+        })
+        .collect();
+    let mut dirs = vec![env.overlay_dir.join("skills")];
+    if let Ok(rd) = std::fs::read_dir(env.overlay_dir.join("agents")) {
+        dirs.extend(rd.flatten().map(|e| e.path().join("skills")));
+    }
+    let mut skills: Vec<String> = Vec::new();
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml"))
+                    && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+                {
+                    skills.push(stem.to_owned());
+                }
+            }
+        }
+    }
+    skills.sort();
+    skills.dedup();
+    Ok(json!({"tools": tools, "agents": agents, "skills": skills}))
+}
