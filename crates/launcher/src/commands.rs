@@ -670,6 +670,26 @@ fn doctor(l: &Loaded) -> Exit {
             s.name, s.winner, s.hidden
         ));
     }
+    // The terminal sandbox: what this machine offers, and whether the configured mode works.
+    let probe = strata_sandbox::probe();
+    for line in probe.report() {
+        lines.push(format!("info sandbox: {line}"));
+    }
+    let mode = match c.config.tools.terminal.sandbox {
+        strata_engine::config::SandboxMode::Auto => strata_sandbox::Mode::Auto,
+        strata_engine::config::SandboxMode::Bubblewrap => strata_sandbox::Mode::Bubblewrap,
+        strata_engine::config::SandboxMode::Landlock => strata_sandbox::Mode::Landlock,
+        strata_engine::config::SandboxMode::None => strata_sandbox::Mode::None,
+    };
+    match probe.choose(mode) {
+        Ok(strata_sandbox::Backend::None) => warns.push(
+            "sandbox: terminal_exec runs without isolation (tools.terminal.sandbox: none)".into(),
+        ),
+        Ok(b) => lines.push(format!("ok   sandbox: terminal_exec runs under {}", b.as_str())),
+        Err(_) => warns.push(format!(
+            "sandbox: no isolation available for tools.terminal.sandbox: {mode:?}; terminal_exec will refuse to run (install bubblewrap)"
+        )),
+    }
     if provider_hint(c).is_some() {
         warns.push("no LLM provider configured: tools work, agents cannot answer yet (see README, \"Providers\")".into());
     }

@@ -203,6 +203,7 @@ fn tools_json_lists_specs_with_layers() {
             "read_url",
             "search_notes",
             "send_to_agent",
+            "terminal_exec",
             "web_search",
             "write_file"
         ],
@@ -498,4 +499,74 @@ fn audit_rotation_keeps_one_chain_across_files_and_processes() {
     .ok();
     let o = ov.run(&["audit", "verify"], &[]);
     assert_eq!(code(&o), 1, "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn terminal_exec_runs_sandboxed_through_the_binary() {
+    let ov = Overlay::new();
+    ov.write("config/secrets.enc", "VAULT-TOKEN-abc");
+    let invoke = |args: &str, env: &[(&str, &str)]| {
+        let o = ov.run(
+            &[
+                "invoke",
+                "--tool",
+                "terminal_exec",
+                "--json",
+                "--args",
+                args,
+            ],
+            env,
+        );
+        stdout_json(&o)
+    };
+    let probe = strata_sandbox::probe();
+    if probe.bwrap.is_none() && probe.landlock_abi.is_none() {
+        // Fails closed: no sandbox, no command.
+        let v = invoke(r#"{"command":"echo hi"}"#, &[]);
+        assert_eq!(v["status"], "error");
+        eprintln!("SKIP the sandboxed part: {}", probe.report().join("; "));
+        return;
+    }
+    let v = invoke(
+        &format!(
+            r#"{{"command":"echo made > out.txt; cat {}/config/secrets.enc; env; exit 4"}}"#,
+            ov.path().display()
+        ),
+        &[("PLANTED_SECRET", "planted-value-xyz"), ("LANG", "C.UTF-8")],
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    let text = v["value"].as_str().expect("text result");
+    assert!(text.starts_with("[sandbox: "), "{text}");
+    assert!(text.contains("\nexit_code: 4\nstdout:\n"), "{text}");
+    assert!(text.contains("\nstderr:\n"), "{text}");
+    assert!(!text.contains("VAULT-TOKEN"), "{text}");
+    assert!(!text.contains("planted-value-xyz"), "{text}");
+    assert!(
+        text.contains("LANG=C.UTF-8"),
+        "allow-listed variables pass: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ov.path().join("tmp/workspaces/operator/out.txt")).expect("made"),
+        "made\n"
+    );
+    // The timeout is clamped to at least 5 s; a bad cwd and destructive commands are refused.
+    let v = invoke(r#"{"command":"pwd","cwd":"../.."}"#, &[]);
+    assert_eq!(v["status"], "validation_error", "{v}");
+    let v = invoke(r#"{"command":"rm -rf /"}"#, &[]);
+    assert_eq!(v["status"], "validation_error", "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("second line of defence")
+    );
+
+    // doctor says which protections this machine has.
+    let o = ov.run(&["doctor"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("sandbox:"), "{text}");
+    assert!(
+        text.contains("landlock:") && text.contains("bubblewrap"),
+        "{text}"
+    );
 }

@@ -59,6 +59,7 @@ fn check(report: &Value) {
             "read_url",
             "search_notes",
             "send_to_agent",
+            "terminal_exec",
             "web_search",
             "write_file"
         ])

@@ -9,6 +9,7 @@ mod html;
 pub mod memory;
 pub mod notes;
 pub mod search;
+pub mod shell;
 mod time;
 pub mod web;
 
@@ -35,6 +36,7 @@ pub fn link() -> &'static [&'static str] {
         "read_url",
         "search_notes",
         "send_to_agent",
+        "terminal_exec",
         "web_search",
         "write_file",
     ]

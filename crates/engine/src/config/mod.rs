@@ -174,6 +174,84 @@ pub struct ToolsConfig {
     pub notes_dirs: Vec<PathBuf>,
     /// `web_search` backends.
     pub web_search: WebSearchConfig,
+    /// `terminal_exec`: its sandbox, workspace and limits.
+    pub terminal: TerminalConfig,
+}
+
+/// `tools.terminal.sandbox`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// bubblewrap when it works here, else Landlock, else `terminal_exec` refuses to run.
+    #[default]
+    Auto,
+    /// bubblewrap or refuse.
+    Bubblewrap,
+    /// Landlock or refuse.
+    Landlock,
+    /// No filesystem or network isolation (rlimits, a cleared environment and the process
+    /// group kill still apply). Only for hosts that are themselves throwaway.
+    None,
+}
+
+/// `tools.terminal.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TerminalConfig {
+    /// Isolation backend.
+    pub sandbox: SandboxMode,
+    /// Parent of the per-agent workspaces (`<this>/<agent id>`), relative to the overlay.
+    pub workspace: PathBuf,
+    /// Directories readable inside the sandbox; relative entries are taken from the overlay.
+    /// The overlay's `config/` and the data dir are never readable.
+    pub read_roots: Vec<PathBuf>,
+    /// Network for every agent's commands (default off).
+    pub network: bool,
+    /// Agents whose commands get network even when `network` is off.
+    pub network_agents: Vec<String>,
+    /// Environment variables passed from strata's own environment (besides PATH, LANG,
+    /// LC_ALL, TERM and TZ; HOME and TMPDIR are set to the workspace).
+    pub env_allow: Vec<String>,
+    /// Bytes kept of stdout and of stderr each.
+    pub max_output_bytes: usize,
+    /// Processes at once.
+    pub max_processes: u64,
+    /// Address space per process, MiB.
+    pub memory_mb: u64,
+    /// Largest file a command may write, MiB.
+    pub file_size_mb: u64,
+    /// Extra regular expressions of commands refused outright (the built-in list of
+    /// destructive commands always applies; the sandbox, not this list, is the defence).
+    pub deny_patterns: Vec<String>,
+}
+
+impl Default for TerminalConfig {
+    fn default() -> Self {
+        TerminalConfig {
+            sandbox: SandboxMode::Auto,
+            workspace: "tmp/workspaces".into(),
+            read_roots: [
+                "/usr",
+                "/bin",
+                "/sbin",
+                "/lib",
+                "/lib32",
+                "/lib64",
+                "/etc",
+                "knowledgebase",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            network: false,
+            network_agents: Vec::new(),
+            env_allow: Vec::new(),
+            max_output_bytes: 32 * 1024,
+            max_processes: 256,
+            memory_mb: 4096,
+            file_size_mb: 1024,
+            deny_patterns: Vec::new(),
+        }
+    }
 }
 
 /// `tools.web_search.*`: Brave when it has a key, else Tavily when it has one, else
@@ -230,6 +308,7 @@ impl Default for ToolsConfig {
             http_secrets: BTreeMap::new(),
             notes_dirs: vec!["knowledgebase".into(), "codex".into()],
             web_search: WebSearchConfig::default(),
+            terminal: TerminalConfig::default(),
         }
     }
 }
