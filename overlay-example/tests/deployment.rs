@@ -48,6 +48,15 @@ fn tools_from_every_layer_with_their_origin() {
     assert_eq!(layer_of("read_file"), "core");
     assert_eq!(layer_of("list_files"), "core");
     assert_eq!(layer_of("service_health"), "module:ops");
+    for t in [
+        "mind_api",
+        "fleet_note",
+        "ai_models",
+        "upload_file_to_cms",
+        "call_agent",
+    ] {
+        assert_eq!(layer_of(t), "module:fleet", "{t}");
+    }
     assert_eq!(layer_of("agent_brief"), "overlay");
     // The overlay's system_info shadows the module's.
     assert_eq!(layer_of("system_info"), "overlay");
@@ -126,6 +135,10 @@ fn example_config_is_valid_and_doctor_passes() {
     let v = json(&run(data.path(), &["config", "show", "--origin", "--json"]));
     assert_eq!(
         v["modules.ops.timeout_ms"]["origin"],
+        "overlay:config/config.yaml"
+    );
+    assert_eq!(
+        v["modules.fleet.mind_token"]["origin"],
         "overlay:config/config.yaml"
     );
     assert_eq!(v["team.people"]["origin"], "overlay:config/team.json");
