@@ -78,3 +78,112 @@ pub trait Connector: Send + Sync {
     /// Sends one message.
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError>;
 }
+
+/// A channel of a connector: `<connector>:<channel id>` in text (the connector name may hold
+/// colons itself, as `discord:<account>` does; the channel id is what follows the last one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChannelRef {
+    /// Connector name.
+    pub connector: String,
+    /// Channel id in the connector's terms.
+    pub channel_id: String,
+}
+
+impl ChannelRef {
+    /// Parses `<connector>:<channel id>`.
+    pub fn parse(s: &str) -> Option<ChannelRef> {
+        let (c, ch) = s.trim().rsplit_once(':')?;
+        (!c.is_empty() && !ch.is_empty()).then(|| ChannelRef {
+            connector: c.to_owned(),
+            channel_id: ch.to_owned(),
+        })
+    }
+
+    /// The session a channel's conversation is kept under (the same for every agent).
+    pub fn session_id(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for ChannelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.connector, self.channel_id)
+    }
+}
+
+/// The running connectors by name, and the agents' home channels: what `send_message` and
+/// `send_to_agent` post through. Connectors register themselves when they start; a connector
+/// that routes an agent to a home channel records it with [`ConnectorHub::set_home`].
+#[derive(Default)]
+pub struct ConnectorHub {
+    connectors:
+        std::sync::RwLock<std::collections::BTreeMap<String, std::sync::Arc<dyn Connector>>>,
+    homes: std::sync::RwLock<std::collections::BTreeMap<String, ChannelRef>>,
+}
+
+impl std::fmt::Debug for ConnectorHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectorHub")
+            .field("connectors", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectorHub {
+    /// Adds (or replaces) a connector under its name.
+    pub fn register(&self, c: std::sync::Arc<dyn Connector>) {
+        let mut m = self.connectors.write().unwrap_or_else(|p| p.into_inner());
+        m.insert(c.name().to_owned(), c);
+    }
+
+    /// Connector names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let m = self.connectors.read().unwrap_or_else(|p| p.into_inner());
+        m.keys().cloned().collect()
+    }
+
+    /// The connector called `name`.
+    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Connector>> {
+        let m = self.connectors.read().unwrap_or_else(|p| p.into_inner());
+        m.get(name).cloned()
+    }
+
+    /// Records `agent`'s home channel.
+    pub fn set_home(&self, agent: &str, channel: ChannelRef) {
+        let mut m = self.homes.write().unwrap_or_else(|p| p.into_inner());
+        m.insert(agent.to_owned(), channel);
+    }
+
+    /// `agent`'s home channel, when its connector is running.
+    pub fn home(&self, agent: &str) -> Option<ChannelRef> {
+        let m = self.homes.read().unwrap_or_else(|p| p.into_inner());
+        m.get(agent)
+            .filter(|c| self.get(&c.connector).is_some())
+            .cloned()
+    }
+
+    /// Sends `text` to `to`.
+    pub async fn send(
+        &self,
+        to: &ChannelRef,
+        text: &str,
+        reply_to: Option<String>,
+    ) -> Result<(), ConnectorError> {
+        let c = self.get(&to.connector).ok_or_else(|| ConnectorError {
+            connector: to.connector.clone(),
+            detail: format!(
+                "no such connector is running (running: {})",
+                match self.names() {
+                    n if n.is_empty() => "none".to_owned(),
+                    n => n.join(", "),
+                }
+            ),
+        })?;
+        c.send(OutboundMessage {
+            channel_id: to.channel_id.clone(),
+            text: text.to_owned(),
+            reply_to,
+        })
+        .await
+    }
+}

@@ -297,6 +297,7 @@ pub struct RuntimeEnv {
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     registry: std::sync::OnceLock<std::sync::Weak<crate::Registry>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::runtime::AgentDirectory>>,
+    connectors: Arc<crate::connector::ConnectorHub>,
 }
 
 impl fmt::Debug for RuntimeEnv {
@@ -321,6 +322,7 @@ impl RuntimeEnv {
             memory: None,
             registry: std::sync::OnceLock::new(),
             agents: std::sync::OnceLock::new(),
+            connectors: Arc::default(),
         }
     }
 
@@ -344,6 +346,12 @@ impl RuntimeEnv {
     /// The running agents, when there are any.
     pub fn agents(&self) -> Option<Arc<dyn crate::runtime::AgentDirectory>> {
         self.agents.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// The running connectors and the agents' home channels (`send_message`,
+    /// `send_to_agent`). Empty until connectors register.
+    pub fn connectors(&self) -> &Arc<crate::connector::ConnectorHub> {
+        &self.connectors
     }
 
     /// Adds a vault.

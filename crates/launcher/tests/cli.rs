@@ -202,7 +202,13 @@ fn tools_json_lists_specs_with_layers() {
             "read_file",
             "read_url",
             "search_notes",
+            "send_message",
             "send_to_agent",
+            "team_add",
+            "team_get",
+            "team_list",
+            "team_remove",
+            "team_update",
             "terminal_exec",
             "web_search",
             "write_file"

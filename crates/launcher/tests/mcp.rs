@@ -58,7 +58,13 @@ fn check(report: &Value) {
             "read_file",
             "read_url",
             "search_notes",
+            "send_message",
             "send_to_agent",
+            "team_add",
+            "team_get",
+            "team_list",
+            "team_remove",
+            "team_update",
             "terminal_exec",
             "web_search",
             "write_file"

@@ -86,8 +86,9 @@ async fn ask_agent(
 }
 
 /// Sends a message to another agent without waiting for its answer; returns a delivery
-/// receipt. The message is delivered in the agent's home channel when a connector provides
-/// one; otherwise in a side session of its own (the receipt says which).
+/// receipt. The message is posted visibly in the agent's home channel and its reply goes
+/// there too; when no home channel is available it goes to a side session of the agent's own
+/// (the receipt says which).
 #[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
 async fn send_to_agent(
     ctx: &ToolContext,
@@ -101,15 +102,64 @@ async fn send_to_agent(
     }
     let (dir, sender, depth) = prepare(ctx, &agent)?;
     let receipt = uuid::Uuid::new_v4().to_string();
-    // No connector offers home channels yet: the side session is the delivery.
+    let hub = ctx.env.connectors().clone();
+    let mut fallback_reason = "no home channel is available for this agent".to_owned();
+    if let Some(home) = hub.home(&agent) {
+        let from = ctx.agent_id.as_deref().unwrap_or("the operator");
+        match hub
+            .send(
+                &home,
+                &format!("[message from {from} to {agent}] {message}"),
+                None,
+            )
+            .await
+        {
+            Ok(()) => {
+                let (a, r, h) = (agent.clone(), receipt.clone(), home.clone());
+                tokio::spawn(async move {
+                    let res = dir
+                        .run_turn(TurnRequest {
+                            agent_id: a.clone(),
+                            session_id: h.session_id(),
+                            channel_id: h.to_string(),
+                            sender,
+                            message: Message::text(message),
+                            depth,
+                        })
+                        .await;
+                    match res {
+                        Ok(reply) if !reply.silent && !reply.text.trim().is_empty() => {
+                            if let Err(e) = hub.send(&h, &reply.text, None).await {
+                                tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent: posting the reply failed");
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent delivery failed");
+                        }
+                    }
+                });
+                return Ok(json!({
+                    "receipt": receipt,
+                    "agent": agent,
+                    "delivery": "home_channel",
+                    "channel": home.to_string(),
+                }));
+            }
+            Err(e) => {
+                fallback_reason = format!("posting to its home channel {home} failed ({e})");
+            }
+        }
+    }
     let session = format!("inbox-{agent}");
     let (a, r) = (agent.clone(), receipt.clone());
+    let s2 = session.clone();
     tokio::spawn(async move {
         let res = dir
             .run_turn(TurnRequest {
                 agent_id: a.clone(),
-                session_id: session.clone(),
-                channel_id: session,
+                session_id: s2.clone(),
+                channel_id: s2,
                 sender,
                 message: Message::text(message),
                 depth,
@@ -123,9 +173,56 @@ async fn send_to_agent(
         "receipt": receipt,
         "agent": agent,
         "delivery": "side_session",
-        "session": format!("inbox-{agent}"),
-        "note": "no home channel is available for this agent, so the message went to its side session `inbox-<agent>`",
+        "session": session,
+        "note": format!("{fallback_reason}, so the message went to its side session `{session}`"),
     }))
+}
+
+/// Posts a message in a channel through a running connector (Discord, …). `channel` is
+/// `<connector>:<channel id>`, e.g. `discord:main:123456789012345678`.
+#[tool(capabilities = [messaging], side_effects = external, timeout_secs = 30)]
+async fn send_message(
+    ctx: &ToolContext,
+    /// `<connector>:<channel id>`.
+    channel: String,
+    /// The text (the connector splits long messages).
+    text: String,
+) -> Result<Value, ToolError> {
+    if text.trim().is_empty() {
+        return Err(ToolError::invalid("text", "must not be empty"));
+    }
+    if text.chars().count() > 20_000 {
+        return Err(ToolError::invalid("text", "longer than 20,000 characters"));
+    }
+    if strata_engine::runtime::is_no_reply(&text) {
+        return Err(ToolError::invalid("text", "NO_REPLY is never posted"));
+    }
+    let hub = ctx.env.connectors();
+    let to = strata_engine::connector::ChannelRef::parse(&channel).ok_or_else(|| {
+        ToolError::invalid(
+            "channel",
+            "use `<connector>:<channel id>`, e.g. `discord:main:1234`",
+        )
+    })?;
+    if hub.get(&to.connector).is_none() {
+        let names = hub.names();
+        return Err(ToolError::invalid(
+            "channel",
+            format!(
+                "no connector `{}` is running; running: {}",
+                to.connector,
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+    }
+    hub.send(&to, &text, None)
+        .await
+        .map_err(|e| ToolError::failed(format!("sending to {to} failed: {e}")))?;
+    Ok(json!({"sent": true, "channel": to.to_string(), "chars": text.chars().count()}))
 }
 
 /// Lists what you can use here: the tools you may call (and which need a human's approval),

@@ -10,6 +10,7 @@ pub mod memory;
 pub mod notes;
 pub mod search;
 pub mod shell;
+pub mod team;
 mod time;
 pub mod web;
 
@@ -35,7 +36,13 @@ pub fn link() -> &'static [&'static str] {
         "read_file",
         "read_url",
         "search_notes",
+        "send_message",
         "send_to_agent",
+        "team_add",
+        "team_get",
+        "team_list",
+        "team_remove",
+        "team_update",
         "terminal_exec",
         "web_search",
         "write_file",

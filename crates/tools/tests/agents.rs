@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 use strata_engine::agent::Message;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, AgentTier, Config, Person, TeamAgent};
+use strata_engine::connector::{
+    ChannelRef, Connector, ConnectorError, InboundMessage, OutboundMessage,
+};
 use strata_engine::llm::*;
 use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, ToolFilter, TurnRequest};
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
@@ -85,6 +88,7 @@ fn tool_results(p: &Scripted) -> Vec<String> {
 }
 
 struct World {
+    env: Arc<RuntimeEnv>,
     manager: Arc<AgentManager>,
     invoker: Arc<Invoker>,
     store: Arc<InMemoryStore>,
@@ -159,7 +163,9 @@ fn world_with(
     let weak: std::sync::Weak<dyn AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
     env.attach_agents(weak);
+    let env = env.clone();
     World {
+        env,
         manager,
         invoker,
         store,
@@ -447,4 +453,156 @@ async fn list_capabilities_shows_what_the_caller_may_use() {
     assert!(names.contains(&"list_capabilities"));
     // ... and may talk to no agent (layer 1: assistants reach none).
     assert_eq!(r.value["agents"], json!([]));
+}
+
+/// A connector that records what it is asked to send (fails for channel `down`).
+#[derive(Default)]
+struct Recorder {
+    sent: Mutex<Vec<(String, String)>>,
+}
+
+#[async_trait]
+impl Connector for Recorder {
+    fn name(&self) -> &str {
+        "chat:main"
+    }
+    async fn run(
+        &self,
+        _tx: tokio::sync::mpsc::Sender<InboundMessage>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), ConnectorError> {
+        let _ = stop.wait_for(|s| *s).await;
+        Ok(())
+    }
+    async fn send(&self, m: OutboundMessage) -> Result<(), ConnectorError> {
+        if m.channel_id == "down" {
+            return Err(ConnectorError {
+                connector: "chat:main".into(),
+                detail: "channel is gone".into(),
+            });
+        }
+        self.sent.lock().expect("lock").push((m.channel_id, m.text));
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn sent(&self) -> Vec<(String, String)> {
+        self.sent.lock().expect("lock").clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_to_agent_posts_in_the_home_channel_and_the_reply_follows() {
+    let w = world(vec![
+        ("alpha", vec![]),
+        ("beta", vec![text("On it: deploying at noon.")]),
+        ("gamma", vec![text("hi back")]),
+    ]);
+    let rec = Arc::new(Recorder::default());
+    w.env.connectors().register(rec.clone());
+    w.env
+        .connectors()
+        .set_home("beta", ChannelRef::parse("chat:main:4242").expect("ref"));
+    let r = w
+        .invoker
+        .invoke(as_agent(
+            "alpha",
+            "send_to_agent",
+            json!({"agent": "beta", "message": "Deploy window is noon."}),
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.value["delivery"], "home_channel");
+    assert_eq!(r.value["channel"], "chat:main:4242");
+    for _ in 0..200 {
+        if rec.sent().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        rec.sent(),
+        [
+            (
+                "4242".to_owned(),
+                "[message from alpha to beta] Deploy window is noon.".to_owned()
+            ),
+            ("4242".to_owned(), "On it: deploying at noon.".to_owned()),
+        ]
+    );
+    // beta's turn ran in the channel's session, as alpha.
+    let state = w
+        .store
+        .load(&SessionKey::new("beta", "chat:main:4242"))
+        .await
+        .expect("load")
+        .expect("session");
+    assert_eq!(state.messages[0].content, "Deploy window is noon.");
+    let system = w.provider("beta").requests()[0]
+        .system
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        system.contains("sender: agent:alpha") && system.contains("channel: chat:main:4242"),
+        "{system}"
+    );
+
+    // A home channel that cannot be posted to falls back to the side session, and says why.
+    w.env
+        .connectors()
+        .set_home("gamma", ChannelRef::parse("chat:main:down").expect("ref"));
+    let r = w
+        .invoker
+        .invoke(as_agent(
+            "alpha",
+            "send_to_agent",
+            json!({"agent": "gamma", "message": "hello"}),
+        ))
+        .await;
+    assert_eq!(r.value["delivery"], "side_session", "{r:?}");
+    assert!(
+        r.value["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("channel is gone")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_message_posts_through_a_running_connector() {
+    let w = world(vec![("alpha", vec![])]);
+    let send = |channel: &str, text: &str| {
+        as_agent(
+            "alpha",
+            "send_message",
+            json!({"channel": channel, "text": text}),
+        )
+    };
+    // Nothing running yet.
+    let r = w.invoker.invoke(send("chat:main:7", "hi")).await;
+    assert_eq!(r.status, Status::ValidationError);
+    assert!(r.error.unwrap_or_default().contains("running: none"));
+
+    let rec = Arc::new(Recorder::default());
+    w.env.connectors().register(rec.clone());
+    let r = w
+        .invoker
+        .invoke(send("chat:main:7", "Build is green."))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.value["channel"], "chat:main:7");
+    assert_eq!(rec.sent(), [("7".to_owned(), "Build is green.".to_owned())]);
+
+    for (channel, text, status) in [
+        ("nochannel", "x", Status::ValidationError),
+        ("other:1", "x", Status::ValidationError),
+        ("chat:main:7", "NO_REPLY", Status::ValidationError),
+        ("chat:main:7", "   ", Status::ValidationError),
+        ("chat:main:down", "x", Status::Error),
+    ] {
+        let r = w.invoker.invoke(send(channel, text)).await;
+        assert_eq!(r.status, status, "{channel} {text}: {r:?}");
+    }
+    assert_eq!(rec.sent().len(), 1);
 }
