@@ -294,6 +294,14 @@ impl Agent for LlmAgent {
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
         let system = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
+        // Tool calls that come back from outside the process find this turn by its ticket.
+        let ticket = turn.env.turns().begin(TurnInfo {
+            agent_id: self.id.clone(),
+            session_id: turn.session_id.clone(),
+            channel_id: turn.channel_id.clone(),
+            sender: turn.sender.clone(),
+            depth: turn.depth,
+        });
         // The request is built once and grows round by round; nothing is cloned per round.
         let mut req = CompletionRequest {
             model: self.model.clone(),
@@ -303,6 +311,7 @@ impl Agent for LlmAgent {
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             provider_state: turn.provider_state.take(),
+            turn: Some(ticket.id().to_owned()),
         };
         let first_new = req.messages.len();
         req.messages.push(user);
@@ -386,6 +395,7 @@ impl Agent for LlmAgent {
             max_tokens: self.max_tokens,
             temperature: self.temperature,
             provider_state: None,
+            turn: None,
         };
         let resp = self.provider.complete(&req).await?;
         let s = resp.message.content.trim().to_owned();
@@ -669,5 +679,83 @@ impl AgentManager {
             live.slots.retain(|_, (s, _)| Arc::strong_count(s) > 1);
         }
         Ok(n)
+    }
+}
+
+/// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's
+/// MCP callbacks) find it: whose turn it is, for whom, and how deep in an inter-agent chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInfo {
+    /// The agent running the turn.
+    pub agent_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its channel.
+    pub channel_id: String,
+    /// Who the turn is for (access control judges the tool calls by them).
+    pub sender: Principal,
+    /// Inter-agent depth.
+    pub depth: u32,
+}
+
+/// Turns in progress by an unguessable id (`RuntimeEnv::turns`). A CLI provider hands the id
+/// to its tool callbacks (`X-Strata-Turn`), so a call made by the CLI runs as a call of this
+/// turn; the id is only valid while the turn runs.
+#[derive(Debug, Default)]
+pub struct TurnRegistry {
+    live: StdMutex<HashMap<String, TurnInfo>>,
+}
+
+/// Removes its turn from the registry when dropped.
+#[derive(Debug)]
+pub struct TurnTicket {
+    id: String,
+    registry: Arc<TurnRegistry>,
+}
+
+impl TurnTicket {
+    /// The turn's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for TurnTicket {
+    fn drop(&mut self) {
+        let mut m = self.registry.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(&self.id);
+    }
+}
+
+impl TurnRegistry {
+    /// Registers a running turn until the ticket is dropped.
+    pub fn begin(self: &Arc<Self>, info: TurnInfo) -> TurnTicket {
+        let id = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut m = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(id.clone(), info);
+        TurnTicket {
+            id,
+            registry: self.clone(),
+        }
+    }
+
+    /// The running turn with this id.
+    pub fn get(&self, id: &str) -> Option<TurnInfo> {
+        let m = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(id).cloned()
+    }
+
+    /// Turns running now.
+    pub fn len(&self) -> usize {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// No turn is running.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }

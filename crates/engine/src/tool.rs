@@ -298,6 +298,7 @@ pub struct RuntimeEnv {
     registry: std::sync::OnceLock<std::sync::Weak<crate::Registry>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::runtime::AgentDirectory>>,
     connectors: Arc<crate::connector::ConnectorHub>,
+    turns: Arc<crate::runtime::TurnRegistry>,
 }
 
 impl fmt::Debug for RuntimeEnv {
@@ -323,6 +324,7 @@ impl RuntimeEnv {
             registry: std::sync::OnceLock::new(),
             agents: std::sync::OnceLock::new(),
             connectors: Arc::default(),
+            turns: Arc::default(),
         }
     }
 
@@ -352,6 +354,11 @@ impl RuntimeEnv {
     /// `send_to_agent`). Empty until connectors register.
     pub fn connectors(&self) -> &Arc<crate::connector::ConnectorHub> {
         &self.connectors
+    }
+
+    /// Turns in progress (see [`crate::runtime::TurnRegistry`]).
+    pub fn turns(&self) -> &Arc<crate::runtime::TurnRegistry> {
+        &self.turns
     }
 
     /// Adds a vault.

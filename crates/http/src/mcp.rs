@@ -13,7 +13,11 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
-use strata_engine::{Invocation, Invoker};
+use strata_engine::{Invocation, Invoker, Principal};
+
+/// The header a CLI agent's MCP calls carry their turn id in (set by the Claude Code
+/// provider from `CompletionRequest::turn`).
+pub const TURN_HEADER: &str = "x-strata-turn";
 
 use crate::auth::Caller;
 
@@ -40,6 +44,18 @@ impl StrataMcp {
             invoker,
             fixed: Some(Caller::operator()),
         }
+    }
+
+    /// The `X-Strata-Turn` header of an HTTP request, if any.
+    fn turn_header(&self, ctx: &RequestContext<RoleServer>) -> Option<String> {
+        if self.fixed.is_some() {
+            return None;
+        }
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(TURN_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Option<Caller> {
@@ -107,10 +123,29 @@ impl ServerHandler for StrataMcp {
             .into());
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let r = self
-            .invoker
-            .invoke(Invocation::new(name, args, caller.principal))
-            .await;
+        let mut inv = Invocation::new(name, args, caller.principal.clone());
+        // An agent's own token (a CLI agent calling back): the call is that agent's, and with
+        // the turn header it runs as a call of that turn — its sender, session and depth.
+        if let Principal::Agent { id } = &caller.principal {
+            inv.agent_id = Some(id.clone());
+            if let Some(turn_id) = self.turn_header(&ctx) {
+                match self.invoker.env().turns().get(&turn_id) {
+                    Some(turn) if turn.agent_id == *id => {
+                        inv.principal = turn.sender;
+                        inv.session_id = Some(turn.session_id);
+                        inv.channel_id = Some(turn.channel_id);
+                        inv.depth = turn.depth;
+                    }
+                    _ => {
+                        return Ok(CallToolResult::error(vec![ContentBlock::text(
+                            "forbidden: unknown or finished turn (X-Strata-Turn)",
+                        )])
+                        .into());
+                    }
+                }
+            }
+        }
+        let r = self.invoker.invoke(inv).await;
         let result = if r.ok() {
             let text = match &r.value {
                 Value::String(s) => s.clone(),

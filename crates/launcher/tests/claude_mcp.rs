@@ -88,6 +88,14 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
         .split_whitespace()
         .next()
         .expect("path");
+    // Each run gets its own copy carrying the turn header; it is gone once the run ended.
+    assert!(cfg_path.contains(".turn-"), "{cfg_path}");
+    assert!(
+        !std::path::Path::new(cfg_path).exists(),
+        "per-turn config left behind"
+    );
+    let base = d.join("data/mcp/main.json");
+    let cfg_path = base.to_str().expect("utf8");
     let cfg: Value = serde_json::from_str(&std::fs::read_to_string(cfg_path).expect("config file"))
         .expect("json");
     let server = &cfg["mcpServers"]["strata"];
@@ -124,5 +132,105 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
     );
     assert_eq!(refused["code"], "forbidden");
 
+    drop(served);
+}
+
+/// Whether the official Python MCP client is installed (CI installs it; see `.ci/run`).
+fn python_mcp_available() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.session"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the Python MCP client: pip install mcp"
+        );
+        eprintln!("SKIPPED: python3 -m pip install mcp to run this test");
+    }
+    ok
+}
+
+#[test]
+fn claude_code_agents_ask_each_other_through_mcp_and_the_depth_limit_holds() {
+    if !python_mcp_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("config")).expect("mkdir");
+    let cli = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-claude-mcp.py");
+    let mut agents = String::from("agents:\n");
+    for id in ["alpha", "beta"] {
+        agents.push_str(&format!(
+            "  {id}:\n    tools: [ask_agent]\n    llm: {{provider: claude-code, command: '{}', timeout_secs: 60}}\n",
+            cli.display()
+        ));
+    }
+    std::fs::write(d.join("config/agents.yaml"), agents).expect("agents");
+    std::fs::write(
+        d.join("config/team.json"),
+        r#"{"people": [], "agents": [{"id": "alpha", "agent_tier": "coordinator"}, {"id": "beta", "agent_tier": "coordinator"}]}"#,
+    )
+    .expect("team");
+    // Turns started by an agent are judged as that agent's: let ask_agent run unattended.
+    std::fs::write(
+        d.join("config/config.yaml"),
+        "security:\n  access_control:\n    safe_tools: [ask_agent]\n",
+    )
+    .expect("config");
+    let served = common::serve(BIN, d);
+    let chat = format!("{}/chat", served.base);
+    let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
+    let bearer = format!("Bearer {}", token.trim());
+
+    // One hop: alpha's CLI calls ask_agent over MCP; beta's CLI answers.
+    let reply = http(
+        "POST",
+        &chat,
+        &bearer,
+        Some(r#"{"agent":"alpha","message":"ASK beta ping"}"#),
+    );
+    let text = reply["response"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(r#""agent":"beta""#) && text.contains("echo: ping"),
+        "{reply}"
+    );
+
+    // alpha → beta → alpha → beta: the third hop is refused, although every hop crossed a
+    // process boundary (the depth travels with the turn header).
+    let reply = http(
+        "POST",
+        &chat,
+        &bearer,
+        Some(r#"{"agent":"alpha","message":"ASK beta ASK alpha ASK beta hello"}"#),
+    );
+    let text = reply["response"].as_str().unwrap_or_default();
+    assert!(text.contains("depth limit reached (3)"), "{reply}");
+    assert!(
+        !text.contains("echo: hello"),
+        "the fourth turn never ran: {reply}"
+    );
+
+    // An agent cannot ask itself, even from its CLI.
+    let reply = http(
+        "POST",
+        &chat,
+        &bearer,
+        Some(r#"{"agent":"alpha","message":"ASK alpha hi"}"#),
+    );
+    let text = reply["response"].as_str().unwrap_or_default();
+    assert!(text.contains("cannot message itself"), "{reply}");
+
+    // The per-turn configs are gone once the turns end.
+    let left: Vec<String> = std::fs::read_dir(d.join("data/mcp"))
+        .expect("mcp dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".turn-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     drop(served);
 }

@@ -143,9 +143,22 @@ impl ClaudeCodeProvider {
             cmd.arg("--disallowedTools")
                 .arg(s.disallowed_tools.join(","));
         }
-        if let Some(m) = &s.mcp_config {
-            cmd.arg("--mcp-config").arg(m);
-        }
+        // With a running turn, the CLI's tool calls carry its id (`X-Strata-Turn`) so they run
+        // as this turn's calls: its sender, its inter-agent depth. A per-run copy of the
+        // config holds the header; it is removed when the run ends.
+        let _turn_config = match (&s.mcp_config, &req.turn) {
+            (Some(base), Some(turn)) => {
+                let t = TurnConfig::write(base, turn)
+                    .map_err(|e| self.err(format!("cannot write the per-turn MCP config: {e}")))?;
+                cmd.arg("--mcp-config").arg(&t.0);
+                Some(t)
+            }
+            (Some(base), None) => {
+                cmd.arg("--mcp-config").arg(base);
+                None
+            }
+            _ => None,
+        };
         std::fs::create_dir_all(&s.project_dir).map_err(|e| {
             self.err(format!(
                 "cannot create project dir {}: {e}",
@@ -340,5 +353,53 @@ impl LlmProvider for ClaudeCodeProvider {
                 }
             }
         }
+    }
+}
+
+/// The name of the header that carries the turn id to our MCP endpoint.
+pub const TURN_HEADER: &str = "X-Strata-Turn";
+
+/// A per-run copy of the MCP config with the turn header added to every server; removed on
+/// drop.
+struct TurnConfig(std::path::PathBuf);
+
+impl TurnConfig {
+    fn write(base: &std::path::Path, turn: &str) -> std::io::Result<TurnConfig> {
+        use std::io::Write;
+        let text = std::fs::read_to_string(base)?;
+        let mut doc: Value = serde_json::from_str(&text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if let Some(servers) = doc["mcpServers"].as_object_mut() {
+            for server in servers.values_mut() {
+                if !server["headers"].is_object() {
+                    server["headers"] = serde_json::json!({});
+                }
+                server["headers"][TURN_HEADER] = Value::String(turn.to_owned());
+            }
+        }
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = format!(
+            "{}.turn-{}-{}.json",
+            base.file_stem().and_then(|s| s.to_str()).unwrap_or("mcp"),
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let path = base.with_file_name(name);
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create_new(true).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&path)?;
+        f.write_all(doc.to_string().as_bytes())?;
+        Ok(TurnConfig(path))
+    }
+}
+
+impl Drop for TurnConfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

@@ -31,7 +31,12 @@ fn prepare(
             format!("no agent `{agent}`; agents: {}", dir.agent_ids().join(", ")),
         ));
     }
-    if ctx.agent_id.as_deref() == Some(agent) {
+    // The calling agent: the turn's agent, or the agent whose own token made the call.
+    let caller = ctx.agent_id.as_deref().or(match &ctx.principal {
+        Principal::Agent { id } => Some(id.as_str()),
+        _ => None,
+    });
+    if caller == Some(agent) {
         return Err(ToolError::invalid(
             "agent",
             "an agent cannot message itself",

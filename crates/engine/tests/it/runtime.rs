@@ -528,3 +528,51 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
     );
     assert_eq!(r.tool_runs[0].status, "denied");
 }
+
+/// Sees the turn registry while the turn runs.
+struct SeesTurn {
+    env: Arc<RuntimeEnv>,
+    seen: Mutex<Option<strata_engine::runtime::TurnInfo>>,
+}
+
+#[async_trait]
+impl LlmProvider for SeesTurn {
+    fn name(&self) -> &str {
+        "sees-turn"
+    }
+    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        let id = req.turn.clone().expect("a turn id");
+        *self.seen.lock().expect("lock") = self.env.turns().get(&id);
+        Ok(text("done"))
+    }
+}
+
+#[tokio::test]
+async fn a_turn_is_registered_while_it_runs_and_only_then() {
+    let env = env();
+    let p = Arc::new(SeesTurn {
+        env: env.clone(),
+        seen: Mutex::new(None),
+    });
+    let a = LlmAgent::new("main", "x", p.clone(), "m", invoker());
+    let mut ctx = TurnContext::new(
+        "main",
+        "s9",
+        "c9",
+        Principal::Person { id: "p1".into() },
+        env.clone(),
+    );
+    ctx.depth = 2;
+    a.handle(ctx, Message::text("hi")).await.expect("turn");
+    let seen = p
+        .seen
+        .lock()
+        .expect("lock")
+        .clone()
+        .expect("registered during the turn");
+    assert_eq!(seen.agent_id, "main");
+    assert_eq!(seen.session_id, "s9");
+    assert_eq!(seen.sender, Principal::Person { id: "p1".into() });
+    assert_eq!(seen.depth, 2);
+    assert!(env.turns().is_empty(), "removed when the turn ended");
+}
