@@ -147,3 +147,23 @@ fn example_config_is_valid_and_doctor_passes() {
         "overlay:config/agents.yaml"
     );
 }
+
+#[test]
+fn docs_tools_md_lists_every_core_and_module_tool() {
+    let data = tempfile::tempdir().expect("tmp");
+    let v = json(&run(data.path(), &["tools", "--json"]));
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/TOOLS.md"))
+        .expect("docs/TOOLS.md");
+    let missing: Vec<&str> = v["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter(|t| t["layer"] != "overlay")
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| !doc.contains(&format!("| `{n}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/TOOLS.md has no row for {missing:?}"
+    );
+}
