@@ -135,27 +135,9 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
     drop(served);
 }
 
-/// Whether the official Python MCP client is installed (CI installs it; see `.ci/run`).
-fn python_mcp_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.session"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the Python MCP client: pip install mcp"
-        );
-        eprintln!("SKIPPED: python3 -m pip install mcp to run this test");
-    }
-    ok
-}
-
 #[test]
 fn claude_code_agents_ask_each_other_through_mcp_and_the_depth_limit_holds() {
-    if !python_mcp_available() {
+    if !common::python_mcp_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tmp");

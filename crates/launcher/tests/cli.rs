@@ -186,35 +186,10 @@ fn tools_json_lists_specs_with_layers() {
         .iter()
         .map(|t| t["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(
-        names,
-        [
-            "ask_agent",
-            "current_time",
-            "http_request",
-            "list_capabilities",
-            "list_files",
-            "memory_forget",
-            "memory_list",
-            "memory_search",
-            "memory_semantic_search",
-            "memory_store",
-            "read_file",
-            "read_url",
-            "search_notes",
-            "send_message",
-            "send_to_agent",
-            "team_add",
-            "team_get",
-            "team_list",
-            "team_remove",
-            "team_update",
-            "terminal_exec",
-            "web_search",
-            "write_file"
-        ],
-        "sorted, core only in this binary"
-    );
+    // Exactly the core tools (`link()` names them, sorted), nothing else in this binary.
+    let core = strata_tools::link();
+    assert!(core.is_sorted());
+    assert_eq!(names, core, "sorted, core only in this binary");
     for t in tools {
         assert_eq!(t["layer"], "core");
         assert_eq!(t["input_schema"]["type"], "object");

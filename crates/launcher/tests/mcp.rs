@@ -4,7 +4,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -12,25 +12,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_client.py")
-}
-
-/// Whether the Python client is installed. In CI it must be (`.ci/run` installs it); on a
-/// developer machine without it the test says so and passes.
-fn python_mcp_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp.client.session"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the Python MCP client: pip install mcp"
-        );
-        eprintln!("SKIPPED: python3 -m pip install mcp to run the MCP interop tests");
-    }
-    ok
 }
 
 fn overlay() -> tempfile::TempDir {
@@ -42,34 +23,7 @@ fn overlay() -> tempfile::TempDir {
 
 fn check(report: &Value) {
     assert_eq!(report["server"], "strata");
-    assert_eq!(
-        report["tools"],
-        serde_json::json!([
-            "ask_agent",
-            "current_time",
-            "http_request",
-            "list_capabilities",
-            "list_files",
-            "memory_forget",
-            "memory_list",
-            "memory_search",
-            "memory_semantic_search",
-            "memory_store",
-            "read_file",
-            "read_url",
-            "search_notes",
-            "send_message",
-            "send_to_agent",
-            "team_add",
-            "team_get",
-            "team_list",
-            "team_remove",
-            "team_update",
-            "terminal_exec",
-            "web_search",
-            "write_file"
-        ])
-    );
+    assert_eq!(report["tools"], serde_json::json!(strata_tools::link()));
     assert_eq!(report["schema_required"], serde_json::json!(["path"]));
     assert_eq!(report["ok"]["is_error"], false);
     let ok: Value =
@@ -124,7 +78,7 @@ fn audit_tools(dir: &Path) -> Vec<(String, String, String)> {
 
 #[test]
 fn python_client_over_stdio() {
-    if !python_mcp_available() {
+    if !common::python_mcp_available() {
         return;
     }
     let ov = overlay();
@@ -153,7 +107,7 @@ fn python_client_over_stdio() {
 
 #[test]
 fn python_client_over_streamable_http_with_the_same_tokens() {
-    if !python_mcp_available() {
+    if !common::python_mcp_available() {
         return;
     }
     let ov = overlay();

@@ -4,7 +4,9 @@
 //! [`FakeServer`] answers every request with the next scripted [`FakeResponse`] and records
 //! what it received, so a test asserts both what our client sent and what it made of the
 //! answer. The [`openai`], [`anthropic`] and [`gemini`] modules build response bodies in each
-//! vendor's wire format.
+//! vendor's wire format. [`scripted`] is the in-process provider for agent-loop tests.
+
+pub mod scripted;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;

@@ -8,19 +8,37 @@ use strata_engine::{Principal, ToolContext, ToolError, tool};
 /// Inter-agent calls stop here: a turn at this depth is never started.
 const MAX_DEPTH: u32 = 3;
 
-/// Checks the common rules and returns (the target's directory, the caller's principal for
-/// the target's turn, the next depth).
-fn prepare(
-    ctx: &ToolContext,
-    agent: &str,
-) -> Result<
-    (
-        std::sync::Arc<dyn strata_engine::runtime::AgentDirectory>,
-        Principal,
-        u32,
-    ),
-    ToolError,
-> {
+/// One inter-agent hop that passed the rules: who runs the turn, for whom, how deep.
+struct Hop {
+    dir: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory>,
+    agent: String,
+    sender: Principal,
+    depth: u32,
+}
+
+impl Hop {
+    /// Runs the target's turn on `text` in `session` (also its channel id).
+    async fn run(
+        self,
+        session: String,
+        channel: String,
+        text: String,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        self.dir
+            .run_turn(TurnRequest {
+                agent_id: self.agent,
+                session_id: session,
+                channel_id: channel,
+                sender: self.sender,
+                message: Message::text(text),
+                depth: self.depth,
+            })
+            .await
+    }
+}
+
+/// Checks the common rules for a hop to `agent`.
+fn prepare(ctx: &ToolContext, agent: &str) -> Result<Hop, ToolError> {
     let dir = ctx
         .env
         .agents()
@@ -53,7 +71,12 @@ fn prepare(
         Some(a) => Principal::Agent { id: a.clone() },
         None => ctx.principal.clone(),
     };
-    Ok((dir, sender, depth))
+    Ok(Hop {
+        dir,
+        agent: agent.to_owned(),
+        sender,
+        depth,
+    })
 }
 
 /// Asks another agent a question and waits for its answer. The other agent answers in a
@@ -70,21 +93,14 @@ async fn ask_agent(
     if question.trim().is_empty() {
         return Err(ToolError::invalid("question", "must not be empty"));
     }
-    let (dir, sender, depth) = prepare(ctx, &agent)?;
+    let hop = prepare(ctx, &agent)?;
     let session = format!(
         "ask-{}-{}",
         ctx.agent_id.as_deref().unwrap_or("operator"),
         uuid::Uuid::new_v4().simple()
     );
-    let reply = dir
-        .run_turn(TurnRequest {
-            agent_id: agent.clone(),
-            session_id: session.clone(),
-            channel_id: session,
-            sender,
-            message: Message::text(question),
-            depth,
-        })
+    let reply = hop
+        .run(session.clone(), session, question)
         .await
         .map_err(|e| ToolError::failed(format!("`{agent}` could not answer: {e}")))?;
     Ok(json!({"agent": agent, "answer": if reply.silent { String::new() } else { reply.text }}))
@@ -105,7 +121,7 @@ async fn send_to_agent(
     if message.trim().is_empty() {
         return Err(ToolError::invalid("message", "must not be empty"));
     }
-    let (dir, sender, depth) = prepare(ctx, &agent)?;
+    let hop = prepare(ctx, &agent)?;
     let receipt = uuid::Uuid::new_v4().to_string();
     let hub = ctx.env.connectors().clone();
     let mut fallback_reason = "no home channel is available for this agent".to_owned();
@@ -122,16 +138,7 @@ async fn send_to_agent(
             Ok(()) => {
                 let (a, r, h) = (agent.clone(), receipt.clone(), home.clone());
                 tokio::spawn(async move {
-                    let res = dir
-                        .run_turn(TurnRequest {
-                            agent_id: a.clone(),
-                            session_id: h.session_id(),
-                            channel_id: h.to_string(),
-                            sender,
-                            message: Message::text(message),
-                            depth,
-                        })
-                        .await;
+                    let res = hop.run(h.session_id(), h.to_string(), message).await;
                     match res {
                         Ok(reply) if !reply.silent && !reply.text.trim().is_empty() => {
                             if let Err(e) = hub.send(&h, &reply.text, None).await {
@@ -160,16 +167,7 @@ async fn send_to_agent(
     let (a, r) = (agent.clone(), receipt.clone());
     let s2 = session.clone();
     tokio::spawn(async move {
-        let res = dir
-            .run_turn(TurnRequest {
-                agent_id: a.clone(),
-                session_id: s2.clone(),
-                channel_id: s2,
-                sender,
-                message: Message::text(message),
-                depth,
-            })
-            .await;
+        let res = hop.run(s2.clone(), s2, message).await;
         if let Err(e) = res {
             tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent delivery failed");
         }

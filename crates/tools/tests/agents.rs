@@ -1,7 +1,6 @@
 //! `ask_agent`, `send_to_agent` and `list_capabilities` over real `LlmAgent`s run by a real
 //! `AgentManager`; only the model is scripted (one queue of replies per agent).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,74 +16,15 @@ use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, ToolFilter,
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, async_trait};
 
-#[derive(Default)]
-struct Scripted {
-    replies: Mutex<VecDeque<CompletionResponse>>,
-    requests: Mutex<Vec<CompletionRequest>>,
-}
-
-impl Scripted {
-    fn new(replies: Vec<CompletionResponse>) -> Arc<Self> {
-        Arc::new(Scripted {
-            replies: Mutex::new(replies.into()),
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-    fn requests(&self) -> Vec<CompletionRequest> {
-        self.requests.lock().expect("lock").clone()
-    }
-}
-
-#[async_trait]
-impl LlmProvider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
-        self.requests.lock().expect("lock").push(req.clone());
-        self.replies
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .ok_or_else(|| LlmError::Other("script exhausted".into()))
-    }
-}
-
-fn text(t: &str) -> CompletionResponse {
-    CompletionResponse {
-        message: ChatMessage::text(Role::Assistant, t),
-        stop: StopReason::EndTurn,
-        usage: Usage::default(),
-        provider_state: None,
-    }
-}
+use strata_test_support::scripted::{Scripted, text};
 
 fn call(name: &str, args: Value) -> CompletionResponse {
-    CompletionResponse {
-        message: ChatMessage {
-            role: Role::Assistant,
-            content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: format!("c-{name}"),
-                name: name.into(),
-                arguments: args,
-            }],
-            tool_call_id: None,
-        },
-        stop: StopReason::ToolUse,
-        usage: Usage::default(),
-        provider_state: None,
-    }
+    strata_test_support::scripted::calls(&[(&format!("c-{name}"), name, args)])
 }
 
 /// The tool results the agent's model was shown, in order.
 fn tool_results(p: &Scripted) -> Vec<String> {
-    p.requests()
-        .iter()
-        .flat_map(|r| r.messages.iter())
-        .filter(|m| m.role == Role::Tool)
-        .map(|m| m.content.clone())
-        .collect()
+    p.tool_results()
 }
 
 struct World {

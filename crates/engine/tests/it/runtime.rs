@@ -1,6 +1,5 @@
 //! The agent loop and the session manager, against an in-process scripted provider.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,72 +13,7 @@ use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest, is
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, async_trait, tool};
 
-/// Returns a scripted response per call and records every request.
-#[derive(Default)]
-struct Scripted {
-    replies: Mutex<VecDeque<CompletionResponse>>,
-    requests: Mutex<Vec<CompletionRequest>>,
-}
-
-impl Scripted {
-    fn new(replies: Vec<CompletionResponse>) -> Arc<Self> {
-        Arc::new(Scripted {
-            replies: Mutex::new(replies.into()),
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-    fn requests(&self) -> Vec<CompletionRequest> {
-        self.requests.lock().expect("lock").clone()
-    }
-}
-
-#[async_trait]
-impl LlmProvider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
-        self.requests.lock().expect("lock").push(req.clone());
-        self.replies
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .ok_or_else(|| LlmError::Other("script exhausted".into()))
-    }
-}
-
-fn text(t: &str) -> CompletionResponse {
-    CompletionResponse {
-        message: ChatMessage::text(Role::Assistant, t),
-        stop: StopReason::EndTurn,
-        usage: Usage {
-            input_tokens: 10,
-            output_tokens: 2,
-        },
-        provider_state: None,
-    }
-}
-
-fn calls(calls: &[(&str, &str, serde_json::Value)]) -> CompletionResponse {
-    CompletionResponse {
-        message: ChatMessage {
-            role: Role::Assistant,
-            content: String::new(),
-            tool_calls: calls
-                .iter()
-                .map(|(id, name, args)| ToolCall {
-                    id: (*id).into(),
-                    name: (*name).into(),
-                    arguments: args.clone(),
-                })
-                .collect(),
-            tool_call_id: None,
-        },
-        stop: StopReason::ToolUse,
-        usage: Usage::default(),
-        provider_state: None,
-    }
-}
+use strata_test_support::scripted::{Scripted, calls, text};
 
 static BARRIER: std::sync::OnceLock<tokio::sync::Barrier> = std::sync::OnceLock::new();
 

@@ -70,3 +70,23 @@ pub fn serve_with(bin: &str, overlay: &Path, extra: &[&str]) -> Served {
     let (base, mcp) = found.expect("serve announced its address");
     Served { child, base, mcp }
 }
+
+/// Whether the Python client is installed. In CI it must be (`.ci/run` installs it); on a
+/// developer machine without it the test says so and passes.
+#[allow(dead_code)] // used by the MCP test binaries only
+pub fn python_mcp_available() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.session"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have the Python MCP client: pip install mcp"
+        );
+        eprintln!("SKIPPED: python3 -m pip install mcp to run the MCP interop tests");
+    }
+    ok
+}
