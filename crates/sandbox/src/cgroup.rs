@@ -82,7 +82,7 @@ impl Group {
     pub(crate) fn kill_all(&self) {
         // v2 has a one-shot kill switch.
         let _ = fs::write(self.dir.join("cgroup.kill"), b"1");
-        for _ in 0..200 {
+        for _ in 0..1000 {
             let pids = self.pids();
             if pids.is_empty() {
                 return;
@@ -92,18 +92,18 @@ impl Group {
                     let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
                 }
             }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
     /// Kills what is left and removes the directory.
     pub(crate) fn remove(self) {
         self.kill_all();
-        for _ in 0..100 {
+        for _ in 0..1000 {
             if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         tracing::warn!(dir = %self.dir.display(), "could not remove the sandbox cgroup");
     }

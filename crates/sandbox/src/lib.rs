@@ -558,7 +558,10 @@ pub async fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         _ = tokio::time::sleep(spec.timeout) => { timed_out = true; None }
         _ = flood.notified() => { flooded = true; None }
     };
-    kill_all(pgid, group.as_ref());
+    // Killing waits for the cgroup to empty (short sleeps): off the async workers.
+    let group = std::sync::Arc::new(group);
+    let g = group.clone();
+    let _ = tokio::task::spawn_blocking(move || kill_all(pgid, g.as_ref().as_ref())).await;
     let status = match status {
         Some(s) => s,
         None => child.wait().await?,
@@ -566,8 +569,8 @@ pub async fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     // Pipes close when the last holder dies; bound the wait in case one escaped the group.
     let (stdout, stdout_truncated) = collect(out).await;
     let (stderr, stderr_truncated) = collect(err).await;
-    if let Some(g) = group {
-        g.remove();
+    if let Some(g) = std::sync::Arc::into_inner(group).flatten() {
+        let _ = tokio::task::spawn_blocking(move || g.remove()).await;
     }
     let exit_code = match status.code() {
         Some(c) => c,
