@@ -17,7 +17,7 @@ use strata_engine::memory::{
     SearchMode, Stored, Viewer, private_key,
 };
 
-use crate::text::{dot, from_blob, fts_query, normalize, to_blob, word_similarity};
+use crate::text::{dot, from_blob, normalize, to_blob, word_similarity};
 
 const SCHEMA_VERSION: i64 = 1;
 
@@ -64,6 +64,8 @@ CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content, category, tags
     INSERT INTO memories_fts(rowid, content, category, tags)
     VALUES (new.mid, new.content, new.category, new.tags);
 END;
+-- Per-term document counts straight from the FTS index (a view, no data of its own).
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts_vocab USING fts5vocab(memories_fts, 'row');
 CREATE TABLE IF NOT EXISTS memory_log (
     seq INTEGER PRIMARY KEY,
     ts INTEGER NOT NULL,
@@ -368,7 +370,12 @@ impl SqliteMemory {
         q: &MemoryQuery,
         limit: usize,
     ) -> Result<Vec<(i64, Memory)>, MemoryError> {
-        let Some(fts) = fts_query(&q.text) else {
+        let terms = crate::text::terms(&q.text, 16);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let terms = self.prune_common(terms).await;
+        let Some(fts) = crate::text::fts_query_terms(&terms) else {
             return Ok(Vec::new());
         };
         // First the best candidates from the index alone (no per-match join), then the
@@ -381,6 +388,54 @@ impl SqliteMemory {
             return Ok(first);
         }
         self.keyword_sql(viewer, q, &fts, limit, None).await
+    }
+
+    /// Drops query terms so common that ranking their whole posting lists costs more than they
+    /// tell (in more than 5 % of the memories, at least 1,000), as long as a rarer term remains;
+    /// when every term is that common, only the rarest stays. Document counts come from the
+    /// index's vocabulary (terms it does not hold exactly — stemmed forms — are kept).
+    async fn prune_common(&self, terms: Vec<String>) -> Vec<String> {
+        if terms.len() < 2 {
+            return terms;
+        }
+        let t2 = terms.clone();
+        let counts = self
+            .db(move |c| {
+                let total: i64 =
+                    c.query_row("SELECT COALESCE(max(mid), 0) FROM memories", [], |r| {
+                        r.get(0)
+                    })?;
+                let mut st =
+                    c.prepare_cached("SELECT doc FROM memories_fts_vocab WHERE term = ?")?;
+                let mut out = Vec::with_capacity(t2.len());
+                for t in &t2 {
+                    let n: i64 = st.query_row([t], |r| r.get(0)).optional()?.unwrap_or(0);
+                    out.push(n);
+                }
+                Ok((total, out))
+            })
+            .await;
+        let Ok((total, counts)) = counts else {
+            return terms;
+        };
+        let cap = (total / 20).max(1000);
+        if counts.iter().all(|n| *n <= cap) {
+            return terms;
+        }
+        if counts.iter().any(|n| *n <= cap) {
+            return terms
+                .into_iter()
+                .zip(counts)
+                .filter(|(_, n)| *n <= cap)
+                .map(|(t, _)| t)
+                .collect();
+        }
+        let rarest = counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| **n)
+            .map_or(0, |(i, _)| i);
+        vec![terms[rarest].clone()]
     }
 
     async fn keyword_sql(

@@ -39,7 +39,11 @@ pub fn terms(text: &str, max: usize) -> Vec<String> {
 /// typed can become FTS syntax: `NEAR`, `*`, `^`, parentheses, column filters), joined by
 /// `OR`. `None` when the text has no meaningful term.
 pub fn fts_query(text: &str) -> Option<String> {
-    let t = terms(text, 16);
+    fts_query_terms(&terms(text, 16))
+}
+
+/// [`fts_query`] over terms already extracted by [`terms`].
+pub fn fts_query_terms(t: &[String]) -> Option<String> {
     if t.is_empty() {
         return None;
     }

@@ -480,3 +480,30 @@ async fn keyword_dedup_and_forget_without_a_trace() {
         "the content is overwritten on disk (secure_delete)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn very_common_query_words_do_not_drag_in_everything() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mem = SqliteMemory::open(&dir.path().join("memory.db"), &config()).expect("open");
+    let op = Viewer::operator();
+    // "ticket" is in 1,200 memories (over the 1,000 floor and 5 %), "zephyr" in two.
+    let mut items: Vec<NewMemory> = (0..1200)
+        .map(|i| new(&format!("ticket number {i} was closed"), MemoryScope::Global))
+        .collect();
+    items.push(new("zephyr ticket escalated", MemoryScope::Global));
+    items.push(new("the zephyr rollout is paused", MemoryScope::Global));
+    let n = items.len();
+    mem.bulk_insert(items, vec![None; n]).await.expect("bulk");
+    // With a rarer word present, the common one is dropped from the query: only the two
+    // zephyr memories, not eight closed tickets filling the remaining slots.
+    assert_eq!(
+        contents(&mem, &op, "zephyr ticket").await,
+        ["the zephyr rollout is paused", "zephyr ticket escalated"]
+    );
+    // Alone, a common word still finds its memories.
+    assert_eq!(contents(&mem, &op, "ticket").await.len(), 10);
+    // Several common words: only the rarest is kept ("number" is in 1,200, "ticket" in 1,202).
+    let r = contents(&mem, &op, "ticket number").await;
+    assert_eq!(r.len(), 10);
+    assert!(r.iter().all(|c| c.contains("number")), "{r:?}");
+}
