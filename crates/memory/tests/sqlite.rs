@@ -488,7 +488,12 @@ async fn very_common_query_words_do_not_drag_in_everything() {
     let op = Viewer::operator();
     // "ticket" is in 1,200 memories (over the 1,000 floor and 5 %), "zephyr" in two.
     let mut items: Vec<NewMemory> = (0..1200)
-        .map(|i| new(&format!("ticket number {i} was closed"), MemoryScope::Global))
+        .map(|i| {
+            new(
+                &format!("ticket number {i} was closed"),
+                MemoryScope::Global,
+            )
+        })
         .collect();
     items.push(new("zephyr ticket escalated", MemoryScope::Global));
     items.push(new("the zephyr rollout is paused", MemoryScope::Global));

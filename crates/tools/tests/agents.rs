@@ -37,6 +37,11 @@ struct World {
 }
 
 impl World {
+    /// Invokes `tool` as agent `agent` on behalf of the owner.
+    async fn call(&self, agent: &str, tool: &str, args: Value) -> strata_engine::InvocationResult {
+        self.invoker.invoke(as_agent(agent, tool, args)).await
+    }
+
     fn provider(&self, id: &str) -> Arc<Scripted> {
         self.providers
             .iter()
@@ -188,12 +193,11 @@ async fn send_to_agent_returns_a_receipt_and_delivers_to_the_inbox() {
         ("beta", vec![text("Noted, will deploy at noon.")]),
     ]);
     let r = w
-        .invoker
-        .invoke(as_agent(
+        .call(
             "alpha",
             "send_to_agent",
             json!({"agent": "beta", "message": "Deploy window is noon."}),
-        ))
+        )
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(r.value["agent"], "beta");
@@ -302,12 +306,11 @@ async fn the_chain_stops_at_depth_three() {
 async fn self_messages_unknown_agents_and_assistants_are_refused() {
     let w = world(vec![("alpha", vec![]), ("beta", vec![]), ("gamma", vec![])]);
     let r = w
-        .invoker
-        .invoke(as_agent(
+        .call(
             "alpha",
             "ask_agent",
             json!({"agent": "alpha", "question": "hello me"}),
-        ))
+        )
         .await;
     assert_eq!(r.status, Status::ValidationError);
     assert!(
@@ -317,12 +320,11 @@ async fn self_messages_unknown_agents_and_assistants_are_refused() {
     );
 
     let r = w
-        .invoker
-        .invoke(as_agent(
+        .call(
             "alpha",
             "send_to_agent",
             json!({"agent": "nobody", "message": "hi"}),
-        ))
+        )
         .await;
     assert_eq!(r.status, Status::ValidationError);
     let e = r.error.unwrap_or_default();
@@ -335,7 +337,7 @@ async fn self_messages_unknown_agents_and_assistants_are_refused() {
         ("ask_agent", json!({"agent": "alpha", "question": "q"})),
         ("send_to_agent", json!({"agent": "alpha", "message": "m"})),
     ] {
-        let r = w.invoker.invoke(as_agent("gamma", tool, args)).await;
+        let r = w.call("gamma", tool, args).await;
         assert_eq!(r.status, Status::Denied, "{tool}: {r:?}");
         assert!(
             r.error.unwrap_or_default().contains("assistant-tier"),
@@ -351,10 +353,7 @@ async fn self_messages_unknown_agents_and_assistants_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_capabilities_shows_what_the_caller_may_use() {
     let w = world(vec![("alpha", vec![]), ("beta", vec![]), ("gamma", vec![])]);
-    let r = w
-        .invoker
-        .invoke(as_agent("alpha", "list_capabilities", json!({})))
-        .await;
+    let r = w.call("alpha", "list_capabilities", json!({})).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     let names: Vec<&str> = r.value["tools"]
         .as_array()
@@ -376,10 +375,7 @@ async fn list_capabilities_shows_what_the_caller_may_use() {
     assert_eq!(agents, ["beta", "gamma"]);
 
     // An assistant does not see the inter-agent tools at all.
-    let r = w
-        .invoker
-        .invoke(as_agent("gamma", "list_capabilities", json!({})))
-        .await;
+    let r = w.call("gamma", "list_capabilities", json!({})).await;
     let names: Vec<&str> = r.value["tools"]
         .as_array()
         .expect("tools")
@@ -445,12 +441,11 @@ async fn send_to_agent_posts_in_the_home_channel_and_the_reply_follows() {
         .connectors()
         .set_home("beta", ChannelRef::parse("chat:main:4242").expect("ref"));
     let r = w
-        .invoker
-        .invoke(as_agent(
+        .call(
             "alpha",
             "send_to_agent",
             json!({"agent": "beta", "message": "Deploy window is noon."}),
-        ))
+        )
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(r.value["delivery"], "home_channel");
@@ -493,12 +488,11 @@ async fn send_to_agent_posts_in_the_home_channel_and_the_reply_follows() {
         .connectors()
         .set_home("gamma", ChannelRef::parse("chat:main:down").expect("ref"));
     let r = w
-        .invoker
-        .invoke(as_agent(
+        .call(
             "alpha",
             "send_to_agent",
             json!({"agent": "gamma", "message": "hello"}),
-        ))
+        )
         .await;
     assert_eq!(r.value["delivery"], "side_session", "{r:?}");
     assert!(
