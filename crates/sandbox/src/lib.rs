@@ -529,6 +529,17 @@ pub async fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
             )
         }
     };
+    let processes = match backend {
+        Backend::Bubblewrap => format!("{processes}, own pid namespace"),
+        _ if group.is_none() => {
+            notes.push(
+                "without a pids cgroup a process that starts its own session can outlive the command"
+                    .into(),
+            );
+            processes
+        }
+        _ => processes,
+    };
     cmd.env_clear()
         .envs(env)
         .stdin(std::process::Stdio::null())
@@ -542,14 +553,31 @@ pub async fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
     let pgid = child.id();
     let flood = std::sync::Arc::new(tokio::sync::Notify::new());
     let hard = spec.max_output.saturating_mul(64).max(8 << 20);
-    let out = child
-        .stdout
-        .take()
-        .map(|r| tokio::spawn(drain(r, spec.max_output, hard, flood.clone())));
-    let err = child
-        .stderr
-        .take()
-        .map(|r| tokio::spawn(drain(r, spec.max_output, hard, flood.clone())));
+    let start = |r: Option<_>| {
+        r.map(|r| {
+            let shared = Shared::default();
+            let h = tokio::spawn(drain(
+                r,
+                spec.max_output,
+                hard,
+                flood.clone(),
+                shared.clone(),
+            ));
+            (h, shared)
+        })
+    };
+    let out = start(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+    );
+    let err = start(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+    );
 
     let mut timed_out = false;
     let mut flooded = false;
@@ -567,8 +595,8 @@ pub async fn run(spec: &Spec) -> Result<Outcome, SandboxError> {
         None => child.wait().await?,
     };
     // Pipes close when the last holder dies; bound the wait in case one escaped the group.
-    let (stdout, stdout_truncated) = collect(out).await;
-    let (stderr, stderr_truncated) = collect(err).await;
+    let (stdout, stdout_truncated) = collect(out, spec.max_output).await;
+    let (stderr, stderr_truncated) = collect(err, spec.max_output).await;
     if let Some(g) = std::sync::Arc::into_inner(group).flatten() {
         let _ = tokio::task::spawn_blocking(move || g.remove()).await;
     }
@@ -613,43 +641,57 @@ fn rustix_pid(pid: i32) -> Option<rustix::process::Pid> {
     rustix::process::Pid::from_raw(pid)
 }
 
+/// What a drain has read so far: kept bytes and the total seen.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+type Shared = std::sync::Arc<std::sync::Mutex<Captured>>;
+
 async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     cap: usize,
     hard: usize,
     flood: std::sync::Arc<tokio::sync::Notify>,
-) -> (Vec<u8>, bool) {
-    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
-    let mut total = 0usize;
+    into: Shared,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let signalled = AtomicBool::new(false);
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                total = total.saturating_add(n);
-                if kept.len() < cap {
-                    let take = n.min(cap - kept.len());
-                    kept.extend_from_slice(&buf[..take]);
-                }
+                let total = {
+                    let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
+                    c.total = c.total.saturating_add(n);
+                    if c.kept.len() < cap {
+                        let take = n.min(cap - c.kept.len());
+                        c.kept.extend_from_slice(&buf[..take]);
+                    }
+                    c.total
+                };
                 if total > hard && !signalled.swap(true, Ordering::Relaxed) {
                     flood.notify_one();
                 }
             }
         }
     }
-    (kept, total > cap)
 }
 
-async fn collect(h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>) -> (String, bool) {
-    let Some(mut h) = h else {
+/// Waits (bounded: a process that escaped the group may hold the pipe open) for a drain to
+/// finish and returns what it captured, finished or not.
+async fn collect(h: Option<(tokio::task::JoinHandle<()>, Shared)>, cap: usize) -> (String, bool) {
+    let Some((mut h, shared)) = h else {
         return (String::new(), false);
     };
-    match tokio::time::timeout(Duration::from_secs(2), &mut h).await {
-        Ok(Ok((bytes, truncated))) => (String::from_utf8_lossy(&bytes).into_owned(), truncated),
-        _ => {
-            h.abort();
-            (String::new(), false)
-        }
+    if tokio::time::timeout(Duration::from_secs(2), &mut h)
+        .await
+        .is_err()
+    {
+        h.abort();
     }
+    let c = shared.lock().unwrap_or_else(|p| p.into_inner());
+    (String::from_utf8_lossy(&c.kept).into_owned(), c.total > cap)
 }

@@ -269,22 +269,56 @@ async fn a_timeout_kills_the_whole_group_and_nothing_survives() {
     for (i, mode) in modes().into_iter().enumerate() {
         let f = Fixture::new();
         let marker = format!("98{i}.123");
+        let escaper = format!("97{i}.321");
         let mut spec = f.spec(
             mode,
-            &format!("sleep {marker} & (setsid sleep {marker} &) ; nohup sleep {marker} >/dev/null 2>&1 & echo started; sleep {marker}"),
+            &format!("sleep {marker} & (setsid sleep {escaper} &) ; nohup sleep {marker} >/dev/null 2>&1 & echo started; sleep {marker}"),
         );
         spec.timeout = Duration::from_secs(2);
         let o = run(&spec).await.expect("run");
         assert!(o.timed_out, "{mode:?}: {o:?}");
-        assert_eq!(o.stdout, "started\n");
+        assert_eq!(
+            o.stdout, "started\n",
+            "output captured before the kill is kept"
+        );
         assert_ne!(o.exit_code, 0);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(survivors(&marker), 0, "{mode:?}: sleepers survived");
+        // Even a process that left the session: the pid namespace (bubblewrap) or the pids
+        // cgroup takes it. Without either, the result says it may survive.
+        if mode == Mode::Bubblewrap || probe().cgroup.is_some() {
+            assert_eq!(
+                survivors(&escaper),
+                0,
+                "{mode:?}: the setsid sleeper survived"
+            );
+        } else {
+            assert!(
+                o.protections.notes.iter().any(|n| n.contains("outlive")),
+                "{:?}",
+                o.protections
+            );
+            kill_all_with(&escaper);
+        }
         // Background work is not left behind after a normal exit either.
         let o = sh(&f, mode, &format!("sleep {marker}1 & echo bye")).await;
         assert!(!o.timed_out && o.exit_code == 0, "{mode:?}: {o:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(survivors(&format!("{marker}1")), 0, "{mode:?}");
+    }
+}
+
+/// Kills what a test could not contain (processes whose command line holds `marker`).
+fn kill_all_with(marker: &str) {
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let hit = std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(marker))
+            .unwrap_or(false);
+        if hit && let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
     }
 }
 
