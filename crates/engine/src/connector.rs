@@ -19,6 +19,12 @@ pub struct InboundMessage {
     pub sender_is_bot: bool,
     /// The text.
     pub text: String,
+    /// Guild (server) id, when the channel belongs to one; `None` in direct messages.
+    #[serde(default)]
+    pub guild_id: Option<String>,
+    /// The message mentions the receiving bot.
+    #[serde(default)]
+    pub mentions_me: bool,
 }
 
 /// A message to send.

@@ -804,8 +804,23 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         Some(strata_memory::Backend::Sqlite(m)) if decay_hours > 0 => Some(m.clone()),
         _ => None,
     };
+    let env = runtime.invoker.env().clone();
+    let directory: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory> =
+        runtime.manager.clone();
+    let discord_cfg = c.config.clone();
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // Discord accounts (none unless `connectors.discord.accounts` lists some).
+        let discord = strata_discord::start(
+            &discord_cfg,
+            env.vault.as_deref(),
+            directory,
+            env.connectors().clone(),
+            stop_rx.clone(),
+        );
+        if !discord.is_empty() {
+            tracing::info!(accounts = discord.len(), "Discord connector started");
+        }
         let http = tokio::spawn(async move {
             let mut rx = stop_rx;
             let shutdown = async move {
@@ -858,6 +873,14 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
             .is_err()
         {
             tracing::warn!("in-flight requests did not finish within 30 s");
+        }
+        for d in discord {
+            if tokio::time::timeout(std::time::Duration::from_secs(5), d)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a Discord account did not close within 5 s");
+            }
         }
         pruner.abort();
         if let Some(d) = decayer {

@@ -22,8 +22,10 @@ use figment::{Figment, Metadata, Profile, Provider};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod connectors;
 mod memory;
 mod security;
+pub use connectors::*;
 pub use memory::*;
 pub use security::*;
 
@@ -54,14 +56,27 @@ pub struct Config {
     pub security: SecurityConfig,
     /// Agent memory.
     pub memory: MemoryConfig,
+    /// Connectors (Discord accounts).
+    pub connectors: ConnectorsConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
 
 /// Top-level keys, used to decide which `STRATA_*` variables are configuration.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "data_dir", "log", "server", "tools", "defaults", "sessions", "agents", "team", "mcp",
-    "security", "memory", "modules",
+    "data_dir",
+    "log",
+    "server",
+    "tools",
+    "defaults",
+    "sessions",
+    "agents",
+    "team",
+    "mcp",
+    "security",
+    "memory",
+    "connectors",
+    "modules",
 ];
 
 impl Config {
@@ -457,6 +472,8 @@ pub struct AgentConfig {
     /// `security.access_control.default_capabilities` (everything but `subprocess` and
     /// `secrets`).
     pub capabilities: Option<Vec<crate::tool::Capability>>,
+    /// Where the agent listens (connectors).
+    pub routing: RoutingConfig,
 }
 
 /// `tools: all` or a list.

@@ -1,0 +1,337 @@
+//! # strata-discord
+//!
+//! The Discord connector on twilight 0.18: one gateway shard and one REST client per bot
+//! account in `connectors.discord.accounts`, messages routed to agents by their
+//! `routing.discord`, replies split at Discord's 2,000 characters on line and code-fence
+//! boundaries. Both base URLs are configurable (`api_proxy`, `gateway_url`) so the real client
+//! is tested against a fake Discord on 127.0.0.1.
+//!
+//! What this crate does today: accounts (a bad token disables that account with a clear log
+//! line, the others go on), exact-channel > wildcard > DM-fallback routing with the `guilds`,
+//! `users` and `mentions` filters, incoming de-duplication by message id, its own and other
+//! bots' messages ignored unless the bot is mentioned, `NO_REPLY` never posted, replies split
+//! and posted as replies, home channels registered for `send_to_agent`. See docs/DISCORD.md
+//! for what is still to come.
+
+pub mod route;
+pub mod split;
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use strata_engine::agent::Message;
+use strata_engine::config::{Config, DiscordConfig};
+use strata_engine::connector::{
+    ChannelRef, Connector, ConnectorError, ConnectorHub, InboundMessage, OutboundMessage,
+};
+use strata_engine::runtime::{AgentDirectory, TurnRequest, is_no_reply};
+use strata_engine::{Principal, async_trait};
+use tokio::sync::{mpsc, watch};
+use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt};
+use twilight_model::id::Id;
+
+pub use route::route;
+pub use split::split_message;
+
+/// Discord's limit for one message.
+pub const MAX_MESSAGE: usize = 2000;
+
+/// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
+pub struct DiscordAccount {
+    name: String,
+    account: String,
+    http: Arc<twilight_http::Client>,
+}
+
+impl DiscordAccount {
+    /// The account's REST client under `cfg` (proxy settings applied).
+    pub fn new(account: &str, token: &str, cfg: &DiscordConfig) -> Self {
+        let mut b = twilight_http::Client::builder().token(token.to_owned());
+        if let Some(p) = &cfg.api_proxy {
+            b = b.proxy(p.clone(), cfg.plain_http);
+        }
+        DiscordAccount {
+            name: format!("discord:{account}"),
+            account: account.to_owned(),
+            http: Arc::new(b.build()),
+        }
+    }
+}
+
+#[async_trait]
+impl Connector for DiscordAccount {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The gateway runs in [`run_account`]; this only waits for the stop signal.
+    async fn run(
+        &self,
+        _inbound: mpsc::Sender<InboundMessage>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<(), ConnectorError> {
+        let _ = stop.wait_for(|s| *s).await;
+        Ok(())
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError> {
+        let err = |detail: String| ConnectorError {
+            connector: self.name.clone(),
+            detail,
+        };
+        let channel: u64 = message
+            .channel_id
+            .parse()
+            .map_err(|_| err(format!("`{}` is not a channel id", message.channel_id)))?;
+        let channel = Id::new_checked(channel).ok_or_else(|| err("channel id 0".into()))?;
+        let reply_to = message
+            .reply_to
+            .as_deref()
+            .and_then(|m| m.parse::<u64>().ok())
+            .and_then(Id::new_checked);
+        for (i, part) in split_message(&message.text, MAX_MESSAGE).iter().enumerate() {
+            let mut req = self.http.create_message(channel).content(part);
+            if i == 0
+                && let Some(r) = reply_to
+            {
+                // The original may be gone: then it is a plain message.
+                req = req.reply(r).fail_if_not_exists(false);
+            }
+            req.await.map_err(|e| err(format!("posting failed: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Ids seen recently (the gateway replays after a resume).
+struct Seen {
+    order: VecDeque<u64>,
+    set: HashSet<u64>,
+}
+
+impl Seen {
+    fn new() -> Self {
+        Seen {
+            order: VecDeque::new(),
+            set: HashSet::new(),
+        }
+    }
+
+    /// True the first time `id` is offered.
+    fn first(&mut self, id: u64) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > 4096
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}
+
+fn intents(names: Option<&[String]>) -> Intents {
+    let Some(names) = names else {
+        return Intents::GUILDS
+            | Intents::GUILD_MESSAGES
+            | Intents::DIRECT_MESSAGES
+            | Intents::MESSAGE_CONTENT
+            | Intents::GUILD_MESSAGE_REACTIONS;
+    };
+    let mut i = Intents::empty();
+    for n in names {
+        i |= match n.to_ascii_lowercase().as_str() {
+            "guilds" => Intents::GUILDS,
+            "guild_messages" => Intents::GUILD_MESSAGES,
+            "direct_messages" => Intents::DIRECT_MESSAGES,
+            "message_content" => Intents::MESSAGE_CONTENT,
+            "guild_message_reactions" => Intents::GUILD_MESSAGE_REACTIONS,
+            "direct_message_reactions" => Intents::DIRECT_MESSAGE_REACTIONS,
+            "guild_members" => Intents::GUILD_MEMBERS,
+            other => {
+                tracing::warn!(intent = other, "unknown Discord intent ignored");
+                Intents::empty()
+            }
+        };
+    }
+    i
+}
+
+/// Starts every configured account: resolves tokens, registers each account in `hub` with
+/// the home channels of its agents, and runs its gateway until `stop`. An account whose token
+/// cannot be resolved is skipped with a clear log line; the others go on. Returns the tasks.
+pub fn start(
+    config: &Config,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+    directory: Arc<dyn AgentDirectory>,
+    hub: Arc<ConnectorHub>,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let cfg = &config.connectors.discord;
+    let mut tasks = Vec::new();
+    for (name, acct) in &cfg.accounts {
+        let key = format!("connectors.discord.accounts.{name}.token");
+        let token = match strata_engine::secret::resolve_ref(&acct.token, vault, &key) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(account = %name, error = %e, "Discord account disabled");
+                continue;
+            }
+        };
+        let account = Arc::new(DiscordAccount::new(name, token.expose(), cfg));
+        hub.register(account.clone());
+        for (agent, a) in &config.agents {
+            if let Some(r) = a.routing.discord.as_ref().filter(|r| r.account == *name)
+                && let Some(home) = &r.home_channel
+            {
+                hub.set_home(
+                    agent,
+                    ChannelRef {
+                        connector: account.name.clone(),
+                        channel_id: home.clone(),
+                    },
+                );
+            }
+        }
+        let routes: BTreeMap<String, strata_engine::config::DiscordRouting> = config
+            .agents
+            .iter()
+            .filter_map(|(id, a)| {
+                a.routing
+                    .discord
+                    .clone()
+                    .filter(|r| r.account == *name)
+                    .map(|r| (id.clone(), r))
+            })
+            .collect();
+        let mut gw =
+            ConfigBuilder::new(token.expose().to_owned(), intents(acct.intents.as_deref()));
+        if let Some(u) = &cfg.gateway_url {
+            gw = gw.proxy_url(u.clone());
+        }
+        let shard = Shard::with_config(ShardId::ONE, gw.build());
+        tasks.push(tokio::spawn(run_account(
+            account,
+            shard,
+            routes,
+            directory.clone(),
+            stop.clone(),
+        )));
+    }
+    tasks
+}
+
+/// One account's gateway loop: events in, turns out, replies posted.
+async fn run_account(
+    account: Arc<DiscordAccount>,
+    mut shard: Shard,
+    routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    directory: Arc<dyn AgentDirectory>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let me: Arc<Mutex<Option<u64>>> = Arc::default();
+    let mut seen = Seen::new();
+    let wanted = EventTypeFlags::READY | EventTypeFlags::MESSAGE_CREATE;
+    loop {
+        let item = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            item = shard.next_event(wanted) => item,
+        };
+        let event = match item {
+            None => break,
+            Some(Ok(e)) => e,
+            Some(Err(e)) => {
+                tracing::warn!(account = %account.account, error = %e, "Discord gateway error");
+                if e.to_string().contains("4004") {
+                    tracing::error!(account = %account.account, "Discord rejected the token; account disabled");
+                    break;
+                }
+                continue;
+            }
+        };
+        match event {
+            Event::Ready(r) => {
+                *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
+                tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");
+            }
+            Event::MessageCreate(m) => {
+                let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
+                if Some(m.author.id.get()) == my_id || !seen.first(m.id.get()) {
+                    continue;
+                }
+                let mentions_me =
+                    my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
+                if m.author.bot && !mentions_me {
+                    continue;
+                }
+                let msg = InboundMessage {
+                    connector: account.name.clone(),
+                    channel_id: m.channel_id.to_string(),
+                    message_id: m.id.to_string(),
+                    sender_id: m.author.id.to_string(),
+                    sender_is_bot: m.author.bot,
+                    text: m.content.clone(),
+                    guild_id: m.guild_id.map(|g| g.to_string()),
+                    mentions_me,
+                };
+                for agent in route(&msg, &routes) {
+                    tokio::spawn(answer(
+                        account.clone(),
+                        directory.clone(),
+                        agent,
+                        msg.clone(),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    shard.close(twilight_gateway::CloseFrame::NORMAL);
+}
+
+/// Runs `agent`'s turn for `msg` and posts the reply in the channel.
+async fn answer(
+    account: Arc<DiscordAccount>,
+    directory: Arc<dyn AgentDirectory>,
+    agent: String,
+    msg: InboundMessage,
+) {
+    let channel = ChannelRef {
+        connector: msg.connector.clone(),
+        channel_id: msg.channel_id.clone(),
+    };
+    let reply = directory
+        .run_turn(TurnRequest {
+            agent_id: agent.clone(),
+            session_id: channel.session_id(),
+            channel_id: channel.to_string(),
+            sender: Principal::Person {
+                id: format!("discord:{}", msg.sender_id),
+            },
+            message: Message::text(msg.text.clone()),
+            depth: 0,
+        })
+        .await;
+    let text = match reply {
+        Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => return,
+        Ok(r) => r.text,
+        Err(strata_engine::agent::AgentError::Denied(why)) => {
+            tracing::info!(agent = %agent, sender = %msg.sender_id, reason = %why, "Discord message not for this sender");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(agent = %agent, error = %e, "turn failed");
+            format!("Sorry, I could not answer that ({e}).")
+        }
+    };
+    let out = OutboundMessage {
+        channel_id: msg.channel_id.clone(),
+        text,
+        reply_to: Some(msg.message_id.clone()),
+    };
+    if let Err(e) = account.send(out).await {
+        tracing::warn!(agent = %agent, error = %e, "posting the reply failed");
+    }
+}
