@@ -13,6 +13,7 @@
 //! and posted as replies, home channels registered for `send_to_agent`. See docs/DISCORD.md
 //! for what is still to come.
 
+pub mod guards;
 pub mod route;
 pub mod split;
 
@@ -212,10 +213,15 @@ pub fn start(
             gw = gw.proxy_url(u.clone());
         }
         let shard = Shard::with_config(ShardId::ONE, gw.build());
+        let guards = Arc::new(Mutex::new(guards::Guards::new(
+            cfg.bot_chain_limit,
+            cfg.bot_chain_decay_seconds,
+        )));
         tasks.push(tokio::spawn(run_account(
             account,
             shard,
             routes,
+            guards,
             directory.clone(),
             stop.clone(),
         )));
@@ -228,6 +234,7 @@ async fn run_account(
     account: Arc<DiscordAccount>,
     mut shard: Shard,
     routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    guards: Arc<Mutex<guards::Guards>>,
     directory: Arc<dyn AgentDirectory>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -276,9 +283,25 @@ async fn run_account(
                     guild_id: m.guild_id.map(|g| g.to_string()),
                     mentions_me,
                 };
-                for agent in route(&msg, &routes) {
+                let agents = route(&msg, &routes);
+                if agents.is_empty() {
+                    continue;
+                }
+                let verdict = guards.lock().unwrap_or_else(|p| p.into_inner()).inbound(
+                    std::time::Instant::now(),
+                    &msg.channel_id,
+                    &msg.sender_id,
+                    msg.sender_is_bot,
+                    &msg.text,
+                );
+                if let Err(why) = verdict {
+                    tracing::info!(account = %account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
+                    continue;
+                }
+                for agent in agents {
                     tokio::spawn(answer(
                         account.clone(),
+                        guards.clone(),
                         directory.clone(),
                         agent,
                         msg.clone(),
@@ -294,6 +317,7 @@ async fn run_account(
 /// Runs `agent`'s turn for `msg` and posts the reply in the channel.
 async fn answer(
     account: Arc<DiscordAccount>,
+    guards: Arc<Mutex<guards::Guards>>,
     directory: Arc<dyn AgentDirectory>,
     agent: String,
     msg: InboundMessage,
@@ -302,6 +326,18 @@ async fn answer(
         connector: msg.connector.clone(),
         channel_id: msg.channel_id.clone(),
     };
+    // "Typing…" while the agent works: once now, then every 8 s (Discord shows it ~10 s).
+    let mut typing = None;
+    if let Some(ch) = msg.channel_id.parse::<u64>().ok().and_then(Id::new_checked) {
+        let _ = account.http.create_typing_trigger(ch).await;
+        let http = account.http.clone();
+        typing = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+                let _ = http.create_typing_trigger(ch).await;
+            }
+        }));
+    }
     let reply = directory
         .run_turn(TurnRequest {
             agent_id: agent.clone(),
@@ -314,6 +350,9 @@ async fn answer(
             depth: 0,
         })
         .await;
+    if let Some(t) = typing {
+        t.abort();
+    }
     let text = match reply {
         Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => return,
         Ok(r) => r.text,
@@ -326,6 +365,15 @@ async fn answer(
             format!("Sorry, I could not answer that ({e}).")
         }
     };
+    let fresh = guards.lock().unwrap_or_else(|p| p.into_inner()).outgoing(
+        std::time::Instant::now(),
+        &msg.channel_id,
+        &text,
+    );
+    if !fresh {
+        tracing::info!(agent = %agent, channel = %msg.channel_id, "same reply to this channel within 120 s dropped");
+        return;
+    }
     let out = OutboundMessage {
         channel_id: msg.channel_id.clone(),
         text,

@@ -213,6 +213,13 @@ async fn world(
         access: Access::Owner,
         contacts: [("discord".to_owned(), "42".to_owned())].into(),
     });
+    // Another deployment's bot the owner vouches for (so layer 1 lets it talk).
+    c.team.people.push(Person {
+        id: "friendly-bot".into(),
+        name: "Friendly Bot".into(),
+        access: Access::Owner,
+        contacts: [("discord".to_owned(), "777".to_owned())].into(),
+    });
     c.connectors.discord.accounts.insert(
         "main".into(),
         DiscordAccount {
@@ -331,6 +338,14 @@ async fn a_message_is_routed_answered_as_a_reply_and_long_answers_are_split() {
         [("100".into(), "On it.".into(), Some("7001".into()))]
     );
     assert!(w.providers["helper"].requests().is_empty());
+    let typing = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .any(|(m, p, _)| m == "POST" && p == "/api/v10/channels/100/typing");
+    assert!(typing, "typing indicator while the agent worked");
     let req = &w.providers["ops"].requests()[0];
     let system = req.system.clone().unwrap_or_default();
     assert!(system.contains("sender: person:discord:42"), "{system}");
@@ -431,7 +446,74 @@ async fn bots_own_messages_strangers_and_no_reply_get_no_answer() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(w.providers["helper"].requests().len(), 1);
     assert!(w.posted().is_empty(), "{:?}", w.posted());
-    // A bot that mentions us is answered (its sender is unknown to the team, so layer 1 would
-    // refuse it; the owner lists bots' ids in team.json when they should be heard).
-    let _ = w;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeating_bot_is_muted_and_the_same_reply_is_not_posted_twice() {
+    let w = world(vec![(
+        "helper",
+        routing(Some(&[])),
+        vec![text("Pong."), text("Pong."), text("Different.")],
+    )])
+    .await;
+    // A known bot that mentions us is answered...
+    w.fake
+        .push
+        .send(message(
+            9001,
+            "300",
+            Some("9"),
+            "777",
+            true,
+            "<@900> ping",
+            true,
+        ))
+        .expect("push");
+    assert_eq!(w.wait_posted(1).await.len(), 1);
+    // ...the same answer to the same channel within two minutes is dropped...
+    w.fake
+        .push
+        .send(message(
+            9002,
+            "300",
+            Some("9"),
+            "777",
+            true,
+            "<@900> ping",
+            true,
+        ))
+        .expect("push");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(w.providers["helper"].requests().len(), 2, "the turn ran");
+    assert_eq!(w.posted().len(), 1, "but the repeated reply was not posted");
+    // ...and the third identical message mutes the bot: no turn at all.
+    w.fake
+        .push
+        .send(message(
+            9003,
+            "300",
+            Some("9"),
+            "777",
+            true,
+            "<@900> PING",
+            true,
+        ))
+        .expect("push");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(w.providers["helper"].requests().len(), 2, "muted");
+    // A person in the same channel is still answered.
+    w.fake
+        .push
+        .send(message(
+            9004,
+            "300",
+            Some("9"),
+            "42",
+            false,
+            "status?",
+            false,
+        ))
+        .expect("push");
+    let posted = w.wait_posted(2).await;
+    assert_eq!(posted[1].1, "Different.");
 }
