@@ -13,6 +13,7 @@
 //! and posted as replies, home channels registered for `send_to_agent`. See docs/DISCORD.md
 //! for what is still to come.
 
+pub mod approvals;
 pub mod guards;
 pub mod route;
 pub mod split;
@@ -163,15 +164,37 @@ fn intents(names: Option<&[String]>) -> Intents {
 /// Starts every configured account: resolves tokens, registers each account in `hub` with
 /// the home channels of its agents, and runs its gateway until `stop`. An account whose token
 /// cannot be resolved is skipped with a clear log line; the others go on. Returns the tasks.
+///
+/// With `approvals` and `security.hitl.channel` set (a channel id, or
+/// `discord:<account>:<channel id>` to pick the account; a bare id uses the first account),
+/// approval requests are posted there and decided by ✅/❌ reactions.
 pub fn start(
     config: &Config,
     vault: Option<&dyn strata_engine::secret::Vault>,
     directory: Arc<dyn AgentDirectory>,
     hub: Arc<ConnectorHub>,
+    approvals: Option<Arc<strata_engine::approval::Approvals>>,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let cfg = &config.connectors.discord;
     let mut tasks = Vec::new();
+    // Which account posts approval requests, and where.
+    let hitl = config
+        .security
+        .hitl
+        .channel
+        .as_deref()
+        .and_then(|c| match ChannelRef::parse(c) {
+            Some(r) if r.connector.starts_with("discord:") => Some((
+                r.connector.trim_start_matches("discord:").to_owned(),
+                r.channel_id,
+            )),
+            _ => cfg
+                .accounts
+                .keys()
+                .next()
+                .map(|a| (a.clone(), c.trim().to_owned())),
+        });
     for (name, acct) in &cfg.accounts {
         let key = format!("connectors.discord.accounts.{name}.token");
         let token = match strata_engine::secret::resolve_ref(&acct.token, vault, &key) {
@@ -213,6 +236,22 @@ pub fn start(
             gw = gw.proxy_url(u.clone());
         }
         let shard = Shard::with_config(ShardId::ONE, gw.build());
+        let approver = match (&hitl, &approvals) {
+            (Some((a, ch)), Some(ap)) if a == name => {
+                match ch.parse::<u64>().ok().and_then(Id::new_checked) {
+                    Some(ch) => {
+                        let d = Arc::new(approvals::DiscordApprovals::new(account.clone(), ch, ap));
+                        ap.add_channel(d.clone());
+                        Some(d)
+                    }
+                    None => {
+                        tracing::error!(channel = %ch, "security.hitl.channel is not a Discord channel id");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let guards = Arc::new(Mutex::new(guards::Guards::new(
             cfg.bot_chain_limit,
             cfg.bot_chain_decay_seconds,
@@ -222,6 +261,7 @@ pub fn start(
             shard,
             routes,
             guards,
+            approver,
             directory.clone(),
             stop.clone(),
         )));
@@ -235,12 +275,14 @@ async fn run_account(
     mut shard: Shard,
     routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
     guards: Arc<Mutex<guards::Guards>>,
+    approver: Option<Arc<approvals::DiscordApprovals>>,
     directory: Arc<dyn AgentDirectory>,
     mut stop: watch::Receiver<bool>,
 ) {
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let mut seen = Seen::new();
-    let wanted = EventTypeFlags::READY | EventTypeFlags::MESSAGE_CREATE;
+    let wanted =
+        EventTypeFlags::READY | EventTypeFlags::MESSAGE_CREATE | EventTypeFlags::REACTION_ADD;
     loop {
         let item = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
@@ -262,6 +304,25 @@ async fn run_account(
             Event::Ready(r) => {
                 *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
                 tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");
+            }
+            Event::ReactionAdd(r) => {
+                let Some(ap) = &approver else { continue };
+                let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
+                if Some(r.user_id.get()) == my_id {
+                    continue;
+                }
+                let emoji = match &r.emoji {
+                    twilight_model::channel::message::EmojiReactionType::Unicode { name } => {
+                        name.clone()
+                    }
+                    _ => continue,
+                };
+                let is_bot = r.member.as_ref().is_some_and(|m| m.user.bot);
+                let ap = ap.clone();
+                let (msg, user) = (r.message_id.get(), r.user_id.get());
+                tokio::spawn(async move {
+                    ap.on_reaction(msg, user, is_bot, &emoji).await;
+                });
             }
             Event::MessageCreate(m) => {
                 let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());

@@ -98,10 +98,12 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         .lock()
         .expect("lock")
         .push((parts.method.to_string(), path.clone(), v.clone()));
-    // Echo a message object for POST .../messages.
+    // Echo a message object for POST .../messages, with a fresh id.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let channel = path.split('/').nth(4).unwrap_or("1").to_owned();
     axum::Json(json!({
-        "id": "5000", "channel_id": channel, "content": v["content"], "type": 0,
+        "id": id.to_string(), "channel_id": channel, "content": v["content"], "type": 0,
         "author": {"id": "900", "username": "strata-bot", "discriminator": "0", "avatar": null, "bot": true},
         "attachments": [], "embeds": [], "mentions": [], "mention_roles": [],
         "mention_everyone": false, "pinned": false, "tts": false,
@@ -159,6 +161,9 @@ fn message(
 
 struct World {
     fake: Fake,
+    invoker: Arc<Invoker>,
+    approvals: Arc<strata_engine::approval::Approvals>,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
     providers: BTreeMap<String, Arc<Scripted>>,
     _stop: tokio::sync::watch::Sender<bool>,
     _manager: Arc<AgentManager>,
@@ -227,6 +232,13 @@ async fn world(
             intents: None,
         },
     );
+    c.team.people.push(Person {
+        id: "sam".into(),
+        name: "Staff Example".into(),
+        access: Access::Staff,
+        contacts: [("discord".to_owned(), "43".to_owned())].into(),
+    });
+    c.security.hitl.channel = Some("555".into());
     c.connectors.discord.api_proxy = Some(format!("127.0.0.1:{}", fake.port));
     c.connectors.discord.plain_http = true;
     c.connectors.discord.gateway_url = Some(format!("ws://127.0.0.1:{}", fake.port));
@@ -247,7 +259,25 @@ async fn world(
         dir.path().join("data"),
     ));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
-    let invoker = Arc::new(Invoker::new(reg, env.clone(), Arc::new(NoAudit)));
+    // A gated tool that counts its runs (for approvals by reaction).
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r2 = runs.clone();
+    let mut spec = strata_engine::ToolSpec::new("launch", "gated", json!({"type": "object"}));
+    spec.hitl = true;
+    reg.register(spec, move |_, _| {
+        let r = r2.clone();
+        async move {
+            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(strata_engine::ToolOutput(json!("launched")))
+        }
+    })
+    .expect("register");
+    let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit));
+    let approvals = Arc::new(strata_engine::approval::Approvals::new(
+        Arc::new(strata_engine::approval::MemoryApprovalStore::default()),
+        inv.policy().clone(),
+    ));
+    let invoker = Arc::new(inv.with_approvals(approvals.clone()));
     let mut providers = BTreeMap::new();
     let mut list: Vec<Arc<dyn strata_engine::agent::Agent>> = Vec::new();
     for (id, _, script) in agents {
@@ -265,7 +295,14 @@ async fn world(
     ));
     let (stop, rx) = tokio::sync::watch::channel(false);
     let dirv: Arc<dyn AgentDirectory> = manager.clone();
-    strata_discord::start(&c, None, dirv, env.connectors().clone(), rx);
+    strata_discord::start(
+        &c,
+        None,
+        dirv,
+        env.connectors().clone(),
+        Some(approvals.clone()),
+        rx,
+    );
     // Connected once IDENTIFY arrived and READY was sent.
     for _ in 0..300 {
         if !fake.identified.lock().expect("lock").is_empty() {
@@ -280,6 +317,9 @@ async fn world(
     tokio::time::sleep(Duration::from_millis(100)).await;
     World {
         fake,
+        invoker,
+        approvals,
+        runs,
         providers,
         _stop: stop,
         _manager: manager,
@@ -516,4 +556,110 @@ async fn a_repeating_bot_is_muted_and_the_same_reply_is_not_posted_twice() {
         .expect("push");
     let posted = w.wait_posted(2).await;
     assert_eq!(posted[1].1, "Different.");
+}
+
+fn reaction(message: &str, user: &str, bot: bool, emoji: &str) -> Value {
+    json!({"op": 0, "t": "MESSAGE_REACTION_ADD", "d": {
+        "user_id": user, "channel_id": "555", "message_id": message, "guild_id": "9",
+        "emoji": {"id": null, "name": emoji}, "burst": false, "type": 0,
+        "member": {"user": {"id": user, "username": format!("u{user}"), "discriminator": "0", "avatar": null, "bot": bot},
+                   "roles": [], "joined_at": "2026-01-01T00:00:00+00:00", "deaf": false, "mute": false, "flags": 0}
+    }})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_decided_by_an_approvers_reaction_only() {
+    let w = world(vec![("helper", routing(Some(&[])), vec![])]).await;
+    let call = |who: &str| {
+        let inv = w.invoker.clone();
+        let c = strata_engine::Invocation::new(
+            "launch",
+            json!({"password": "hunter2"}),
+            strata_engine::Principal::Person { id: who.into() },
+        );
+        tokio::spawn(async move { inv.invoke(c).await })
+    };
+    let task = call("olivia");
+    let posted = w.wait_posted(1).await;
+    let (channel, text, _) = posted[0].clone();
+    assert_eq!(channel, "555");
+    assert!(
+        text.contains("Approval needed") && text.contains("`launch`"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "arguments are redacted: {text}");
+    // The request message got both reactions from the bot.
+    let msg_id = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
+        .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned())
+        .expect("reactions added");
+
+    // A non-approver's and a bot's ✅ change nothing.
+    w.fake
+        .push
+        .send(reaction(&msg_id, "43", false, "✅"))
+        .expect("push");
+    w.fake
+        .push
+        .send(reaction(&msg_id, "777", true, "✅"))
+        .expect("push");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!task.is_finished());
+    assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The owner's ✅ runs it, and the outcome is posted as a reply.
+    w.fake
+        .push
+        .send(reaction(&msg_id, "42", false, "✅"))
+        .expect("push");
+    let r = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("decided")
+        .expect("join");
+    assert_eq!(r.status, strata_engine::Status::Ok, "{r:?}");
+    assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let posted = w.wait_posted(2).await;
+    assert!(
+        posted[1].1.contains("approved") && posted[1].1.contains("discord:42"),
+        "{posted:?}"
+    );
+    assert_eq!(posted[1].2.as_deref(), Some(msg_id.as_str()));
+
+    // ❌ denies.
+    let task = call("olivia");
+    let posted = w.wait_posted(3).await;
+    assert!(posted[2].1.contains("Approval needed"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let msg_id = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .rev()
+        .find(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
+        .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned())
+        .expect("reactions added");
+    w.fake
+        .push
+        .send(reaction(&msg_id, "42", false, "❌"))
+        .expect("push");
+    let r = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("decided")
+        .expect("join");
+    assert_eq!(r.status, strata_engine::Status::ApprovalDenied, "{r:?}");
+    assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let pending = w
+        .approvals
+        .store()
+        .list(Some(strata_engine::approval::ApprovalStatus::Pending), 10)
+        .await
+        .expect("list");
+    assert!(pending.is_empty());
 }

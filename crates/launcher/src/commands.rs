@@ -808,6 +808,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let directory: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory> =
         runtime.manager.clone();
     let discord_cfg = c.config.clone();
+    let approvals = runtime.approvals.clone();
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
@@ -816,6 +817,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
             env.vault.as_deref(),
             directory,
             env.connectors().clone(),
+            Some(approvals),
             stop_rx.clone(),
         );
         if !discord.is_empty() {
