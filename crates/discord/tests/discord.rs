@@ -272,7 +272,9 @@ async fn world(
         }
     })
     .expect("register");
-    let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit));
+    let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit)).with_alert_sink(Arc::new(
+        strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),
+    ));
     let approvals = Arc::new(strata_engine::approval::Approvals::new(
         Arc::new(strata_engine::approval::MemoryApprovalStore::default()),
         inv.policy().clone(),
@@ -623,17 +625,36 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
         .expect("join");
     assert_eq!(r.status, strata_engine::Status::Ok, "{r:?}");
     assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let posted = w.wait_posted(2).await;
+    // The outcome is replied to the request, and is a security alert in the alert channel.
+    let posted = w.wait_posted(3).await;
+    let outcome = posted
+        .iter()
+        .find(|(c, t, _)| c == "555" && t.contains("approved"))
+        .expect("outcome posted");
+    assert!(outcome.1.contains("discord:42"), "{posted:?}");
+    assert_eq!(outcome.2.as_deref(), Some(msg_id.as_str()));
     assert!(
-        posted[1].1.contains("approved") && posted[1].1.contains("discord:42"),
+        posted
+            .iter()
+            .any(|(c, t, _)| c == "556" && t.contains("security alert (approval: approved)")),
         "{posted:?}"
     );
-    assert_eq!(posted[1].2.as_deref(), Some(msg_id.as_str()));
 
     // ❌ denies.
     let task = call("olivia");
-    let posted = w.wait_posted(3).await;
-    assert!(posted[2].1.contains("Approval needed"));
+    let mut asked = 0;
+    for _ in 0..100 {
+        asked = w
+            .posted()
+            .iter()
+            .filter(|(_, t, _)| t.contains("Approval needed"))
+            .count();
+        if asked == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(asked, 2);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let msg_id = w
         .fake

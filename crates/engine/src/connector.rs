@@ -193,3 +193,65 @@ impl ConnectorHub {
         .await
     }
 }
+
+impl ConnectorHub {
+    /// The channel `s` names: `<connector>:<channel id>` for a running connector, or a bare
+    /// channel id on the first running connector.
+    pub fn resolve(&self, s: &str) -> Option<ChannelRef> {
+        if let Some(r) = ChannelRef::parse(s)
+            && self.get(&r.connector).is_some()
+        {
+            return Some(r);
+        }
+        let id = s.trim();
+        if id.is_empty() || id.contains(':') {
+            return None;
+        }
+        self.names().into_iter().next().map(|connector| ChannelRef {
+            connector,
+            channel_id: id.to_owned(),
+        })
+    }
+}
+
+/// Posts security alerts (content safety, behaviour monitor, approval outcomes, rate-limit
+/// trips) to a connector channel: `security.alert_channel`. Delivery is queued on the
+/// runtime; an alert raised before any connector runs is only in the audit log.
+pub struct ChannelAlerts {
+    hub: std::sync::Arc<ConnectorHub>,
+    target: String,
+}
+
+impl ChannelAlerts {
+    /// Alerts to `target` (see [`ConnectorHub::resolve`]) through `hub`.
+    pub fn new(hub: std::sync::Arc<ConnectorHub>, target: impl Into<String>) -> Self {
+        ChannelAlerts {
+            hub,
+            target: target.into(),
+        }
+    }
+}
+
+impl crate::audit::AlertSink for ChannelAlerts {
+    fn alert(&self, a: &crate::audit::Alert) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some(to) = self.hub.resolve(&self.target) else {
+            return;
+        };
+        let mut text = format!("⚠️ security alert ({}: {}): {}", a.kind, a.rule, a.message);
+        if let Some(agent) = &a.agent_id {
+            text.push_str(&format!(" · agent {agent}"));
+        }
+        if let Some(tool) = &a.tool {
+            text.push_str(&format!(" · tool `{tool}`"));
+        }
+        let hub = self.hub.clone();
+        rt.spawn(async move {
+            if let Err(e) = hub.send(&to, &text, None).await {
+                tracing::warn!(error = %e, "posting a security alert failed");
+            }
+        });
+    }
+}

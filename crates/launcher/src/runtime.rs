@@ -269,7 +269,13 @@ pub fn invoker(
     audit: Arc<dyn AuditSink>,
     store: Arc<SqliteStore>,
 ) -> (Arc<Invoker>, Arc<Approvals>) {
-    let inv = Invoker::new(registry, env, audit).with_rate_log(store.clone());
+    let mut inv = Invoker::new(registry, env.clone(), audit).with_rate_log(store.clone());
+    if let Some(ch) = env.config.security.alert_channel.clone() {
+        inv = inv.with_alert_sink(Arc::new(strata_engine::connector::ChannelAlerts::new(
+            env.connectors().clone(),
+            ch,
+        )));
+    }
     let approvals = Arc::new(Approvals::new(store, inv.policy().clone()));
     (Arc::new(inv.with_approvals(approvals.clone())), approvals)
 }
