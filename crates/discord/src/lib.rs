@@ -281,6 +281,7 @@ async fn run_account(
 ) {
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let mut seen = Seen::new();
+    // (Gateway closes are always delivered.)
     let wanted =
         EventTypeFlags::READY | EventTypeFlags::MESSAGE_CREATE | EventTypeFlags::REACTION_ADD;
     loop {
@@ -289,7 +290,11 @@ async fn run_account(
             item = shard.next_event(wanted) => item,
         };
         let event = match item {
-            None => break,
+            None => {
+                // twilight ends the stream only on a fatal close (bad token, bad intents).
+                tracing::error!(account = %account.account, "Discord closed this account's gateway for good (invalid token or intents?): account disabled, the others go on");
+                return;
+            }
             Some(Ok(e)) => e,
             Some(Err(e)) => {
                 tracing::warn!(account = %account.account, error = %e, "Discord gateway error");
@@ -301,6 +306,9 @@ async fn run_account(
             }
         };
         match event {
+            Event::GatewayClose(frame) => {
+                tracing::warn!(account = %account.account, code = frame.as_ref().map(|f| f.code), reason = frame.as_ref().map(|f| f.reason.to_string()), "Discord gateway closed");
+            }
             Event::Ready(r) => {
                 *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
                 tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");

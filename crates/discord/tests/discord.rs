@@ -59,6 +59,14 @@ async fn session(mut socket: WebSocket, f: Fake) {
                     }
                     Some(2) => {
                         f.identified.lock().expect("lock").push(v["d"].clone());
+                        if v["d"]["token"].as_str().is_some_and(|t| t.contains("bad")) {
+                            let frame = axum::extract::ws::CloseFrame {
+                                code: 4004,
+                                reason: "Authentication failed.".into(),
+                            };
+                            let _ = socket.send(Ws::Close(Some(frame))).await;
+                            return;
+                        }
                         let ready = json!({"op": 0, "t": "READY", "s": seq, "d": {
                             "v": 10,
                             "user": {"id": "900", "username": "strata-bot", "discriminator": "0",
@@ -92,7 +100,14 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await
         .unwrap_or_default();
-    let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        let auth = parts
+            .headers
+            .get("authorization")
+            .and_then(|h| h.to_str().ok());
+        o.insert("_auth".into(), json!(auth));
+    }
     let path = parts.uri.path().to_owned();
     f.rest
         .lock()
@@ -202,12 +217,20 @@ impl World {
     }
 }
 
-async fn world(
-    agents: Vec<(
-        &str,
-        DiscordRouting,
-        Vec<strata_engine::llm::CompletionResponse>,
-    )>,
+type Agents<'a> = Vec<(
+    &'a str,
+    DiscordRouting,
+    Vec<strata_engine::llm::CompletionResponse>,
+)>;
+
+async fn world(agents: Agents<'_>) -> World {
+    world_with(agents, |_| {}, None).await
+}
+
+async fn world_with(
+    agents: Agents<'_>,
+    tweak: impl FnOnce(&mut Config),
+    vault: Option<&dyn strata_engine::secret::Vault>,
 ) -> World {
     let fake = fake().await;
     let dir = tempfile::tempdir().expect("tmp");
@@ -242,6 +265,7 @@ async fn world(
     c.connectors.discord.api_proxy = Some(format!("127.0.0.1:{}", fake.port));
     c.connectors.discord.plain_http = true;
     c.connectors.discord.gateway_url = Some(format!("ws://127.0.0.1:{}", fake.port));
+    tweak(&mut c);
     for (id, r, _) in &agents {
         c.agents.insert(
             (*id).into(),
@@ -299,7 +323,7 @@ async fn world(
     let dirv: Arc<dyn AgentDirectory> = manager.clone();
     strata_discord::start(
         &c,
-        None,
+        vault,
         dirv,
         env.connectors().clone(),
         Some(approvals.clone()),
@@ -683,4 +707,94 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
         .await
         .expect("list");
     assert!(pending.is_empty());
+}
+
+struct Tokens;
+impl strata_engine::secret::Vault for Tokens {
+    fn get(&self, key: &str) -> Option<strata_engine::secret::Secret> {
+        let v = match key {
+            "discord-main" => "token-main",
+            "discord-second" => "token-second",
+            "discord-broken" => "token-bad",
+            _ => return None,
+        };
+        Some(strata_engine::secret::Secret::new(v))
+    }
+    fn keys(&self) -> Vec<String> {
+        vec![]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_accounts_answer_for_their_own_agents_and_a_bad_token_disables_only_its_account() {
+    let mut second = routing(Some(&[]));
+    second.account = "second".into();
+    let w = world_with(
+        vec![
+            ("ops", routing(Some(&[])), vec![text("ops here")]),
+            ("sales", second, vec![text("sales here")]),
+        ],
+        |c| {
+            let acct = |key: &str| DiscordAccount {
+                token: format!("vault:{key}"),
+                intents: None,
+            };
+            let d = &mut c.connectors.discord.accounts;
+            d.insert("main".into(), acct("discord-main"));
+            d.insert("second".into(), acct("discord-second"));
+            d.insert("broken".into(), acct("discord-broken"));
+            d.insert("missing".into(), acct("discord-nowhere"));
+        },
+        Some(&Tokens),
+    )
+    .await;
+    // Three accounts identified (the one without a token never connected); the broken one
+    // once, with no retry loop.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ids: Vec<String> = w
+        .fake
+        .identified
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|d| d["token"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|t| t.contains("bad")).count(),
+        1,
+        "{ids:?}"
+    );
+
+    // Both working bots see the message; each answers for its own agent, with its own token.
+    w.fake
+        .push
+        .send(message(
+            6001,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            "anyone?",
+            false,
+        ))
+        .expect("push");
+    let posted = w.wait_posted(2).await;
+    let mut texts: Vec<&str> = posted.iter().map(|(_, t, _)| t.as_str()).collect();
+    texts.sort_unstable();
+    assert_eq!(texts, ["ops here", "sales here"]);
+    let auths: Vec<String> = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/messages"))
+        .filter_map(|(_, _, v)| v["_auth"].as_str().map(str::to_owned))
+        .collect();
+    assert!(auths.iter().any(|a| a.ends_with("token-main")), "{auths:?}");
+    assert!(
+        auths.iter().any(|a| a.ends_with("token-second")),
+        "{auths:?}"
+    );
 }
