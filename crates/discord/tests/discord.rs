@@ -29,6 +29,12 @@ struct Fake {
     identified: Arc<Mutex<Vec<Value>>>,
     /// Dispatches to push to connected gateways.
     push: broadcast::Sender<Value>,
+    /// Drops every gateway connection (code 4000: the client may resume).
+    drop_all: broadcast::Sender<()>,
+    /// RESUME payloads received.
+    resumed: Arc<Mutex<Vec<Value>>>,
+    /// The last dispatch pushed (replayed after a resume, as Discord may).
+    last: Arc<Mutex<Option<Value>>>,
     port: u16,
 }
 
@@ -46,6 +52,7 @@ async fn session(mut socket: WebSocket, f: Fake) {
         return;
     }
     let mut rx = f.push.subscribe();
+    let mut drops = f.drop_all.subscribe();
     let mut seq = 1u64;
     loop {
         tokio::select! {
@@ -56,6 +63,18 @@ async fn session(mut socket: WebSocket, f: Fake) {
                 match v["op"].as_u64() {
                     Some(1) => {
                         let _ = socket.send(Ws::Text(json!({"op": 11}).to_string().into())).await;
+                    }
+                    Some(6) => {
+                        f.resumed.lock().expect("lock").push(v["d"].clone());
+                        let resumed = json!({"op": 0, "t": "RESUMED", "s": seq, "d": null});
+                        seq += 1;
+                        let _ = socket.send(Ws::Text(resumed.to_string().into())).await;
+                        let replay = f.last.lock().expect("lock").clone();
+                        if let Some(mut d) = replay {
+                            d["s"] = json!(seq);
+                            seq += 1;
+                            let _ = socket.send(Ws::Text(d.to_string().into())).await;
+                        }
                     }
                     Some(2) => {
                         f.identified.lock().expect("lock").push(v["d"].clone());
@@ -83,8 +102,14 @@ async fn session(mut socket: WebSocket, f: Fake) {
                     _ => {}
                 }
             }
+            _ = drops.recv() => {
+                let frame = axum::extract::ws::CloseFrame { code: 4000, reason: "unknown error".into() };
+                let _ = socket.send(Ws::Close(Some(frame))).await;
+                return;
+            }
             d = rx.recv() => {
                 let Ok(mut d) = d else { return };
+                *f.last.lock().expect("lock") = Some(d.clone());
                 d["s"] = json!(seq);
                 seq += 1;
                 if socket.send(Ws::Text(d.to_string().into())).await.is_err() {
@@ -133,10 +158,14 @@ async fn fake() -> Fake {
         .expect("bind");
     let port = l.local_addr().expect("addr").port();
     let (push, _) = broadcast::channel(64);
+    let (drop_all, _) = broadcast::channel(4);
     let f = Fake {
         rest: Arc::default(),
         identified: Arc::default(),
         push,
+        drop_all,
+        resumed: Arc::default(),
+        last: Arc::default(),
         port,
     };
     let app = axum::Router::new()
@@ -797,4 +826,48 @@ async fn two_accounts_answer_for_their_own_agents_and_a_bad_token_disables_only_
         auths.iter().any(|a| a.ends_with("token-second")),
         "{auths:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_dropped_connection_the_shard_resumes_and_a_replay_starts_no_second_turn() {
+    let w = world(vec![(
+        "ops",
+        routing(Some(&[])),
+        vec![text("first"), text("second")],
+    )])
+    .await;
+    w.fake
+        .push
+        .send(message(4001, "100", Some("9"), "42", false, "one", false))
+        .expect("push");
+    assert_eq!(w.wait_posted(1).await.len(), 1);
+    // The connection drops; twilight reconnects and RESUMEs; the fake replays message 4001.
+    w.fake.drop_all.send(()).expect("drop");
+    for _ in 0..300 {
+        if !w.fake.resumed.lock().expect("lock").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resumed = w.fake.resumed.lock().expect("lock").clone();
+    assert_eq!(resumed.len(), 1, "resumed once");
+    assert_eq!(resumed[0]["session_id"], "fake-session");
+    assert_eq!(
+        w.fake.identified.lock().expect("lock").len(),
+        1,
+        "no new IDENTIFY"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        w.providers["ops"].requests().len(),
+        1,
+        "the replay started no turn"
+    );
+    // The resumed connection carries new messages.
+    w.fake
+        .push
+        .send(message(4002, "100", Some("9"), "42", false, "two", false))
+        .expect("push");
+    let posted = w.wait_posted(2).await;
+    assert_eq!(posted[1].1, "second");
 }
