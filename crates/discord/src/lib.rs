@@ -280,6 +280,8 @@ async fn run_account(
     mut stop: watch::Receiver<bool>,
 ) {
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
+    let uses_categories = routes.values().any(|r| !r.categories.is_empty());
+    let mut categories = Categories::default();
     let mut seen = Seen::new();
     // (Gateway closes are always delivered.)
     let wanted =
@@ -352,7 +354,14 @@ async fn run_account(
                     guild_id: m.guild_id.map(|g| g.to_string()),
                     mentions_me,
                 };
-                let agents = route(&msg, &routes);
+                // The channel's category, when some agent routes by category.
+                let category = match m.guild_id {
+                    Some(_) if uses_categories => {
+                        categories.lookup(&account.http, m.channel_id.get()).await
+                    }
+                    _ => None,
+                };
+                let agents = route(&msg, category.as_deref(), &routes);
                 if agents.is_empty() {
                     continue;
                 }
@@ -450,5 +459,38 @@ async fn answer(
     };
     if let Err(e) = account.send(out).await {
         tracing::warn!(agent = %agent, error = %e, "posting the reply failed");
+    }
+}
+
+/// Channel → category (parent) ids, looked up over REST once per channel.
+#[derive(Default)]
+struct Categories {
+    known: std::collections::HashMap<u64, Option<String>>,
+}
+
+impl Categories {
+    async fn lookup(&mut self, http: &twilight_http::Client, channel: u64) -> Option<String> {
+        if let Some(c) = self.known.get(&channel) {
+            return c.clone();
+        }
+        let id = Id::new_checked(channel)?;
+        let parent = match http.channel(id).await {
+            Ok(resp) => match resp.model().await {
+                Ok(ch) => ch.parent_id.map(|p| p.to_string()),
+                Err(e) => {
+                    tracing::warn!(channel, error = %e, "reading a channel failed");
+                    return None;
+                }
+            },
+            Err(e) => {
+                tracing::warn!(channel, error = %e, "looking up a channel failed");
+                return None;
+            }
+        };
+        if self.known.len() > 10_000 {
+            self.known.clear();
+        }
+        self.known.insert(channel, parent.clone());
+        parent
     }
 }

@@ -138,6 +138,17 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         .lock()
         .expect("lock")
         .push((parts.method.to_string(), path.clone(), v.clone()));
+    // GET /channels/{id}: a text channel whose category is 777000 for channel 300, 888000
+    // otherwise.
+    if parts.method == axum::http::Method::GET && path.split('/').count() == 5 {
+        let id = path.rsplit('/').next().unwrap_or("1").to_owned();
+        let parent = if id == "300" { "777000" } else { "888000" };
+        return axum::Json(json!({
+            "id": id, "type": 0, "guild_id": "9", "name": "general", "position": 0,
+            "parent_id": parent, "permission_overwrites": []
+        }))
+        .into_response();
+    }
     // Echo a message object for POST .../messages, with a fresh id.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -870,4 +881,49 @@ async fn after_a_dropped_connection_the_shard_resumes_and_a_replay_starts_no_sec
         .expect("push");
     let posted = w.wait_posted(2).await;
     assert_eq!(posted[1].1, "second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_category_routes_between_exact_channels_and_the_wildcard() {
+    let mut support = routing(None);
+    support.categories = vec!["777000".into()];
+    let w = world(vec![
+        (
+            "support",
+            support,
+            vec![text("support here"), text("support again")],
+        ),
+        ("helper", routing(Some(&[])), vec![text("helper here")]),
+    ])
+    .await;
+    for (id, channel) in [(3001, "300"), (3002, "301"), (3003, "300")] {
+        w.fake
+            .push
+            .send(message(id, channel, Some("9"), "42", false, "help", false))
+            .expect("push");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let posted = w.wait_posted(3).await;
+    let got: Vec<(&str, &str)> = posted
+        .iter()
+        .map(|(c, t, _)| (c.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("300", "support here"),
+            ("301", "helper here"),
+            ("300", "support again")
+        ]
+    );
+    // Each channel was looked up once.
+    let lookups = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, _)| m == "GET" && p.starts_with("/api/v10/channels/"))
+        .count();
+    assert_eq!(lookups, 2);
 }
