@@ -170,6 +170,7 @@ fn intents(names: Option<&[String]>) -> Intents {
 /// approval requests are posted there and decided by ✅/❌ reactions.
 pub fn start(
     config: &Config,
+    overlay_dir: &std::path::Path,
     vault: Option<&dyn strata_engine::secret::Vault>,
     directory: Arc<dyn AgentDirectory>,
     hub: Arc<ConnectorHub>,
@@ -256,29 +257,48 @@ pub fn start(
             cfg.bot_chain_limit,
             cfg.bot_chain_decay_seconds,
         )));
-        tasks.push(tokio::spawn(run_account(
+        let files = Arc::new(Attachments {
+            overlay: overlay_dir.to_path_buf(),
+            workspaces: overlay_dir.join(&config.tools.terminal.workspace),
+            max_bytes: cfg.max_attachment_mb.max(1) << 20,
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
+        });
+        let ctx = AccountCtx {
             account,
-            shard,
+            files,
             routes,
             guards,
             approver,
-            directory.clone(),
-            stop.clone(),
-        )));
+            directory: directory.clone(),
+        };
+        tasks.push(tokio::spawn(run_account(ctx, shard, stop.clone())));
     }
     tasks
 }
 
-/// One account's gateway loop: events in, turns out, replies posted.
-async fn run_account(
+/// What one account's loop works with.
+struct AccountCtx {
     account: Arc<DiscordAccount>,
-    mut shard: Shard,
+    files: Arc<Attachments>,
     routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
     guards: Arc<Mutex<guards::Guards>>,
     approver: Option<Arc<approvals::DiscordApprovals>>,
     directory: Arc<dyn AgentDirectory>,
-    mut stop: watch::Receiver<bool>,
-) {
+}
+
+/// One account's gateway loop: events in, turns out, replies posted.
+async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receiver<bool>) {
+    let AccountCtx {
+        account,
+        files,
+        routes,
+        guards,
+        approver,
+        directory,
+    } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let uses_categories = routes.values().any(|r| !r.categories.is_empty());
     let mut categories = Categories::default();
@@ -344,6 +364,11 @@ async fn run_account(
                 if m.author.bot && !mentions_me {
                     continue;
                 }
+                let found: Vec<(String, String, u64)> = m
+                    .attachments
+                    .iter()
+                    .map(|a| (a.filename.clone(), a.url.clone(), a.size))
+                    .collect();
                 let msg = InboundMessage {
                     connector: account.name.clone(),
                     channel_id: m.channel_id.to_string(),
@@ -376,15 +401,29 @@ async fn run_account(
                     tracing::info!(account = %account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
                     continue;
                 }
-                for agent in agents {
-                    tokio::spawn(answer(
-                        account.clone(),
-                        guards.clone(),
-                        directory.clone(),
-                        agent,
-                        msg.clone(),
-                    ));
-                }
+                let files = files.clone();
+                let (account, guards, directory) =
+                    (account.clone(), guards.clone(), directory.clone());
+                tokio::spawn(async move {
+                    // Attachments first (downloaded once, saved in each agent's workspace).
+                    let saved = files.save(&found, &msg.message_id, &agents).await;
+                    for agent in agents {
+                        let mut msg = msg.clone();
+                        if let Some(notes) = saved.get(&agent) {
+                            for n in notes {
+                                msg.text.push('\n');
+                                msg.text.push_str(n);
+                            }
+                        }
+                        tokio::spawn(answer(
+                            account.clone(),
+                            guards.clone(),
+                            directory.clone(),
+                            agent,
+                            msg,
+                        ));
+                    }
+                });
             }
             _ => {}
         }
@@ -492,5 +531,125 @@ impl Categories {
         }
         self.known.insert(channel, parent.clone());
         parent
+    }
+}
+
+/// Incoming attachments, saved into the agents' workspaces (`tools.terminal.workspace`), so
+/// file tools and `terminal_exec` can open them.
+struct Attachments {
+    overlay: std::path::PathBuf,
+    workspaces: std::path::PathBuf,
+    max_bytes: u64,
+    client: reqwest::Client,
+}
+
+/// A file name safe to write: letters, digits, `.`, `-`, `_`; no leading dot.
+fn safe_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    let s = s.trim_start_matches('.').to_owned();
+    if s.is_empty() { "file".into() } else { s }
+}
+
+impl Attachments {
+    /// Downloads each attachment (skipping those over the cap) and writes it to
+    /// `<workspace>/<agent>/attachments/<message>-<name>`; returns per agent the lines to add
+    /// to the message text.
+    async fn save(
+        &self,
+        found: &[(String, String, u64)],
+        message_id: &str,
+        agents: &[String],
+    ) -> std::collections::HashMap<String, Vec<String>> {
+        let mut out: std::collections::HashMap<String, Vec<String>> = Default::default();
+        for (name, url, size) in found {
+            let note =
+                |agent: &str,
+                 text: String,
+                 out: &mut std::collections::HashMap<String, Vec<String>>| {
+                    out.entry(agent.to_owned()).or_default().push(text);
+                };
+            if *size > self.max_bytes {
+                for a in agents {
+                    note(
+                        a,
+                        format!(
+                            "[attachment {name} not saved: {size} bytes is over the {} MiB limit]",
+                            self.max_bytes >> 20
+                        ),
+                        &mut out,
+                    );
+                }
+                continue;
+            }
+            let bytes = match self.fetch(url).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(file = %name, error = %e, "downloading an attachment failed");
+                    for a in agents {
+                        note(
+                            a,
+                            format!("[attachment {name} could not be downloaded]"),
+                            &mut out,
+                        );
+                    }
+                    continue;
+                }
+            };
+            let file = format!("{message_id}-{}", safe_name(name));
+            for a in agents {
+                let dir = self.workspaces.join(a).join("attachments");
+                let path = dir.join(&file);
+                let written = tokio::fs::create_dir_all(&dir).await.is_ok()
+                    && tokio::fs::write(&path, &bytes).await.is_ok();
+                let shown = path
+                    .strip_prefix(&self.overlay)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                if written {
+                    note(
+                        a,
+                        format!("[attachment saved: {shown} ({} bytes)]", bytes.len()),
+                        &mut out,
+                    );
+                } else {
+                    note(
+                        a,
+                        format!("[attachment {name} could not be saved]"),
+                        &mut out,
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {
+        let mut resp = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .error_for_status()
+            .map_err(|e| e.to_string())?;
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > self.max_bytes {
+                return Err("larger than announced".into());
+            }
+        }
+        Ok(body)
     }
 }

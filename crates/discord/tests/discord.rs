@@ -138,6 +138,10 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         .lock()
         .expect("lock")
         .push((parts.method.to_string(), path.clone(), v.clone()));
+    // The "CDN": attachment bodies.
+    if path.starts_with("/cdn/") {
+        return format!("contents of {}", path.trim_start_matches("/cdn/")).into_response();
+    }
     // GET /channels/{id}: a text channel whose category is 777000 for channel 300, 888000
     // otherwise.
     if parts.method == axum::http::Method::GET && path.split('/').count() == 5 {
@@ -215,6 +219,7 @@ fn message(
 }
 
 struct World {
+    dir_path: std::path::PathBuf,
     fake: Fake,
     invoker: Arc<Invoker>,
     approvals: Arc<strata_engine::approval::Approvals>,
@@ -363,6 +368,7 @@ async fn world_with(
     let dirv: Arc<dyn AgentDirectory> = manager.clone();
     strata_discord::start(
         &c,
+        dir.path(),
         vault,
         dirv,
         env.connectors().clone(),
@@ -382,6 +388,7 @@ async fn world_with(
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     World {
+        dir_path: dir.path().to_path_buf(),
         fake,
         invoker,
         approvals,
@@ -926,4 +933,45 @@ async fn a_category_routes_between_exact_channels_and_the_wildcard() {
         .filter(|(m, p, _)| m == "GET" && p.starts_with("/api/v10/channels/"))
         .count();
     assert_eq!(lookups, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_land_in_the_agents_workspace_within_the_size_cap() {
+    let w = world(vec![("ops", routing(Some(&[])), vec![text("got it")])]).await;
+    let base = format!("http://127.0.0.1:{}/cdn", w.fake.port);
+    let mut m = message(2001, "100", Some("9"), "42", false, "see attached", false);
+    m["d"]["attachments"] = json!([
+        {"id": "1", "filename": "report.txt", "size": 22, "url": format!("{base}/report.txt"),
+         "proxy_url": format!("{base}/report.txt")},
+        {"id": "2", "filename": "../../etc/passwd", "size": 22, "url": format!("{base}/passwd"),
+         "proxy_url": format!("{base}/passwd")},
+        {"id": "3", "filename": "huge.bin", "size": 900000000u64, "url": format!("{base}/huge"),
+         "proxy_url": format!("{base}/huge")}
+    ]);
+    w.fake.push.send(m).expect("push");
+    assert_eq!(w.wait_posted(1).await.len(), 1);
+    let ws = w.dir_path.join("tmp/workspaces/ops/attachments");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("2001-report.txt")).expect("saved"),
+        "contents of report.txt"
+    );
+    // A hostile name stays inside the workspace.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("2001-_.._etc_passwd")).expect("saved"),
+        "contents of passwd"
+    );
+    let asked = w.providers["ops"].requests()[0]
+        .messages
+        .last()
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    assert!(asked.starts_with("see attached"), "{asked}");
+    assert!(
+        asked.contains(
+            "[attachment saved: tmp/workspaces/ops/attachments/2001-report.txt (22 bytes)]"
+        ),
+        "{asked}"
+    );
+    assert!(asked.contains("[attachment huge.bin not saved"), "{asked}");
+    assert!(!ws.join("2001-huge.bin").exists());
 }

@@ -814,6 +814,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
         let discord = strata_discord::start(
             &discord_cfg,
+            &env.overlay_dir,
             env.vault.as_deref(),
             directory,
             env.connectors().clone(),

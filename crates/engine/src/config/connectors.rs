@@ -31,6 +31,8 @@ pub struct DiscordConfig {
     pub bot_chain_limit: u32,
     /// Seconds after which the chain counter heals.
     pub bot_chain_decay_seconds: u64,
+    /// Largest incoming attachment saved into the agent's workspace, MiB.
+    pub max_attachment_mb: u64,
 }
 
 impl Default for DiscordConfig {
@@ -42,6 +44,7 @@ impl Default for DiscordConfig {
             plain_http: false,
             bot_chain_limit: 12,
             bot_chain_decay_seconds: 300,
+            max_attachment_mb: 8,
         }
     }
 }
