@@ -14,6 +14,7 @@
 //! for what is still to come.
 
 pub mod approvals;
+pub mod commands;
 pub mod guards;
 pub mod route;
 pub mod split;
@@ -37,6 +38,18 @@ pub use split::split_message;
 
 /// Discord's limit for one message.
 pub const MAX_MESSAGE: usize = 2000;
+
+/// What the connector works with besides its configuration.
+pub struct Services {
+    /// The running agents.
+    pub directory: Arc<dyn AgentDirectory>,
+    /// Where the accounts register (for `send_message`, `send_to_agent`, alerts).
+    pub hub: Arc<ConnectorHub>,
+    /// Approval requests to post to `security.hitl.channel`.
+    pub approvals: Option<Arc<strata_engine::approval::Approvals>>,
+    /// Skills, registered as slash commands.
+    pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
+}
 
 /// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
 pub struct DiscordAccount {
@@ -172,12 +185,17 @@ pub fn start(
     config: &Config,
     overlay_dir: &std::path::Path,
     vault: Option<&dyn strata_engine::secret::Vault>,
-    directory: Arc<dyn AgentDirectory>,
-    hub: Arc<ConnectorHub>,
-    approvals: Option<Arc<strata_engine::approval::Approvals>>,
+    services: Services,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let Services {
+        directory,
+        hub,
+        approvals,
+        skills,
+    } = services;
     let cfg = &config.connectors.discord;
+    let policy = Arc::new(strata_engine::access::AccessPolicy::from_config(config));
     let mut tasks = Vec::new();
     // Which account posts approval requests, and where.
     let hitl = config
@@ -273,6 +291,9 @@ pub fn start(
             guards,
             approver,
             directory: directory.clone(),
+            skills: skills.clone(),
+            policy: policy.clone(),
+            resync_secs: cfg.commands_resync_seconds,
         };
         tasks.push(tokio::spawn(run_account(ctx, shard, stop.clone())));
     }
@@ -287,6 +308,46 @@ struct AccountCtx {
     guards: Arc<Mutex<guards::Guards>>,
     approver: Option<Arc<approvals::DiscordApprovals>>,
     directory: Arc<dyn AgentDirectory>,
+    skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    policy: Arc<strata_engine::access::AccessPolicy>,
+    resync_secs: u64,
+}
+
+/// Application id, guilds, and the JSON of the commands last registered.
+type Registered = (
+    Id<twilight_model::id::marker::ApplicationMarker>,
+    Vec<Id<twilight_model::id::marker::GuildMarker>>,
+    String,
+);
+
+/// Registers the slash commands in every guild when they differ from the last registration.
+fn sync_commands(
+    account: &Arc<DiscordAccount>,
+    skills: Option<&strata_engine::skills::SkillSet>,
+    registered: &mut Option<Registered>,
+) {
+    let Some((app, guilds, last)) = registered.as_mut() else {
+        return;
+    };
+    let cmds = commands::build(&skills.map(|s| s.snapshot()).unwrap_or_default());
+    let json = serde_json::to_string(&cmds).unwrap_or_default();
+    if *last == json {
+        return;
+    }
+    *last = json;
+    let (http, app, guilds) = (account.http.clone(), *app, guilds.clone());
+    tokio::spawn(async move {
+        for g in guilds {
+            match http.interaction(app).set_guild_commands(g, &cmds).await {
+                Ok(_) => {
+                    tracing::info!(guild = %g, commands = cmds.len(), "slash commands registered")
+                }
+                Err(e) => {
+                    tracing::warn!(guild = %g, error = %e, "registering slash commands failed")
+                }
+            }
+        }
+    });
 }
 
 /// One account's gateway loop: events in, turns out, replies posted.
@@ -298,17 +359,29 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
         guards,
         approver,
         directory,
+        skills,
+        policy,
+        resync_secs,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let uses_categories = routes.values().any(|r| !r.categories.is_empty());
     let mut categories = Categories::default();
     let mut seen = Seen::new();
     // (Gateway closes are always delivered.)
-    let wanted =
-        EventTypeFlags::READY | EventTypeFlags::MESSAGE_CREATE | EventTypeFlags::REACTION_ADD;
+    let wanted = EventTypeFlags::READY
+        | EventTypeFlags::MESSAGE_CREATE
+        | EventTypeFlags::REACTION_ADD
+        | EventTypeFlags::INTERACTION_CREATE;
+    let mut registered: Option<Registered> = None;
+    let mut resync = tokio::time::interval(std::time::Duration::from_secs(resync_secs.max(1)));
     loop {
         let item = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
+            _ = resync.tick() => {
+                // Skills changed since the last registration: register again.
+                sync_commands(&account, skills.as_deref(), &mut registered);
+                continue;
+            }
             item = shard.next_event(wanted) => item,
         };
         let event = match item {
@@ -333,7 +406,55 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
             }
             Event::Ready(r) => {
                 *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
+                // Slash commands, per guild (guild commands update at once).
+                let guilds: Vec<_> = r.guilds.iter().map(|g| g.id).collect();
+                registered = Some((r.application.id, guilds, String::new()));
+                sync_commands(&account, skills.as_deref(), &mut registered);
                 tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");
+            }
+            Event::InteractionCreate(i) => {
+                let i = i.0;
+                let Some(
+                    twilight_model::application::interaction::InteractionData::ApplicationCommand(
+                        data,
+                    ),
+                ) = i.data.clone()
+                else {
+                    continue;
+                };
+                let user = i
+                    .member
+                    .as_ref()
+                    .and_then(|m| m.user.as_ref())
+                    .or(i.user.as_ref())
+                    .map(|u| u.id.to_string())
+                    .unwrap_or_default();
+                let channel = i
+                    .channel
+                    .as_ref()
+                    .map(|c| c.id.to_string())
+                    .unwrap_or_default();
+                let msg = InboundMessage {
+                    connector: account.name.clone(),
+                    channel_id: channel,
+                    message_id: i.id.to_string(),
+                    sender_id: user,
+                    sender_is_bot: false,
+                    text: String::new(),
+                    guild_id: i.guild_id.map(|g| g.to_string()),
+                    mentions_me: true,
+                };
+                let agents = route(&msg, None, &routes);
+                tokio::spawn(slash(
+                    account.clone(),
+                    policy.clone(),
+                    directory.clone(),
+                    skills.clone(),
+                    agents,
+                    msg,
+                    (i.application_id, i.id, i.token.clone()),
+                    *data,
+                ));
             }
             Event::ReactionAdd(r) => {
                 let Some(ap) = &approver else { continue };
@@ -651,5 +772,155 @@ impl Attachments {
             }
         }
         Ok(body)
+    }
+}
+
+/// Answers a slash command: acknowledges it at once (Discord allows 3 s), then edits the
+/// answer in when the work is done.
+#[allow(clippy::too_many_arguments)]
+async fn slash(
+    account: Arc<DiscordAccount>,
+    policy: Arc<strata_engine::access::AccessPolicy>,
+    directory: Arc<dyn AgentDirectory>,
+    skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    agents: Vec<String>,
+    msg: InboundMessage,
+    (app, id, token): (
+        Id<twilight_model::id::marker::ApplicationMarker>,
+        Id<twilight_model::id::marker::InteractionMarker>,
+        String,
+    ),
+    data: twilight_model::application::interaction::application_command::CommandData,
+) {
+    use twilight_model::http::interaction::{InteractionResponse, InteractionResponseType};
+    let client = account.http.interaction(app);
+    let ack = InteractionResponse {
+        kind: InteractionResponseType::DeferredChannelMessageWithSource,
+        data: None,
+    };
+    if let Err(e) = client.create_response(id, &token, &ack).await {
+        tracing::warn!(error = %e, "acknowledging a slash command failed");
+        return;
+    }
+    let session = ChannelRef {
+        connector: msg.connector.clone(),
+        channel_id: msg.channel_id.clone(),
+    }
+    .session_id();
+    let sender = Principal::Person {
+        id: format!("discord:{}", msg.sender_id),
+    };
+    let text = match data.name.as_str() {
+        _ if agents.is_empty() => "No agent answers in this channel.".to_owned(),
+        "status" => format!(
+            "Answering here through {}: {}.",
+            account.name,
+            agents.join(", ")
+        ),
+        "reset" => {
+            let mut done = Vec::new();
+            for a in &agents {
+                // Only people who may talk to the agent may reset it.
+                if policy.may_talk(&sender, a).is_err() {
+                    continue;
+                }
+                if directory.reset(a, &session).await.is_ok() {
+                    done.push(a.clone());
+                }
+            }
+            if done.is_empty() {
+                "Nothing was reset.".to_owned()
+            } else {
+                format!(
+                    "Fresh start: {} forgot this channel's conversation.",
+                    done.join(", ")
+                )
+            }
+        }
+        name => {
+            let snapshot = skills.as_ref().map(|s| s.snapshot()).unwrap_or_default();
+            match commands::skill_for(&snapshot, name) {
+                None => format!("There is no skill `{name}` any more."),
+                Some(skill) => {
+                    let given: BTreeMap<String, String> = data
+                        .options
+                        .iter()
+                        .filter_map(|o| {
+                            let pname = skill
+                                .def
+                                .parameters
+                                .iter()
+                                .map(|(n, _)| n)
+                                .find(|n| commands::command_name(n) == o.name)?;
+                            use twilight_model::application::interaction::application_command::CommandOptionValue as V;
+                            let v = match &o.value {
+                                V::String(s) => s.clone(),
+                                V::Integer(i) => i.to_string(),
+                                V::Number(n) => n.to_string(),
+                                V::Boolean(b) => b.to_string(),
+                                _ => return None,
+                            };
+                            Some((pname.clone(), v))
+                        })
+                        .collect();
+                    match skill
+                        .bind(&given)
+                        .map(|v| skill.render(&v).into_owned_action())
+                    {
+                        Err(e) => e,
+                        Ok(OwnedAction::Invalid(e)) => e,
+                        Ok(OwnedAction::Command) => format!(
+                            "`{}` is a command skill: run it with `strata skill run {}`.",
+                            skill.name, skill.name
+                        ),
+                        Ok(OwnedAction::Prompt(prompt)) => {
+                            match directory
+                                .run_turn(TurnRequest {
+                                    agent_id: agents[0].clone(),
+                                    session_id: session.clone(),
+                                    channel_id: session.clone(),
+                                    sender: sender.clone(),
+                                    message: Message::text(prompt),
+                                    depth: 0,
+                                })
+                                .await
+                            {
+                                Ok(r) if r.silent || is_no_reply(&r.text) => "Done.".to_owned(),
+                                Ok(r) => r.text,
+                                Err(e) => format!("The skill could not run: {e}"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let first = split_message(&text, MAX_MESSAGE)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    if let Err(e) = client.update_response(&token).content(Some(&first)).await {
+        tracing::warn!(error = %e, "answering a slash command failed");
+    }
+}
+
+/// A rendered skill, owned.
+enum OwnedAction {
+    Prompt(String),
+    Command,
+    Invalid(String),
+}
+
+trait IntoOwned {
+    fn into_owned_action(self) -> OwnedAction;
+}
+
+impl IntoOwned for strata_engine::skills::SkillAction<'_> {
+    fn into_owned_action(self) -> OwnedAction {
+        match self {
+            strata_engine::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
+            strata_engine::skills::SkillAction::Command(_) => OwnedAction::Command,
+            strata_engine::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
+        }
     }
 }

@@ -90,7 +90,7 @@ async fn session(mut socket: WebSocket, f: Fake) {
                             "v": 10,
                             "user": {"id": "900", "username": "strata-bot", "discriminator": "0",
                                      "avatar": null, "bot": true, "mfa_enabled": false},
-                            "guilds": [],
+                            "guilds": [{"id": "9", "unavailable": true}],
                             "session_id": "fake-session",
                             "resume_gateway_url": format!("ws://127.0.0.1:{}", f.port),
                             "application": {"id": "900", "flags": 0},
@@ -220,6 +220,7 @@ fn message(
 
 struct World {
     dir_path: std::path::PathBuf,
+    skills: Arc<strata_engine::skills::SkillSet>,
     fake: Fake,
     invoker: Arc<Invoker>,
     approvals: Arc<strata_engine::approval::Approvals>,
@@ -364,15 +365,35 @@ async fn world_with(
         Arc::new(InMemoryStore::default()),
         env.clone(),
     ));
+    // The example overlay's two skills (a prompt skill and a command skill).
+    std::fs::create_dir_all(dir.path().join("skills")).expect("skills dir");
+    let skills = Arc::new(strata_engine::skills::SkillSet::load(vec![
+        strata_engine::skills::SkillDir {
+            path: dir.path().join("skills"),
+            origin: "overlay".into(),
+            prefix: String::new(),
+        },
+        strata_engine::skills::SkillDir {
+            path: std::path::PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../overlay-example/skills"
+            )),
+            origin: "overlay".into(),
+            prefix: String::new(),
+        },
+    ]));
     let (stop, rx) = tokio::sync::watch::channel(false);
     let dirv: Arc<dyn AgentDirectory> = manager.clone();
     strata_discord::start(
         &c,
         dir.path(),
         vault,
-        dirv,
-        env.connectors().clone(),
-        Some(approvals.clone()),
+        strata_discord::Services {
+            directory: dirv,
+            hub: env.connectors().clone(),
+            approvals: Some(approvals.clone()),
+            skills: Some(skills.clone()),
+        },
         rx,
     );
     // Connected once IDENTIFY arrived and READY was sent.
@@ -389,6 +410,7 @@ async fn world_with(
     tokio::time::sleep(Duration::from_millis(100)).await;
     World {
         dir_path: dir.path().to_path_buf(),
+        skills,
         fake,
         invoker,
         approvals,
@@ -974,4 +996,233 @@ async fn attachments_land_in_the_agents_workspace_within_the_size_cap() {
     );
     assert!(asked.contains("[attachment huge.bin not saved"), "{asked}");
     assert!(!ws.join("2001-huge.bin").exists());
+}
+
+fn interaction(id: u64, channel: &str, user: &str, name: &str, options: Value) -> Value {
+    json!({"op": 0, "t": "INTERACTION_CREATE", "d": {
+        "id": id.to_string(), "application_id": "900", "type": 2, "token": format!("tok-{id}"),
+        "version": 1, "attachment_size_limit": 8388608, "authorizing_integration_owners": {},
+        "entitlements": [], "guild_id": "9", "channel_id": channel,
+        "channel": {"id": channel, "type": 0},
+        "member": {"user": {"id": user, "username": format!("u{user}"), "discriminator": "0", "avatar": null},
+                   "roles": [], "joined_at": "2026-01-01T00:00:00+00:00", "deaf": false, "mute": false,
+                   "flags": 0, "permissions": "0"},
+        "data": {"id": "1", "name": name, "type": 1, "options": options}
+    }})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_slash_commands_and_reset_and_status_work() {
+    let w = world(vec![(
+        "ops",
+        routing(Some(&["100"])),
+        vec![
+            text("Here is a short briefing on backups."),
+            text("remembered?"),
+        ],
+    )])
+    .await;
+    // Registered per guild: the two built-ins and both skills, options with choices.
+    let mut registered = None;
+    for _ in 0..100 {
+        registered = w
+            .fake
+            .rest
+            .lock()
+            .expect("lock")
+            .iter()
+            .find(|(m, p, _)| m == "PUT" && p == "/api/v10/applications/900/guilds/9/commands")
+            .map(|(_, _, v)| v.clone());
+        if registered.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let registered = registered.expect("commands registered");
+    let names: Vec<&str> = registered
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["reset", "status", "brief", "disk-usage"]);
+    let brief = &registered[2];
+    assert_eq!(brief["options"][0]["name"], "topic");
+    assert_eq!(brief["options"][0]["required"], true);
+    assert_eq!(brief["options"][1]["choices"][1]["value"], "long");
+
+    let answers = |w: &World| -> Vec<(String, String)> {
+        w.fake
+            .rest
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(m, p, _)| m == "PATCH" && p.ends_with("/messages/@original"))
+            .map(|(_, p, v)| {
+                (
+                    p.split('/').nth(5).unwrap_or_default().to_owned(),
+                    v["content"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    let push = |i: Value| w.fake.push.send(i).expect("push");
+    push(interaction(11, "100", "42", "status", json!([])));
+    push(interaction(
+        12,
+        "100",
+        "42",
+        "brief",
+        json!([{"name": "topic", "type": 3, "value": "backups"}]),
+    ));
+    push(interaction(
+        13,
+        "100",
+        "42",
+        "disk-usage",
+        json!([{"name": "path", "type": 3, "value": "tmp"}]),
+    ));
+    let mut got = Vec::new();
+    for _ in 0..200 {
+        got = answers(&w);
+        if got.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    got.sort();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(
+        got[0],
+        (
+            "tok-11".into(),
+            "Answering here through discord:main: ops.".into()
+        )
+    );
+    assert_eq!(
+        got[1],
+        (
+            "tok-12".into(),
+            "Here is a short briefing on backups.".into()
+        )
+    );
+    assert!(got[2].1.contains("command skill"), "{got:?}");
+    // Each interaction was acknowledged first (deferred).
+    let acks = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, v)| m == "POST" && p.ends_with("/callback") && v["type"] == 5)
+        .count();
+    assert_eq!(acks, 3);
+    // The prompt skill ran as a turn in the channel's session with the rendered prompt.
+    let asked = w.providers["ops"].requests()[0]
+        .messages
+        .last()
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    assert!(
+        asked.starts_with("Give me a short briefing on backups"),
+        "{asked}"
+    );
+
+    // /reset forgets the channel's conversation: the next turn starts without history.
+    push(interaction(14, "100", "42", "reset", json!([])));
+    for _ in 0..200 {
+        if answers(&w).len() >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = answers(&w);
+    assert!(
+        got.iter()
+            .any(|(t, c)| t == "tok-14" && c.contains("Fresh start: ops")),
+        "{got:?}"
+    );
+    // A stranger's /reset resets nothing.
+    push(interaction(15, "100", "555", "reset", json!([])));
+    for _ in 0..200 {
+        if answers(&w).len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        answers(&w)
+            .iter()
+            .any(|(t, c)| t == "tok-15" && c == "Nothing was reset.")
+    );
+    w.fake
+        .push
+        .send(message(
+            1501,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            "do you remember?",
+            false,
+        ))
+        .expect("push");
+    w.wait_posted(1).await;
+    let req = &w.providers["ops"].requests()[1];
+    assert_eq!(
+        req.messages.len(),
+        1,
+        "no history after /reset: {:?}",
+        req.messages
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_are_registered_again_when_the_skills_change() {
+    let w = world_with(
+        vec![("ops", routing(Some(&[])), vec![])],
+        |c| c.connectors.discord.commands_resync_seconds = 1,
+        None,
+    )
+    .await;
+    let registrations = |w: &World| -> Vec<Vec<String>> {
+        w.fake
+            .rest
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(m, p, _)| m == "PUT" && p.ends_with("/guilds/9/commands"))
+            .map(|(_, _, v)| {
+                v.as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        registrations(&w).len(),
+        1,
+        "nothing changed: registered once"
+    );
+    std::fs::write(
+        w.dir_path.join("skills/standup.yaml"),
+        "name: standup\ndescription: Writes the stand-up note.\nprompt: Write today's stand-up note.\n",
+    )
+    .expect("skill");
+    w.skills.reload();
+    for _ in 0..150 {
+        if registrations(&w).len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let regs = registrations(&w);
+    assert_eq!(regs.len(), 2, "{regs:?}");
+    assert!(regs[1].contains(&"standup".to_owned()), "{regs:?}");
 }

@@ -410,6 +410,13 @@ pub trait AgentDirectory: Send + Sync {
     fn agent_ids(&self) -> Vec<String>;
     /// Runs a turn (layer 1 applies).
     async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError>;
+    /// Forgets a session's conversation (`/reset`).
+    async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        let _ = (agent_id, session_id);
+        Err(AgentError::Other(
+            "resetting sessions is not supported here".into(),
+        ))
+    }
 }
 
 #[async_trait]
@@ -420,6 +427,10 @@ impl AgentDirectory for AgentManager {
 
     async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
         self.turn(req).await
+    }
+
+    async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        AgentManager::reset(self, agent_id, session_id).await
     }
 }
 

@@ -809,6 +809,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         runtime.manager.clone();
     let discord_cfg = c.config.clone();
     let approvals = runtime.approvals.clone();
+    let discord_skills = skills.clone();
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
@@ -816,9 +817,12 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
             &discord_cfg,
             &env.overlay_dir,
             env.vault.as_deref(),
-            directory,
-            env.connectors().clone(),
-            Some(approvals),
+            strata_discord::Services {
+                directory,
+                hub: env.connectors().clone(),
+                approvals: Some(approvals),
+                skills: Some(discord_skills),
+            },
             stop_rx.clone(),
         );
         if !discord.is_empty() {

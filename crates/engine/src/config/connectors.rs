@@ -33,6 +33,8 @@ pub struct DiscordConfig {
     pub bot_chain_decay_seconds: u64,
     /// Largest incoming attachment saved into the agent's workspace, MiB.
     pub max_attachment_mb: u64,
+    /// Seconds between checks whether the skills changed (slash commands re-registered).
+    pub commands_resync_seconds: u64,
 }
 
 impl Default for DiscordConfig {
@@ -45,6 +47,7 @@ impl Default for DiscordConfig {
             bot_chain_limit: 12,
             bot_chain_decay_seconds: 300,
             max_attachment_mb: 8,
+            commands_resync_seconds: 30,
         }
     }
 }
