@@ -49,6 +49,8 @@ pub struct Services {
     pub approvals: Option<Arc<strata_engine::approval::Approvals>>,
     /// Skills, registered as slash commands.
     pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    /// What running turns are doing, for progress messages.
+    pub activity: Option<Arc<strata_engine::runtime::ActivityBoard>>,
 }
 
 /// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
@@ -193,8 +195,18 @@ pub fn start(
         hub,
         approvals,
         skills,
+        activity,
     } = services;
+
     let cfg = &config.connectors.discord;
+    let progress = activity
+        .filter(|_| cfg.progress_after_seconds > 0)
+        .map(|b| {
+            (
+                b,
+                std::time::Duration::from_secs(cfg.progress_after_seconds),
+            )
+        });
     let policy = Arc::new(strata_engine::access::AccessPolicy::from_config(config));
     let mut tasks = Vec::new();
     // Which account posts approval requests, and where.
@@ -294,6 +306,7 @@ pub fn start(
             skills: skills.clone(),
             policy: policy.clone(),
             resync_secs: cfg.commands_resync_seconds,
+            progress: progress.clone(),
         };
         tasks.push(tokio::spawn(run_account(ctx, shard, stop.clone())));
     }
@@ -311,7 +324,14 @@ struct AccountCtx {
     skills: Option<Arc<strata_engine::skills::SkillSet>>,
     policy: Arc<strata_engine::access::AccessPolicy>,
     resync_secs: u64,
+    progress: Option<Progress>,
 }
+
+/// The activity board and how long a turn runs before its progress message appears.
+type Progress = (
+    Arc<strata_engine::runtime::ActivityBoard>,
+    std::time::Duration,
+);
 
 /// Application id, guilds, and the JSON of the commands last registered.
 type Registered = (
@@ -362,6 +382,7 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
         skills,
         policy,
         resync_secs,
+        progress,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let uses_categories = routes.values().any(|r| !r.categories.is_empty());
@@ -523,8 +544,12 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
                     continue;
                 }
                 let files = files.clone();
-                let (account, guards, directory) =
-                    (account.clone(), guards.clone(), directory.clone());
+                let (account, guards, directory, progress) = (
+                    account.clone(),
+                    guards.clone(),
+                    directory.clone(),
+                    progress.clone(),
+                );
                 tokio::spawn(async move {
                     // Attachments first (downloaded once, saved in each agent's workspace).
                     let saved = files.save(&found, &msg.message_id, &agents).await;
@@ -540,6 +565,7 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
                             account.clone(),
                             guards.clone(),
                             directory.clone(),
+                            progress.clone(),
                             agent,
                             msg,
                         ));
@@ -557,6 +583,7 @@ async fn answer(
     account: Arc<DiscordAccount>,
     guards: Arc<Mutex<guards::Guards>>,
     directory: Arc<dyn AgentDirectory>,
+    progress: Option<Progress>,
     agent: String,
     msg: InboundMessage,
 ) {
@@ -576,6 +603,46 @@ async fn answer(
             }
         }));
     }
+    // A long turn gets a progress message naming the tools in use, edited as they change.
+    let progress_msg: Arc<Mutex<Option<u64>>> = Arc::default();
+    let progress_task = match (
+        progress,
+        msg.channel_id.parse::<u64>().ok().and_then(Id::new_checked),
+    ) {
+        (Some((board, after)), Some(ch)) => {
+            let (http, agent, session, slot) = (
+                account.http.clone(),
+                agent.clone(),
+                channel.session_id(),
+                progress_msg.clone(),
+            );
+            Some(tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let text = |tools: &Option<String>| match tools {
+                    Some(t) => format!("⏳ {agent} is working… (using `{t}`)"),
+                    None => format!("⏳ {agent} is working…"),
+                };
+                let mut shown = board.get(&agent, &session);
+                let Ok(resp) = http.create_message(ch).content(&text(&shown)).await else {
+                    return;
+                };
+                let Ok(m) = resp.model().await else { return };
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(m.id.get());
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                    let now = board.get(&agent, &session);
+                    if now.is_some() && now != shown {
+                        let _ = http
+                            .update_message(ch, m.id)
+                            .content(Some(&text(&now)))
+                            .await;
+                        shown = now;
+                    }
+                }
+            }))
+        }
+        _ => None,
+    };
     let reply = directory
         .run_turn(TurnRequest {
             agent_id: agent.clone(),
@@ -590,6 +657,16 @@ async fn answer(
         .await;
     if let Some(t) = typing {
         t.abort();
+    }
+    if let Some(t) = progress_task {
+        t.abort();
+    }
+    let shown = *progress_msg.lock().unwrap_or_else(|p| p.into_inner());
+    if let (Some(m), Some(ch)) = (
+        shown.and_then(Id::new_checked),
+        msg.channel_id.parse::<u64>().ok().and_then(Id::new_checked),
+    ) {
+        let _ = account.http.delete_message(ch, m).await;
     }
     let text = match reply {
         Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => return,

@@ -319,6 +319,9 @@ async fn world_with(
                 routing: RoutingConfig {
                     discord: Some(r.clone()),
                 },
+                tools: Some(strata_engine::config::ToolSelection::List(vec![
+                    "slow_report".into(),
+                ])),
                 ..Default::default()
             },
         );
@@ -342,6 +345,13 @@ async fn world_with(
         }
     })
     .expect("register");
+    // A tool that takes a while (for the progress message).
+    let slow = strata_engine::ToolSpec::new("slow_report", "slow", json!({"type": "object"}));
+    reg.register(slow, |_, _| async {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Ok(strata_engine::ToolOutput(json!("report ready")))
+    })
+    .expect("register");
     let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit)).with_alert_sink(Arc::new(
         strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),
     ));
@@ -357,7 +367,7 @@ async fn world_with(
         providers.insert(id.to_owned(), p.clone());
         list.push(Arc::new(
             LlmAgent::new(id, "You are on Discord.", p, "m", invoker.clone())
-                .with_tools(ToolFilter::None),
+                .with_tools(ToolFilter::List(vec!["slow_report".into()])),
         ));
     }
     let manager = Arc::new(AgentManager::new(
@@ -393,6 +403,7 @@ async fn world_with(
             hub: env.connectors().clone(),
             approvals: Some(approvals.clone()),
             skills: Some(skills.clone()),
+            activity: Some(env.activity().clone()),
         },
         rx,
     );
@@ -1225,4 +1236,48 @@ async fn slash_commands_are_registered_again_when_the_skills_change() {
     let regs = registrations(&w);
     assert_eq!(regs.len(), 2, "{regs:?}");
     assert!(regs[1].contains(&"standup".to_owned()), "{regs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_turn_shows_a_progress_message_naming_the_tool_then_removes_it() {
+    let w = world_with(
+        vec![(
+            "ops",
+            routing(Some(&[])),
+            vec![
+                strata_test_support::scripted::calls(&[("c1", "slow_report", json!({}))]),
+                text("Here is the report."),
+            ],
+        )],
+        |c| c.connectors.discord.progress_after_seconds = 1,
+        None,
+    )
+    .await;
+    w.fake
+        .push
+        .send(message(
+            8801,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            "report please",
+            false,
+        ))
+        .expect("push");
+    let posted = w.wait_posted(2).await;
+    assert_eq!(posted.len(), 2, "{posted:?}");
+    assert_eq!(posted[0].1, "⏳ ops is working… (using `slow_report`)");
+    assert_eq!(posted[1].1, "Here is the report.");
+    // The progress message was deleted once the reply was there.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deleted = w
+        .fake
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, _)| m == "DELETE" && p.starts_with("/api/v10/channels/100/messages/"))
+        .count();
+    assert_eq!(deleted, 1);
 }

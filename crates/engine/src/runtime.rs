@@ -191,6 +191,20 @@ impl LlmAgent {
         turn: &TurnContext,
         calls: &[ToolCall],
     ) -> Vec<(ChatMessage, ToolRun)> {
+        // What this turn is doing, for connectors' progress messages.
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        let board = turn.env.activity().clone();
+        board.set(&self.id, &turn.session_id, Some(names.join(", ")));
+        let out = self.run_tools_inner(turn, calls).await;
+        board.set(&self.id, &turn.session_id, None);
+        out
+    }
+
+    async fn run_tools_inner(
+        &self,
+        turn: &TurnContext,
+        calls: &[ToolCall],
+    ) -> Vec<(ChatMessage, ToolRun)> {
         let job = |call: ToolCall| {
             let mut inv = Invocation::new(
                 call.name.clone(),
@@ -768,5 +782,34 @@ impl TurnRegistry {
     /// No turn is running.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The tools each running turn is using right now, by (agent, session): what a connector's
+/// progress message names.
+#[derive(Debug, Default)]
+pub struct ActivityBoard {
+    now: StdMutex<HashMap<(String, String), String>>,
+}
+
+impl ActivityBoard {
+    /// Records (or with `None` clears) what `agent` is doing in `session`.
+    pub fn set(&self, agent: &str, session: &str, tools: Option<String>) {
+        let mut m = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (agent.to_owned(), session.to_owned());
+        match tools {
+            Some(t) => {
+                m.insert(key, t);
+            }
+            None => {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// The tools `agent` is using in `session`, if any.
+    pub fn get(&self, agent: &str, session: &str) -> Option<String> {
+        let m = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&(agent.to_owned(), session.to_owned())).cloned()
     }
 }

@@ -299,6 +299,7 @@ pub struct RuntimeEnv {
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::runtime::AgentDirectory>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::runtime::TurnRegistry>,
+    activity: Arc<crate::runtime::ActivityBoard>,
 }
 
 impl fmt::Debug for RuntimeEnv {
@@ -325,6 +326,7 @@ impl RuntimeEnv {
             agents: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
+            activity: Arc::default(),
         }
     }
 
@@ -354,6 +356,11 @@ impl RuntimeEnv {
     /// `send_to_agent`). Empty until connectors register.
     pub fn connectors(&self) -> &Arc<crate::connector::ConnectorHub> {
         &self.connectors
+    }
+
+    /// What running turns are doing (see [`crate::runtime::ActivityBoard`]).
+    pub fn activity(&self) -> &Arc<crate::runtime::ActivityBoard> {
+        &self.activity
     }
 
     /// Turns in progress (see [`crate::runtime::TurnRegistry`]).

@@ -822,6 +822,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
                 hub: env.connectors().clone(),
                 approvals: Some(approvals),
                 skills: Some(discord_skills),
+                activity: Some(env.activity().clone()),
             },
             stop_rx.clone(),
         );

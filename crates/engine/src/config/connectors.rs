@@ -35,6 +35,9 @@ pub struct DiscordConfig {
     pub max_attachment_mb: u64,
     /// Seconds between checks whether the skills changed (slash commands re-registered).
     pub commands_resync_seconds: u64,
+    /// Seconds of a turn before a progress message appears (edited as tools change,
+    /// removed when the reply is posted); 0 = never.
+    pub progress_after_seconds: u64,
 }
 
 impl Default for DiscordConfig {
@@ -48,6 +51,7 @@ impl Default for DiscordConfig {
             bot_chain_decay_seconds: 300,
             max_attachment_mb: 8,
             commands_resync_seconds: 30,
+            progress_after_seconds: 15,
         }
     }
 }
