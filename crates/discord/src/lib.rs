@@ -75,6 +75,51 @@ impl DiscordAccount {
     }
 }
 
+impl DiscordAccount {
+    /// Like [`Connector::send`], with files attached to the first part.
+    pub async fn send_with_files(
+        &self,
+        message: OutboundMessage,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), ConnectorError> {
+        let err = |detail: String| ConnectorError {
+            connector: self.name.clone(),
+            detail,
+        };
+        let channel: u64 = message
+            .channel_id
+            .parse()
+            .map_err(|_| err(format!("`{}` is not a channel id", message.channel_id)))?;
+        let channel = Id::new_checked(channel).ok_or_else(|| err("channel id 0".into()))?;
+        let reply_to = message
+            .reply_to
+            .as_deref()
+            .and_then(|m| m.parse::<u64>().ok())
+            .and_then(Id::new_checked);
+        let attachments: Vec<twilight_model::http::attachment::Attachment> = files
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, bytes))| {
+                twilight_model::http::attachment::Attachment::from_bytes(name, bytes, i as u64)
+            })
+            .collect();
+        for (i, part) in split_message(&message.text, MAX_MESSAGE).iter().enumerate() {
+            let mut req = self.http.create_message(channel).content(part);
+            if i == 0 {
+                if let Some(r) = reply_to {
+                    // The original may be gone: then it is a plain message.
+                    req = req.reply(r).fail_if_not_exists(false);
+                }
+                if !attachments.is_empty() {
+                    req = req.attachments(&attachments);
+                }
+            }
+            req.await.map_err(|e| err(format!("posting failed: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Connector for DiscordAccount {
     fn name(&self) -> &str {
@@ -92,31 +137,7 @@ impl Connector for DiscordAccount {
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError> {
-        let err = |detail: String| ConnectorError {
-            connector: self.name.clone(),
-            detail,
-        };
-        let channel: u64 = message
-            .channel_id
-            .parse()
-            .map_err(|_| err(format!("`{}` is not a channel id", message.channel_id)))?;
-        let channel = Id::new_checked(channel).ok_or_else(|| err("channel id 0".into()))?;
-        let reply_to = message
-            .reply_to
-            .as_deref()
-            .and_then(|m| m.parse::<u64>().ok())
-            .and_then(Id::new_checked);
-        for (i, part) in split_message(&message.text, MAX_MESSAGE).iter().enumerate() {
-            let mut req = self.http.create_message(channel).content(part);
-            if i == 0
-                && let Some(r) = reply_to
-            {
-                // The original may be gone: then it is a plain message.
-                req = req.reply(r).fail_if_not_exists(false);
-            }
-            req.await.map_err(|e| err(format!("posting failed: {e}")))?;
-        }
-        Ok(())
+        self.send_with_files(message, Vec::new()).await
     }
 }
 
@@ -186,6 +207,7 @@ fn intents(names: Option<&[String]>) -> Intents {
 pub fn start(
     config: &Config,
     overlay_dir: &std::path::Path,
+    data_dir: &std::path::Path,
     vault: Option<&dyn strata_engine::secret::Vault>,
     services: Services,
     stop: watch::Receiver<bool>,
@@ -266,6 +288,29 @@ pub fn start(
         if let Some(u) = &cfg.gateway_url {
             gw = gw.proxy_url(u.clone());
         }
+        // Presence: online, with the configured activity text ("Listening to …").
+        let activities: Vec<twilight_model::gateway::presence::Activity> = acct
+            .presence
+            .iter()
+            .map(|text| {
+                twilight_model::gateway::presence::MinimalActivity {
+                    kind: twilight_model::gateway::presence::ActivityType::Listening,
+                    name: text.clone(),
+                    url: None,
+                }
+                .into()
+            })
+            .collect();
+        if let Ok(p) =
+            twilight_model::gateway::payload::outgoing::update_presence::UpdatePresencePayload::new(
+                activities,
+                false,
+                None,
+                twilight_model::gateway::presence::Status::Online,
+            )
+        {
+            gw = gw.presence(p);
+        }
         let shard = Shard::with_config(ShardId::ONE, gw.build());
         let approver = match (&hitl, &approvals) {
             (Some((a, ch)), Some(ap)) if a == name => {
@@ -290,6 +335,13 @@ pub fn start(
         let files = Arc::new(Attachments {
             overlay: overlay_dir.to_path_buf(),
             workspaces: overlay_dir.join(&config.tools.terminal.workspace),
+            roots: config
+                .tools
+                .roots
+                .iter()
+                .map(|r| overlay_dir.join(r))
+                .collect(),
+            data_dir: data_dir.to_path_buf(),
             max_bytes: cfg.max_attachment_mb.max(1) << 20,
             client: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(60))
@@ -503,7 +555,13 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
                 }
                 let mentions_me =
                     my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
-                if m.author.bot && !mentions_me {
+                // Bots are heard when they mention us or write in a watched channel (one an
+                // agent of this account lists exactly).
+                let channel_s = m.channel_id.to_string();
+                let watched = routes
+                    .values()
+                    .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
+                if m.author.bot && !mentions_me && !watched {
                     continue;
                 }
                 let found: Vec<(String, String, u64)> = m
@@ -563,6 +621,7 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
                         }
                         tokio::spawn(answer(
                             account.clone(),
+                            files.clone(),
                             guards.clone(),
                             directory.clone(),
                             progress.clone(),
@@ -579,8 +638,10 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
 }
 
 /// Runs `agent`'s turn for `msg` and posts the reply in the channel.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
     account: Arc<DiscordAccount>,
+    files: Arc<Attachments>,
     guards: Arc<Mutex<guards::Guards>>,
     directory: Arc<dyn AgentDirectory>,
     progress: Option<Progress>,
@@ -689,12 +750,13 @@ async fn answer(
         tracing::info!(agent = %agent, channel = %msg.channel_id, "same reply to this channel within 120 s dropped");
         return;
     }
+    let (text, files) = files.outgoing(&text).await;
     let out = OutboundMessage {
         channel_id: msg.channel_id.clone(),
         text,
         reply_to: Some(msg.message_id.clone()),
     };
-    if let Err(e) = account.send(out).await {
+    if let Err(e) = account.send_with_files(out, files).await {
         tracing::warn!(agent = %agent, error = %e, "posting the reply failed");
     }
 }
@@ -737,6 +799,9 @@ impl Categories {
 struct Attachments {
     overlay: std::path::PathBuf,
     workspaces: std::path::PathBuf,
+    /// Where reply attachments may come from (`tools.roots`), and the data dir (never).
+    roots: Vec<std::path::PathBuf>,
+    data_dir: std::path::PathBuf,
     max_bytes: u64,
     client: reqwest::Client,
 }
@@ -830,6 +895,57 @@ impl Attachments {
             }
         }
         out
+    }
+
+    /// Files a reply asks to attach with lines `[attach: <path>]` (relative to the overlay,
+    /// inside `tools.roots`, never secrets or the data dir; at most 10, each within the cap):
+    /// returns the text without those lines (a note replaces any that could not be attached)
+    /// and the files.
+    async fn outgoing(&self, text: &str) -> (String, Vec<(String, Vec<u8>)>) {
+        let mut kept = Vec::new();
+        let mut files = Vec::new();
+        for line in text.lines() {
+            let t = line.trim();
+            let Some(path) = t
+                .strip_prefix("[attach:")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(str::trim)
+            else {
+                kept.push(line.to_owned());
+                continue;
+            };
+            let resolved = strata_engine::paths::resolve_guarded(
+                std::path::Path::new(path),
+                &self.overlay,
+                &self.roots,
+                std::slice::from_ref(&self.data_dir),
+            );
+            let loaded = match resolved {
+                Ok(p) if files.len() < 10 => match tokio::fs::metadata(&p).await {
+                    Ok(m) if m.is_file() && m.len() <= self.max_bytes => {
+                        tokio::fs::read(&p).await.ok().map(|b| (p, b))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            match loaded {
+                Some((p, bytes)) => {
+                    let name = p
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .map(safe_name)
+                        .unwrap_or_else(|| "file".into());
+                    files.push((name, bytes));
+                }
+                None => kept.push(format!("(could not attach {path})")),
+            }
+        }
+        let mut out = kept.join("\n");
+        if text.ends_with('\n') {
+            out.push('\n');
+        }
+        (out, files)
     }
 
     async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {

@@ -125,7 +125,36 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await
         .unwrap_or_default();
-    let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let ctype = parts
+        .headers
+        .get("content-type")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let mut v: Value = if ctype.starts_with("multipart/form-data") {
+        // Files: the JSON part is `payload_json`; record the file names and bodies.
+        let raw = String::from_utf8_lossy(&bytes).into_owned();
+        let mut v = raw
+            .split("name=\"payload_json\"")
+            .nth(1)
+            .and_then(|rest| rest.split("\r\n\r\n").nth(1))
+            .and_then(|body| body.split("\r\n--").next())
+            .and_then(|j| serde_json::from_str::<Value>(j).ok())
+            .unwrap_or(Value::Null);
+        let files: Vec<Value> = raw
+            .split("filename=\"")
+            .skip(1)
+            .filter_map(|r| {
+                let name = r.split('"').next()?;
+                let body = r.split("\r\n\r\n").nth(1)?.split("\r\n--").next()?;
+                Some(json!({"name": name, "body": body}))
+            })
+            .collect();
+        v["_files"] = json!(files);
+        v
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
     if let Some(o) = v.as_object_mut() {
         let auth = parts
             .headers
@@ -299,6 +328,7 @@ async fn world_with(
         DiscordAccount {
             token: "env:PATH".into(), // any set variable: the fake accepts every token
             intents: None,
+            presence: Some("the team".into()),
         },
     );
     c.team.people.push(Person {
@@ -355,10 +385,13 @@ async fn world_with(
     let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit)).with_alert_sink(Arc::new(
         strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),
     ));
-    let approvals = Arc::new(strata_engine::approval::Approvals::new(
-        Arc::new(strata_engine::approval::MemoryApprovalStore::default()),
-        inv.policy().clone(),
-    ));
+    let approvals = Arc::new(
+        strata_engine::approval::Approvals::new(
+            Arc::new(strata_engine::approval::MemoryApprovalStore::default()),
+            inv.policy().clone(),
+        )
+        .with_timeout(Duration::from_secs(c.security.hitl.timeout.max(1))),
+    );
     let invoker = Arc::new(inv.with_approvals(approvals.clone()));
     let mut providers = BTreeMap::new();
     let mut list: Vec<Arc<dyn strata_engine::agent::Agent>> = Vec::new();
@@ -397,6 +430,7 @@ async fn world_with(
     strata_discord::start(
         &c,
         dir.path(),
+        &dir.path().join("data"),
         vault,
         strata_discord::Services {
             directory: dirv,
@@ -463,6 +497,12 @@ async fn a_message_is_routed_answered_as_a_reply_and_long_answers_are_split() {
     assert!(
         identify["intents"].as_u64().unwrap_or(0) & (1 << 15) != 0,
         "message content intent"
+    );
+    assert_eq!(identify["presence"]["status"], "online");
+    assert_eq!(identify["presence"]["activities"][0]["name"], "the team");
+    assert_eq!(
+        identify["presence"]["activities"][0]["type"], 2,
+        "listening"
     );
 
     // An exact channel beats the wildcard.
@@ -818,6 +858,7 @@ async fn two_accounts_answer_for_their_own_agents_and_a_bad_token_disables_only_
             let acct = |key: &str| DiscordAccount {
                 token: format!("vault:{key}"),
                 intents: None,
+                presence: None,
             };
             let d = &mut c.connectors.discord.accounts;
             d.insert("main".into(), acct("discord-main"));
@@ -1280,4 +1321,189 @@ async fn a_long_turn_shows_a_progress_message_naming_the_tool_then_removes_it() 
         .filter(|(m, p, _)| m == "DELETE" && p.starts_with("/api/v10/channels/100/messages/"))
         .count();
     assert_eq!(deleted, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_named_in_a_reply_are_attached_from_the_roots_only() {
+    let w = world(vec![(
+        "ops",
+        routing(Some(&[])),
+        vec![text("Here it is.\n[attach: tmp/out/report.csv]\n[attach: config/secrets.enc]\n[attach: ../etc/passwd]")],
+    )])
+    .await;
+    std::fs::create_dir_all(w.dir_path.join("tmp/out")).expect("dir");
+    std::fs::write(w.dir_path.join("tmp/out/report.csv"), "a,b\n1,2\n").expect("file");
+    std::fs::create_dir_all(w.dir_path.join("config")).expect("dir");
+    std::fs::write(w.dir_path.join("config/secrets.enc"), "SECRET").expect("file");
+    w.fake
+        .push
+        .send(message(
+            5501,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            "the report?",
+            false,
+        ))
+        .expect("push");
+    w.wait_posted(1).await;
+    let rec = w.fake.rest.lock().expect("lock").clone();
+    let (_, _, v) = rec
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("/messages"))
+        .expect("posted");
+    assert_eq!(
+        v["content"],
+        "Here it is.\n(could not attach config/secrets.enc)\n(could not attach ../etc/passwd)"
+    );
+    let files = v["_files"].as_array().expect("files");
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(files[0]["name"], "report.csv");
+    assert_eq!(files[0]["body"], "a,b\n1,2\n");
+    assert!(!format!("{v}").contains("SECRET"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dms_reach_every_bound_agent_and_watched_channels_hear_bots() {
+    let w = world(vec![
+        (
+            "ops",
+            routing(Some(&["100"])),
+            vec![text("ops in DM"), text("ops heard the bot")],
+        ),
+        ("quiet", routing(None), vec![text("quiet in DM")]),
+    ])
+    .await;
+    // A DM (no guild) goes to both agents bound to the account.
+    w.fake
+        .push
+        .send(message(5601, "4242", None, "42", false, "hello", false))
+        .expect("push");
+    let posted = w.wait_posted(2).await;
+    let mut texts: Vec<&str> = posted.iter().map(|(_, t, _)| t.as_str()).collect();
+    texts.sort_unstable();
+    assert_eq!(texts, ["ops in DM", "quiet in DM"]);
+    // A known bot without a mention: heard in the watched channel 100, not elsewhere.
+    w.fake
+        .push
+        .send(message(
+            5602,
+            "100",
+            Some("9"),
+            "777",
+            true,
+            "build finished",
+            false,
+        ))
+        .expect("push");
+    let posted = w.wait_posted(3).await;
+    assert_eq!(
+        posted[2],
+        (
+            "100".into(),
+            "ops heard the bot".into(),
+            Some("5602".into())
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chain_breaker_stops_bots_in_a_channel_until_a_human_writes() {
+    let replies: Vec<_> = (0..4).map(|i| text(&format!("reply {i}"))).collect();
+    let w = world_with(
+        vec![("ops", routing(Some(&["100"])), replies)],
+        |c| {
+            c.connectors.discord.bot_chain_limit = 2;
+            for id in ["778", "779"] {
+                c.team.people.push(Person {
+                    id: format!("bot-{id}"),
+                    name: "Another Bot".into(),
+                    access: Access::Owner,
+                    contacts: [("discord".to_owned(), id.to_owned())].into(),
+                });
+            }
+        },
+        None,
+    )
+    .await;
+    // Three different bots (no rate or repeat trouble): the third bot-triggered turn in a
+    // row is refused.
+    for (id, bot) in [(5701u64, "777"), (5702, "778"), (5703, "779")] {
+        w.fake
+            .push
+            .send(message(
+                id,
+                "100",
+                Some("9"),
+                bot,
+                true,
+                &format!("from {bot}"),
+                false,
+            ))
+            .expect("push");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(w.wait_posted(2).await.len(), 2);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(w.providers["ops"].requests().len(), 2, "the chain broke");
+    // A human resets the chain; bots are heard again.
+    w.fake
+        .push
+        .send(message(
+            5704,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            "carry on",
+            false,
+        ))
+        .expect("push");
+    w.fake
+        .push
+        .send(message(
+            5705,
+            "100",
+            Some("9"),
+            "777",
+            true,
+            "from 777 again",
+            false,
+        ))
+        .expect("push");
+    assert_eq!(w.wait_posted(4).await.len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
+    let w = world_with(
+        vec![("helper", routing(Some(&[])), vec![])],
+        |c| c.security.hitl.timeout = 1,
+        None,
+    )
+    .await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        w.invoker.invoke(strata_engine::Invocation::new(
+            "launch",
+            json!({}),
+            strata_engine::Principal::Person {
+                id: "olivia".into(),
+            },
+        )),
+    )
+    .await
+    .expect("the timeout decides");
+    assert_eq!(r.status, strata_engine::Status::ApprovalDenied, "{r:?}");
+    assert!(r.error.unwrap_or_default().contains("did not run"));
+    assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let posted = w.wait_posted(2).await;
+    assert!(posted[0].1.contains("Approval needed"), "{posted:?}");
+    assert!(
+        posted
+            .iter()
+            .any(|(c, t, _)| c == "555" && t.contains("timeout")),
+        "{posted:?}"
+    );
 }

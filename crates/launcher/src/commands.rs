@@ -816,6 +816,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         let discord = strata_discord::start(
             &discord_cfg,
             &env.overlay_dir,
+            &env.data_dir,
             env.vault.as_deref(),
             strata_discord::Services {
                 directory,

@@ -66,6 +66,9 @@ pub struct DiscordAccount {
     /// message_content, guild_message_reactions).
     #[serde(default)]
     pub intents: Option<Vec<String>>,
+    /// Presence text shown as "Listening to <text>" (unset: just online).
+    #[serde(default)]
+    pub presence: Option<String>,
 }
 
 /// `agents.<id>.routing`
