@@ -51,6 +51,15 @@ pub struct Services {
     pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
     /// What running turns are doing, for progress messages.
     pub activity: Option<Arc<strata_engine::runtime::ActivityBoard>>,
+    /// Runs command skills (the launcher's runner); without it they are refused.
+    pub commands: Option<Arc<dyn CommandRunner>>,
+}
+
+/// Runs a command skill's rendered command line (the same runner as `strata skill run`).
+#[async_trait]
+pub trait CommandRunner: Send + Sync {
+    /// Runs `command` with `timeout`; the output, or why it failed.
+    async fn run(&self, command: &str, timeout: std::time::Duration) -> Result<String, String>;
 }
 
 /// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
@@ -218,6 +227,7 @@ pub fn start(
         approvals,
         skills,
         activity,
+        commands: command_runner,
     } = services;
 
     let cfg = &config.connectors.discord;
@@ -359,6 +369,7 @@ pub fn start(
             policy: policy.clone(),
             resync_secs: cfg.commands_resync_seconds,
             progress: progress.clone(),
+            command_runner: command_runner.clone(),
         };
         tasks.push(tokio::spawn(run_account(ctx, shard, stop.clone())));
     }
@@ -377,6 +388,7 @@ struct AccountCtx {
     policy: Arc<strata_engine::access::AccessPolicy>,
     resync_secs: u64,
     progress: Option<Progress>,
+    command_runner: Option<Arc<dyn CommandRunner>>,
 }
 
 /// The activity board and how long a turn runs before its progress message appears.
@@ -435,6 +447,7 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
         policy,
         resync_secs,
         progress,
+        command_runner,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let uses_categories = routes.values().any(|r| !r.categories.is_empty());
@@ -522,7 +535,7 @@ async fn run_account(ctx: AccountCtx, mut shard: Shard, mut stop: watch::Receive
                     account.clone(),
                     policy.clone(),
                     directory.clone(),
-                    skills.clone(),
+                    (skills.clone(), command_runner.clone()),
                     agents,
                     msg,
                     (i.application_id, i.id, i.token.clone()),
@@ -975,7 +988,10 @@ async fn slash(
     account: Arc<DiscordAccount>,
     policy: Arc<strata_engine::access::AccessPolicy>,
     directory: Arc<dyn AgentDirectory>,
-    skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    (skills, runner): (
+        Option<Arc<strata_engine::skills::SkillSet>>,
+        Option<Arc<dyn CommandRunner>>,
+    ),
     agents: Vec<String>,
     msg: InboundMessage,
     (app, id, token): (
@@ -1062,10 +1078,40 @@ async fn slash(
                     {
                         Err(e) => e,
                         Ok(OwnedAction::Invalid(e)) => e,
-                        Ok(OwnedAction::Command) => format!(
-                            "`{}` is a command skill: run it with `strata skill run {}`.",
-                            skill.name, skill.name
-                        ),
+                        Ok(OwnedAction::Command(command)) => {
+                            // A command runs on the host: owners and admins only.
+                            let tier = policy.tier(&sender);
+                            let allowed = matches!(
+                                tier,
+                                strata_engine::access::Tier::Person(
+                                    strata_engine::config::Access::Owner
+                                        | strata_engine::config::Access::Admin
+                                )
+                            );
+                            match (&runner, allowed) {
+                                (_, false) => format!(
+                                    "`{}` runs a command on the host: only owners and admins may run it.",
+                                    skill.name
+                                ),
+                                (None, true) => format!(
+                                    "`{}` is a command skill: run it with `strata skill run {}`.",
+                                    skill.name, skill.name
+                                ),
+                                (Some(r), true) => {
+                                    let timeout = std::time::Duration::from_secs(
+                                        skill.def.timeout_secs.unwrap_or(60).clamp(1, 3600),
+                                    );
+                                    match r.run(&command, timeout).await {
+                                        Ok(out) if out.trim().is_empty() => "Done.".to_owned(),
+                                        Ok(out) => format!(
+                                            "```\n{}\n```",
+                                            out.chars().take(1900).collect::<String>()
+                                        ),
+                                        Err(e) => format!("`{}` failed: {e}", skill.name),
+                                    }
+                                }
+                            }
+                        }
                         Ok(OwnedAction::Prompt(prompt)) => {
                             match directory
                                 .run_turn(TurnRequest {
@@ -1100,7 +1146,7 @@ async fn slash(
 /// A rendered skill, owned.
 enum OwnedAction {
     Prompt(String),
-    Command,
+    Command(String),
     Invalid(String),
 }
 
@@ -1112,7 +1158,7 @@ impl IntoOwned for strata_engine::skills::SkillAction<'_> {
     fn into_owned_action(self) -> OwnedAction {
         match self {
             strata_engine::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
-            strata_engine::skills::SkillAction::Command(_) => OwnedAction::Command,
+            strata_engine::skills::SkillAction::Command(c) => OwnedAction::Command(c),
             strata_engine::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
         }
     }

@@ -31,6 +31,8 @@ struct Fake {
     push: broadcast::Sender<Value>,
     /// Drops every gateway connection (code 4000: the client may resume).
     drop_all: broadcast::Sender<()>,
+    /// Asks every connected client to reconnect (op 7 RECONNECT).
+    reconnect: broadcast::Sender<()>,
     /// RESUME payloads received.
     resumed: Arc<Mutex<Vec<Value>>>,
     /// The last dispatch pushed (replayed after a resume, as Discord may).
@@ -53,6 +55,7 @@ async fn session(mut socket: WebSocket, f: Fake) {
     }
     let mut rx = f.push.subscribe();
     let mut drops = f.drop_all.subscribe();
+    let mut reconnects = f.reconnect.subscribe();
     let mut seq = 1u64;
     loop {
         tokio::select! {
@@ -101,6 +104,9 @@ async fn session(mut socket: WebSocket, f: Fake) {
                     }
                     _ => {}
                 }
+            }
+            _ = reconnects.recv() => {
+                let _ = socket.send(Ws::Text(json!({"op": 7, "d": null}).to_string().into())).await;
             }
             _ = drops.recv() => {
                 let frame = axum::extract::ws::CloseFrame { code: 4000, reason: "unknown error".into() };
@@ -203,11 +209,13 @@ async fn fake() -> Fake {
     let port = l.local_addr().expect("addr").port();
     let (push, _) = broadcast::channel(64);
     let (drop_all, _) = broadcast::channel(4);
+    let (reconnect, _) = broadcast::channel(4);
     let f = Fake {
         rest: Arc::default(),
         identified: Arc::default(),
         push,
         drop_all,
+        reconnect,
         resumed: Arc::default(),
         last: Arc::default(),
         port,
@@ -438,6 +446,7 @@ async fn world_with(
             approvals: Some(approvals.clone()),
             skills: Some(skills.clone()),
             activity: Some(env.activity().clone()),
+            commands: Some(Arc::new(Echo)),
         },
         rx,
     );
@@ -962,6 +971,26 @@ async fn after_a_dropped_connection_the_shard_resumes_and_a_replay_starts_no_sec
         .expect("push");
     let posted = w.wait_posted(2).await;
     assert_eq!(posted[1].1, "second");
+    // Discord asks for a reconnect (op 7): the shard reconnects and resumes again.
+    w.fake.reconnect.send(()).expect("reconnect");
+    for _ in 0..300 {
+        if w.fake.resumed.lock().expect("lock").len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        w.fake.resumed.lock().expect("lock").len(),
+        2,
+        "resumed after RECONNECT"
+    );
+    assert_eq!(w.fake.identified.lock().expect("lock").len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        w.providers["ops"].requests().len(),
+        2,
+        "the replay after it started no turn"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1159,7 +1188,8 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
             "Here is a short briefing on backups.".into()
         )
     );
-    assert!(got[2].1.contains("command skill"), "{got:?}");
+    // The command skill ran through the runner, parameters shell-quoted.
+    assert!(got[2].1.contains("ran: du -sh 'tmp'"), "{got:?}");
     // Each interaction was acknowledged first (deferred).
     let acks = w
         .fake
@@ -1207,6 +1237,27 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
         answers(&w)
             .iter()
             .any(|(t, c)| t == "tok-15" && c == "Nothing was reset.")
+    );
+    // A staff member may not run a command skill.
+    push(interaction(
+        16,
+        "100",
+        "43",
+        "disk-usage",
+        json!([{"name": "path", "type": 3, "value": "tmp"}]),
+    ));
+    for _ in 0..200 {
+        if answers(&w).len() >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        answers(&w)
+            .iter()
+            .any(|(t, c)| t == "tok-16" && c.contains("only owners and admins")),
+        "{:?}",
+        answers(&w)
     );
     w.fake
         .push
@@ -1506,4 +1557,14 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
             .any(|(c, t, _)| c == "555" && t.contains("timeout")),
         "{posted:?}"
     );
+}
+
+/// Stands in for the launcher's command runner: says what it would run.
+struct Echo;
+
+#[strata_engine::async_trait]
+impl strata_discord::CommandRunner for Echo {
+    async fn run(&self, command: &str, _timeout: Duration) -> Result<String, String> {
+        Ok(format!("ran: {command}"))
+    }
 }

@@ -824,6 +824,9 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
                 approvals: Some(approvals),
                 skills: Some(discord_skills),
                 activity: Some(env.activity().clone()),
+                commands: Some(std::sync::Arc::new(crate::skills_cmd::HostCommands(
+                    env.overlay_dir.clone(),
+                ))),
             },
             stop_rx.clone(),
         );

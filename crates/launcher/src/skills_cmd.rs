@@ -248,3 +248,28 @@ pub fn watch(
     }
     Some(debouncer)
 }
+
+/// Command skills for the Discord connector: the same runner as `strata skill run`, in the
+/// overlay directory.
+pub struct HostCommands(pub std::path::PathBuf);
+
+#[strata_engine::async_trait]
+impl strata_discord::CommandRunner for HostCommands {
+    async fn run(&self, command: &str, timeout: Duration) -> Result<String, String> {
+        let out = run_command(command, &self.0, timeout)
+            .await
+            .map_err(|e| format!("cannot run the command: {e}"))?;
+        if out.timed_out {
+            return Err(out.stderr);
+        }
+        if out.code != Some(0) {
+            return Err(format!(
+                "command exited with {}: {}",
+                out.code
+                    .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
+                out.stderr.trim()
+            ));
+        }
+        Ok(out.stdout.trim_end().to_owned())
+    }
+}
