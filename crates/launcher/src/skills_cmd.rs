@@ -148,21 +148,7 @@ pub async fn run(
         SkillAction::Invalid(why) => Err(why.to_owned()),
         SkillAction::Command(command) => {
             let timeout = Duration::from_secs(skill.def.timeout_secs.unwrap_or(60).clamp(1, 3600));
-            let out = run_command(&command, &cfg.overlay_dir, timeout)
-                .await
-                .map_err(|e| format!("cannot run the command: {e}"))?;
-            if out.timed_out {
-                return Err(out.stderr);
-            }
-            if out.code != Some(0) {
-                return Err(format!(
-                    "command exited with {}: {}",
-                    out.code
-                        .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
-                    out.stderr.trim()
-                ));
-            }
-            Ok(out.stdout.trim_end().to_owned())
+            run_checked(&command, &cfg.overlay_dir, timeout).await
         }
         SkillAction::Prompt(prompt) => {
             let agent_id = agent_id?;
@@ -256,20 +242,25 @@ pub struct HostCommands(pub std::path::PathBuf);
 #[strata_engine::async_trait]
 impl strata_discord::CommandRunner for HostCommands {
     async fn run(&self, command: &str, timeout: Duration) -> Result<String, String> {
-        let out = run_command(command, &self.0, timeout)
-            .await
-            .map_err(|e| format!("cannot run the command: {e}"))?;
-        if out.timed_out {
-            return Err(out.stderr);
-        }
-        if out.code != Some(0) {
-            return Err(format!(
-                "command exited with {}: {}",
-                out.code
-                    .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
-                out.stderr.trim()
-            ));
-        }
-        Ok(out.stdout.trim_end().to_owned())
+        run_checked(command, &self.0, timeout).await
     }
+}
+
+/// [`run_command`], with a timeout or a non-zero exit turned into an error.
+async fn run_checked(command: &str, cwd: &Path, timeout: Duration) -> Result<String, String> {
+    let out = run_command(command, cwd, timeout)
+        .await
+        .map_err(|e| format!("cannot run the command: {e}"))?;
+    if out.timed_out {
+        return Err(out.stderr);
+    }
+    if out.code != Some(0) {
+        return Err(format!(
+            "command exited with {}: {}",
+            out.code
+                .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
+            out.stderr.trim()
+        ));
+    }
+    Ok(out.stdout.trim_end().to_owned())
 }
