@@ -670,6 +670,22 @@ fn doctor(l: &Loaded) -> Exit {
             s.name, s.winner, s.hidden
         ));
     }
+    // The vault: opens with the passphrase from the environment?
+    let config_dir = c.overlay_dir.join("config");
+    if strata_vault::FileVault::exists(&config_dir) {
+        match crate::runtime::open_vault(&config_dir) {
+            Ok(Some(v)) => lines.push(format!(
+                "ok   vault {} opens ({} keys)",
+                config_dir.join("secrets.enc").display(),
+                strata_engine::secret::Vault::keys(&v).len()
+            )),
+            Ok(None) => warns.push(format!(
+                "vault {} is here but no passphrase was given (STRATA_VAULT_KEY_FILE or STRATA_VAULT_PASSPHRASE)",
+                config_dir.join("secrets.enc").display()
+            )),
+            Err(e) => fails.push(format!("vault: {e}")),
+        }
+    }
     // The terminal sandbox: what this machine offers, and whether the configured mode works.
     let probe = strata_sandbox::probe();
     for line in probe.report() {

@@ -251,6 +251,9 @@ pub fn env(
         cfg.overlay_dir.clone(),
         cfg.data_dir.clone(),
     );
+    if let Some(v) = open_vault(&cfg.overlay_dir.join("config"))? {
+        env = env.with_vault(Arc::new(v));
+    }
     let memory =
         strata_memory::build(&cfg.config, &cfg.data_dir, env.vault.as_deref()).map_err(|e| {
             anyhow::anyhow!("{e} (`memory.*` in config; `memory.backend: none` turns it off)")
@@ -330,4 +333,22 @@ pub fn default_agent(cfg: &LoadedConfig) -> Result<String, String> {
                 .join(", ")
         )),
     }
+}
+
+/// The overlay's vault (`config/secrets.enc`), opened with the passphrase from the
+/// environment (`STRATA_VAULT_KEY_FILE`, `~/.config/strata/vault-key`,
+/// `STRATA_VAULT_PASSPHRASE`). No vault: `None`. A vault without a passphrase: `None` and a
+/// warning (its `vault:` references then fail, naming the key). A wrong passphrase: an error.
+pub fn open_vault(config_dir: &std::path::Path) -> anyhow::Result<Option<strata_vault::FileVault>> {
+    if !strata_vault::FileVault::exists(config_dir) {
+        return Ok(None);
+    }
+    let Some(pass) = strata_vault::passphrase_from_env()? else {
+        tracing::warn!(
+            vault = %config_dir.join("secrets.enc").display(),
+            "a vault is here but no passphrase was given: set STRATA_VAULT_KEY_FILE or STRATA_VAULT_PASSPHRASE"
+        );
+        return Ok(None);
+    };
+    Ok(Some(strata_vault::FileVault::open(config_dir, &pass)?))
 }

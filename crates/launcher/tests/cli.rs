@@ -551,3 +551,30 @@ fn terminal_exec_runs_sandboxed_through_the_binary() {
         "{text}"
     );
 }
+
+#[test]
+fn doctor_opens_the_vault_with_the_passphrase_from_the_environment() {
+    let ov = Overlay::new();
+    let mut v = strata_vault::FileVault::create_with_iterations(
+        &ov.path().join("config"),
+        "open sesame",
+        1000,
+    )
+    .expect("vault");
+    v.set("openai-key", "sk-test").expect("set");
+    let o = ov.run(&["doctor"], &[("STRATA_VAULT_PASSPHRASE", "open sesame")]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 0, "{text}");
+    assert!(
+        text.contains("ok   vault") && text.contains("(1 keys)"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-test"));
+    let o = ov.run(&["doctor"], &[("STRATA_VAULT_PASSPHRASE", "wrong")]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 1, "{text}");
+    assert!(text.contains("FAIL vault: wrong passphrase"), "{text}");
+    let o = ov.run(&["doctor"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("no passphrase was given"), "{text}");
+}

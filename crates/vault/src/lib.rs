@@ -1,0 +1,270 @@
+//! # strata-vault
+//!
+//! The encrypted vault in an overlay's `config/`: `secrets.enc` is one Fernet token over a
+//! JSON object of string → string; the key is urlsafe-base64(PBKDF2-HMAC-SHA256(passphrase,
+//! salt, iterations, 32 bytes)) with the salt in `secrets.salt` (32 random bytes) and the
+//! iteration count in `secrets.kdf` (`{"iterations": N}`; 600,000 for new vaults, 100,000 when
+//! the file is missing). Python's `cryptography` (`PBKDF2HMAC` + `Fernet`) reads and writes the
+//! same files. Writes are atomic (temp file, fsync, rename) and 0600.
+//!
+//! Not yet: vaults without `secrets.salt` (the legacy constant salt), `strata vault …`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use strata_engine::secret::Secret;
+use zeroize::Zeroizing;
+
+/// Iterations for new vaults.
+pub const NEW_ITERATIONS: u32 = 600_000;
+/// Iterations of a vault without `secrets.kdf`.
+pub const LEGACY_ITERATIONS: u32 = 100_000;
+
+/// Why a vault did not open or save.
+#[derive(Debug, thiserror::Error)]
+pub enum VaultError {
+    /// The passphrase does not decrypt the vault (or the file was altered).
+    #[error("wrong passphrase for {0} (or the file was altered); nothing was unlocked")]
+    WrongPassphrase(PathBuf),
+    /// A file is missing or unreadable.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A file has the wrong shape.
+    #[error("{0}")]
+    Format(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VaultError + '_ {
+    move |source| VaultError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The Fernet key for `passphrase`.
+pub fn derive_key(passphrase: &str, salt: &[u8], iterations: u32) -> Zeroizing<String> {
+    let mut raw = Zeroizing::new([0u8; 32]);
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(passphrase.as_bytes(), salt, iterations, raw.as_mut());
+    Zeroizing::new(base64::engine::general_purpose::URL_SAFE.encode(raw.as_ref()))
+}
+
+/// An open vault.
+pub struct FileVault {
+    dir: PathBuf,
+    values: BTreeMap<String, Secret>,
+    key: Zeroizing<String>,
+}
+
+impl std::fmt::Debug for FileVault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileVault")
+            .field("dir", &self.dir)
+            .field("keys", &self.values.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileVault {
+    /// Whether `dir` (an overlay's `config/`) holds a vault.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("secrets.enc").is_file()
+    }
+
+    /// Creates an empty vault in `dir` (600,000 iterations, a new random salt).
+    pub fn create(dir: &Path, passphrase: &str) -> Result<Self, VaultError> {
+        Self::create_with_iterations(dir, passphrase, NEW_ITERATIONS)
+    }
+
+    /// [`FileVault::create`] with another iteration count (tests; never lower it for real
+    /// vaults).
+    pub fn create_with_iterations(
+        dir: &Path,
+        passphrase: &str,
+        iterations: u32,
+    ) -> Result<Self, VaultError> {
+        if Self::exists(dir) {
+            return Err(VaultError::Format(format!(
+                "{} already holds a vault",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut salt = [0u8; 32];
+        getrandom::fill(&mut salt)
+            .map_err(|e| VaultError::Format(format!("no randomness for the salt: {e}")))?;
+        write_atomic(&dir.join("secrets.salt"), &salt)?;
+        write_atomic(
+            &dir.join("secrets.kdf"),
+            serde_json::json!({"iterations": iterations})
+                .to_string()
+                .as_bytes(),
+        )?;
+        let v = FileVault {
+            dir: dir.to_path_buf(),
+            values: BTreeMap::new(),
+            key: derive_key(passphrase, &salt, iterations),
+        };
+        v.save()?;
+        Ok(v)
+    }
+
+    /// Opens the vault in `dir`.
+    pub fn open(dir: &Path, passphrase: &str) -> Result<Self, VaultError> {
+        let enc = dir.join("secrets.enc");
+        let salt_path = dir.join("secrets.salt");
+        let salt = match std::fs::read(&salt_path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(VaultError::Format(format!(
+                    "{} has no secrets.salt (a legacy vault): opening those is not supported yet",
+                    dir.display()
+                )));
+            }
+            Err(e) => return Err(io(&salt_path)(e)),
+        };
+        let kdf_path = dir.join("secrets.kdf");
+        let iterations = match std::fs::read_to_string(&kdf_path) {
+            Ok(t) => serde_json::from_str::<serde_json::Value>(&t)
+                .ok()
+                .and_then(|v| v["iterations"].as_u64())
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    VaultError::Format(format!(
+                        "{}: expected {{\"iterations\": N}}",
+                        kdf_path.display()
+                    ))
+                })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LEGACY_ITERATIONS,
+            Err(e) => return Err(io(&kdf_path)(e)),
+        };
+        let key = derive_key(passphrase, &salt, iterations);
+        let token = std::fs::read_to_string(&enc).map_err(io(&enc))?;
+        let f = fernet::Fernet::new(&key)
+            .ok_or_else(|| VaultError::Format("derived key is not a Fernet key".into()))?;
+        let plain = Zeroizing::new(
+            f.decrypt(token.trim())
+                .map_err(|_| VaultError::WrongPassphrase(enc.clone()))?,
+        );
+        let map: BTreeMap<String, String> = serde_json::from_slice(&plain).map_err(|e| {
+            VaultError::Format(format!(
+                "{} decrypts but is not a JSON object of strings: {e}",
+                enc.display()
+            ))
+        })?;
+        Ok(FileVault {
+            dir: dir.to_path_buf(),
+            values: map.into_iter().map(|(k, v)| (k, Secret::new(v))).collect(),
+            key,
+        })
+    }
+
+    /// Sets `key` and saves.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), VaultError> {
+        self.values.insert(key.to_owned(), Secret::new(value));
+        self.save()
+    }
+
+    /// Removes `key` and saves; whether it was there.
+    pub fn remove(&mut self, key: &str) -> Result<bool, VaultError> {
+        let had = self.values.remove(key).is_some();
+        if had {
+            self.save()?;
+        }
+        Ok(had)
+    }
+
+    fn save(&self) -> Result<(), VaultError> {
+        let map: BTreeMap<&str, &str> = self
+            .values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
+        let plain = Zeroizing::new(
+            serde_json::to_vec(&map).map_err(|e| VaultError::Format(e.to_string()))?,
+        );
+        let f = fernet::Fernet::new(&self.key)
+            .ok_or_else(|| VaultError::Format("derived key is not a Fernet key".into()))?;
+        write_atomic(&self.dir.join("secrets.enc"), f.encrypt(&plain).as_bytes())
+    }
+}
+
+impl strata_engine::secret::Vault for FileVault {
+    fn get(&self, key: &str) -> Option<Secret> {
+        self.values.get(key).cloned()
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.values.keys().cloned().collect()
+    }
+}
+
+/// Temp file beside `path`, fsync, rename; 0600.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VaultError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("vault"),
+        std::process::id()
+    ));
+    let result = (|| -> std::io::Result<()> {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create(true).write(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(path)(e)
+    })
+}
+
+/// The passphrase from the environment, in this order: the key file named by
+/// `STRATA_VAULT_KEY_FILE` or `~/.config/strata/vault-key` (permissions tightened to 0600
+/// with a warning when looser), then `STRATA_VAULT_PASSPHRASE`. `None` when none is set.
+pub fn passphrase_from_env() -> Result<Option<Zeroizing<String>>, VaultError> {
+    let file = std::env::var_os("STRATA_VAULT_KEY_FILE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".config/strata/vault-key"))
+                .filter(|p| p.is_file())
+        });
+    if let Some(p) = file {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(&p).map_err(io(&p))?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(file = %p.display(), "vault key file was readable by others; permissions set to 0600");
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io(&p))?;
+            }
+        }
+        let text = Zeroizing::new(std::fs::read_to_string(&p).map_err(io(&p))?);
+        return Ok(Some(Zeroizing::new(
+            text.trim_end_matches(['\n', '\r']).to_owned(),
+        )));
+    }
+    Ok(std::env::var("STRATA_VAULT_PASSPHRASE")
+        .ok()
+        .map(Zeroizing::new))
+}
