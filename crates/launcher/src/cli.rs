@@ -130,6 +130,12 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// The encrypted vault in config/: init, set, get, list, rm, rekey, doctor. The passphrase
+    /// comes from STRATA_VAULT_KEY_FILE, ~/.config/strata/vault-key or STRATA_VAULT_PASSPHRASE.
+    Vault {
+        #[command(subcommand)]
+        command: VaultCommand,
+    },
     /// Agent memory: search, list, show, forget, stats, export, import, decay.
     Memory {
         #[command(subcommand)]
@@ -333,4 +339,35 @@ pub enum MemoryCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VaultCommand {
+    /// Creates an empty vault (600,000 PBKDF2 iterations, a new salt).
+    Init,
+    /// Stores a secret; the value is one line read from standard input.
+    Set {
+        /// The key (`vault:<key>` in config).
+        key: String,
+        /// Read the value from standard input (the default when it is not a terminal).
+        #[arg(long)]
+        from_stdin: bool,
+    },
+    /// Prints a secret.
+    Get {
+        /// The key.
+        key: String,
+    },
+    /// Lists the keys (never the values).
+    List,
+    /// Removes a secret.
+    Rm {
+        /// The key.
+        key: String,
+    },
+    /// Re-encrypts with a new salt and 600,000 iterations (new passphrase from
+    /// STRATA_VAULT_NEW_PASSPHRASE when set).
+    Rekey,
+    /// Checks permissions, iteration count, duplicate spellings and stray whitespace.
+    Doctor,
 }

@@ -13,7 +13,7 @@ use strata_engine::{Invocation, Principal, Registry, RuntimeEnv, Status};
 
 use crate::cli::{
     ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, GlobalArgs, McpCommand,
-    SafetyCommand, SkillCommand,
+    SafetyCommand, SkillCommand, VaultCommand,
 };
 use crate::{Exit, Launcher};
 
@@ -165,6 +165,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
             command: ConfigCommand::Show { origin, json },
         } => config_show(&loaded, origin, json),
         Command::Doctor => doctor(&loaded),
+        Command::Vault { command } => vault(&loaded, command),
         Command::Chat {
             agent,
             session,
@@ -952,6 +953,93 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     {
         async {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn vault(l: &Loaded, command: VaultCommand) -> Exit {
+    use std::io::{BufRead, IsTerminal};
+    use strata_engine::secret::Vault as _;
+    use strata_vault::FileVault;
+    let dir = l.config.overlay_dir.join("config");
+    let pass = match strata_vault::passphrase_from_env() {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            eprintln!(
+                "error: no vault passphrase: set STRATA_VAULT_KEY_FILE (a 0600 file) or STRATA_VAULT_PASSPHRASE"
+            );
+            return Exit::Usage;
+        }
+        Err(e) => return fail(&anyhow::anyhow!(e)),
+    };
+    if let VaultCommand::Init = command {
+        return match FileVault::create(&dir, &pass) {
+            Ok(_) => out(&format!("vault created in {}", dir.display())),
+            Err(e) => fail(&anyhow::anyhow!(e)),
+        };
+    }
+    let mut v = match FileVault::open(&dir, &pass) {
+        Ok(v) => v,
+        Err(e) => return fail(&anyhow::anyhow!(e)),
+    };
+    let result: Result<String, String> = match command {
+        VaultCommand::Init => Err("init is handled before the vault opens".into()),
+        VaultCommand::Set { key, from_stdin } => {
+            let stdin = std::io::stdin();
+            if !from_stdin && stdin.is_terminal() {
+                Err(
+                    "give the value on standard input (`--from-stdin`), never as an argument"
+                        .into(),
+                )
+            } else {
+                let mut line = String::new();
+                match stdin.lock().read_line(&mut line) {
+                    Ok(_) => {
+                        let value = line.trim_end_matches(['\n', '\r']).to_owned();
+                        if value.is_empty() {
+                            Err("empty value".into())
+                        } else {
+                            v.set(&key, &value)
+                                .map(|()| format!("stored `{key}`"))
+                                .map_err(|e| e.to_string())
+                        }
+                    }
+                    Err(e) => Err(format!("reading the value: {e}")),
+                }
+            }
+        }
+        VaultCommand::Get { key } => v
+            .get(&key)
+            .map(|s| s.expose().to_owned())
+            .ok_or_else(|| format!("no key `{key}` in the vault")),
+        VaultCommand::List => Ok(v.keys().join("\n")),
+        VaultCommand::Rm { key } => match v.remove(&key) {
+            Ok(true) => Ok(format!("removed `{key}`")),
+            Ok(false) => Err(format!("no key `{key}` in the vault")),
+            Err(e) => Err(e.to_string()),
+        },
+        VaultCommand::Rekey => {
+            let new = std::env::var("STRATA_VAULT_NEW_PASSPHRASE").ok();
+            v.rekey(&pass, new.as_deref())
+                .map(|()| "vault re-encrypted (new salt, 600000 iterations)".to_owned())
+                .map_err(|e| e.to_string())
+        }
+        VaultCommand::Doctor => {
+            let findings = v.doctor();
+            let bad = findings.iter().any(|(ok, _)| !ok);
+            let text: Vec<String> = findings
+                .into_iter()
+                .map(|(ok, m)| format!("{} {m}", if ok { "ok  " } else { "warn" }))
+                .collect();
+            let code = out(&text.join("\n"));
+            return if bad { Exit::Failure } else { code };
+        }
+    };
+    match result {
+        Ok(text) => out(&text),
+        Err(e) => {
+            eprintln!("{e}");
+            Exit::Failure
         }
     }
 }

@@ -578,3 +578,88 @@ fn doctor_opens_the_vault_with_the_passphrase_from_the_environment() {
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(text.contains("no passphrase was given"), "{text}");
 }
+
+#[test]
+fn vault_commands_round_trip_and_never_take_secrets_as_arguments() {
+    let ov = Overlay::new();
+    let pass = [("STRATA_VAULT_PASSPHRASE", "open sesame")];
+    // No passphrase: a usage error, nothing created.
+    let o = ov.run(&["vault", "init"], &[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(!ov.path().join("config/secrets.enc").exists());
+    let o = ov.run(&["vault", "init"], &pass);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // set reads the value from stdin.
+    let set = |key: &str, value: &str| {
+        let mut cmd = Command::new(BIN);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("STRATA_") {
+                cmd.env_remove(k);
+            }
+        }
+        let mut child = cmd
+            .arg("--overlay")
+            .arg(ov.path())
+            .args(["vault", "set", key, "--from-stdin"])
+            .env("STRATA_VAULT_PASSPHRASE", "open sesame")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(format!("{value}\n").as_bytes())
+            .expect("write");
+        child.wait_with_output().expect("wait")
+    };
+    assert_eq!(code(&set("openai-key", "sk-abc")), 0);
+    assert_eq!(code(&set("openai_key", " padded ")), 0);
+    let o = ov.run(&["vault", "get", "openai-key"], &pass);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "sk-abc");
+    let o = ov.run(&["vault", "list"], &pass);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "openai-key\nopenai_key"
+    );
+    // doctor flags the two spellings and the whitespace.
+    let o = ov.run(&["vault", "doctor"], &pass);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 1, "{text}");
+    assert!(
+        text.contains("spelled several ways: openai-key, openai_key"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`openai_key` has leading or trailing whitespace"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-abc"));
+    let o = ov.run(&["vault", "rm", "openai_key"], &pass);
+    assert_eq!(code(&o), 0);
+    // rekey to a new passphrase: the old one stops working, the secrets stay.
+    let o = ov.run(
+        &["vault", "rekey"],
+        &[
+            ("STRATA_VAULT_PASSPHRASE", "open sesame"),
+            ("STRATA_VAULT_NEW_PASSPHRASE", "new one"),
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = ov.run(&["vault", "get", "openai-key"], &pass);
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("wrong passphrase"), "{}", stderr(&o));
+    let o = ov.run(
+        &["vault", "get", "openai-key"],
+        &[("STRATA_VAULT_PASSPHRASE", "new one")],
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "sk-abc");
+    let o = ov.run(
+        &["vault", "get", "nope"],
+        &[("STRATA_VAULT_PASSPHRASE", "new one")],
+    );
+    assert_eq!(code(&o), 1);
+}

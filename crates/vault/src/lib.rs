@@ -7,7 +7,7 @@
 //! the file is missing). Python's `cryptography` (`PBKDF2HMAC` + `Fernet`) reads and writes the
 //! same files. Writes are atomic (temp file, fsync, rename) and 0600.
 //!
-//! Not yet: vaults without `secrets.salt` (the legacy constant salt), `strata vault …`.
+//! Not yet: vaults without `secrets.salt` (the legacy constant salt).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -179,6 +179,90 @@ impl FileVault {
             self.save()?;
         }
         Ok(had)
+    }
+
+    /// Re-encrypts with a new random salt and [`NEW_ITERATIONS`] (upgrading older vaults),
+    /// under `new_passphrase` when given, else the current one (`passphrase`).
+    pub fn rekey(
+        &mut self,
+        passphrase: &str,
+        new_passphrase: Option<&str>,
+    ) -> Result<(), VaultError> {
+        let mut salt = [0u8; 32];
+        getrandom::fill(&mut salt)
+            .map_err(|e| VaultError::Format(format!("no randomness for the salt: {e}")))?;
+        let key = derive_key(new_passphrase.unwrap_or(passphrase), &salt, NEW_ITERATIONS);
+        // The token first under the new key into a temp name, then salt and kdf, then the
+        // token in place: a crash leaves either the old trio or a readable new one... except
+        // between the renames, which `doctor` detects as a wrong passphrase.
+        let old_key = std::mem::replace(&mut self.key, key);
+        if let Err(e) = self.save_with_files(&salt) {
+            self.key = old_key;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn save_with_files(&self, salt: &[u8]) -> Result<(), VaultError> {
+        write_atomic(&self.dir.join("secrets.salt"), salt)?;
+        write_atomic(
+            &self.dir.join("secrets.kdf"),
+            serde_json::json!({"iterations": NEW_ITERATIONS})
+                .to_string()
+                .as_bytes(),
+        )?;
+        self.save()
+    }
+
+    /// Findings for `strata vault doctor`: (ok, message) pairs.
+    pub fn doctor(&self) -> Vec<(bool, String)> {
+        let mut out = Vec::new();
+        #[cfg(unix)]
+        for f in ["secrets.enc", "secrets.salt", "secrets.kdf"] {
+            use std::os::unix::fs::PermissionsExt;
+            match std::fs::metadata(self.dir.join(f)) {
+                Ok(m) if m.permissions().mode() & 0o077 == 0 => {
+                    out.push((true, format!("{f} is private (0600)")))
+                }
+                Ok(m) => out.push((
+                    false,
+                    format!(
+                        "{f} is readable by others ({:o}): chmod 600",
+                        m.permissions().mode() & 0o777
+                    ),
+                )),
+                Err(_) => out.push((false, format!("{f} is missing (rekey writes it)"))),
+            }
+        }
+        let iterations = std::fs::read_to_string(self.dir.join("secrets.kdf"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["iterations"].as_u64())
+            .unwrap_or(u64::from(LEGACY_ITERATIONS));
+        out.push(if iterations >= u64::from(NEW_ITERATIONS) {
+            (true, format!("{iterations} PBKDF2 iterations"))
+        } else {
+            (false, format!("only {iterations} PBKDF2 iterations: `strata vault rekey` upgrades to {NEW_ITERATIONS}"))
+        });
+        let mut spellings: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for k in self.values.keys() {
+            spellings
+                .entry(k.to_lowercase().replace(['_', '.', ' '], "-"))
+                .or_default()
+                .push(k);
+        }
+        for (_, ks) in spellings.iter().filter(|(_, v)| v.len() > 1) {
+            out.push((
+                false,
+                format!("the same key spelled several ways: {}", ks.join(", ")),
+            ));
+        }
+        for (k, v) in &self.values {
+            if v.expose() != v.expose().trim() {
+                out.push((false, format!("`{k}` has leading or trailing whitespace")));
+            }
+        }
+        out
     }
 
     fn save(&self) -> Result<(), VaultError> {
