@@ -268,7 +268,28 @@ struct World {
     _dir: tempfile::TempDir,
 }
 
+/// Waits (up to 6 s) until `done` holds.
+async fn eventually(mut done: impl FnMut() -> bool) {
+    for _ in 0..300 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 impl World {
+    /// The id of the message the bot put reactions on (the newest one with `last`).
+    fn reacted_message(&self, last: bool) -> String {
+        let rest = self.fake.rest.lock().expect("lock");
+        let mut puts = rest
+            .iter()
+            .filter(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
+            .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned());
+        let id = if last { puts.next_back() } else { puts.next() };
+        id.expect("reactions added")
+    }
+
     /// POSTed messages: (channel, content, replied-to message id).
     fn posted(&self) -> Vec<(String, String, Option<String>)> {
         self.fake
@@ -290,12 +311,7 @@ impl World {
     }
 
     async fn wait_posted(&self, n: usize) -> Vec<(String, String, Option<String>)> {
-        for _ in 0..300 {
-            if self.posted().len() >= n {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(|| self.posted().len() >= n).await;
         self.posted()
     }
 }
@@ -451,12 +467,7 @@ async fn world_with(
         rx,
     );
     // Connected once IDENTIFY arrived and READY was sent.
-    for _ in 0..300 {
-        if !fake.identified.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| !fake.identified.lock().expect("lock").is_empty()).await;
     assert!(
         !fake.identified.lock().expect("lock").is_empty(),
         "the shard identified"
@@ -744,15 +755,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
     );
     assert!(!text.contains("hunter2"), "arguments are redacted: {text}");
     // The request message got both reactions from the bot.
-    let msg_id = w
-        .fake
-        .rest
-        .lock()
-        .expect("lock")
-        .iter()
-        .find(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
-        .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned())
-        .expect("reactions added");
+    let msg_id = w.reacted_message(false);
 
     // A non-approver's and a bot's ✅ change nothing.
     w.fake
@@ -809,16 +812,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
     }
     assert_eq!(asked, 2);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let msg_id = w
-        .fake
-        .rest
-        .lock()
-        .expect("lock")
-        .iter()
-        .rev()
-        .find(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
-        .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned())
-        .expect("reactions added");
+    let msg_id = w.reacted_message(true);
     w.fake
         .push
         .send(reaction(&msg_id, "42", false, "❌"))
@@ -944,12 +938,7 @@ async fn after_a_dropped_connection_the_shard_resumes_and_a_replay_starts_no_sec
     assert_eq!(w.wait_posted(1).await.len(), 1);
     // The connection drops; twilight reconnects and RESUMEs; the fake replays message 4001.
     w.fake.drop_all.send(()).expect("drop");
-    for _ in 0..300 {
-        if !w.fake.resumed.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| !w.fake.resumed.lock().expect("lock").is_empty()).await;
     let resumed = w.fake.resumed.lock().expect("lock").clone();
     assert_eq!(resumed.len(), 1, "resumed once");
     assert_eq!(resumed[0]["session_id"], "fake-session");
@@ -973,12 +962,7 @@ async fn after_a_dropped_connection_the_shard_resumes_and_a_replay_starts_no_sec
     assert_eq!(posted[1].1, "second");
     // Discord asks for a reconnect (op 7): the shard reconnects and resumes again.
     w.fake.reconnect.send(()).expect("reconnect");
-    for _ in 0..300 {
-        if w.fake.resumed.lock().expect("lock").len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| w.fake.resumed.lock().expect("lock").len() >= 2).await;
     assert_eq!(
         w.fake.resumed.lock().expect("lock").len(),
         2,
@@ -1213,12 +1197,7 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
 
     // /reset forgets the channel's conversation: the next turn starts without history.
     push(interaction(14, "100", "42", "reset", json!([])));
-    for _ in 0..200 {
-        if answers(&w).len() >= 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| answers(&w).len() >= 4).await;
     let got = answers(&w);
     assert!(
         got.iter()
@@ -1227,12 +1206,7 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
     );
     // A stranger's /reset resets nothing.
     push(interaction(15, "100", "555", "reset", json!([])));
-    for _ in 0..200 {
-        if answers(&w).len() >= 5 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| answers(&w).len() >= 5).await;
     assert!(
         answers(&w)
             .iter()
@@ -1246,12 +1220,7 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
         "disk-usage",
         json!([{"name": "path", "type": 3, "value": "tmp"}]),
     ));
-    for _ in 0..200 {
-        if answers(&w).len() >= 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| answers(&w).len() >= 6).await;
     assert!(
         answers(&w)
             .iter()
@@ -1319,12 +1288,7 @@ async fn slash_commands_are_registered_again_when_the_skills_change() {
     )
     .expect("skill");
     w.skills.reload();
-    for _ in 0..150 {
-        if registrations(&w).len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(|| registrations(&w).len() >= 2).await;
     let regs = registrations(&w);
     assert_eq!(regs.len(), 2, "{regs:?}");
     assert!(regs[1].contains(&"standup".to_owned()), "{regs:?}");
