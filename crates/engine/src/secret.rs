@@ -53,6 +53,38 @@ pub trait Vault: Send + Sync {
     fn keys(&self) -> Vec<String>;
 }
 
+/// Every `vault:<key>` reference in a configuration tree, as (dotted config path, key), in
+/// document order. What start-up and `strata doctor` check against the vault.
+pub fn vault_refs(config: &serde_json::Value) -> Vec<(String, String)> {
+    fn walk(v: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::String(s) => {
+                if let Some(k) = s.strip_prefix("vault:") {
+                    out.push((path.join("."), k.to_owned()));
+                }
+            }
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    path.push(k.clone());
+                    walk(v, path, out);
+                    path.pop();
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    path.push(i.to_string());
+                    walk(v, path, out);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(config, &mut Vec::new(), &mut out);
+    out
+}
+
 /// Resolves a config value that may name a secret: `vault:<key>` (from `vault`), `env:<VAR>`
 /// (from the environment), anything else is taken literally. Errors name the config key that
 /// held the reference and never the secret.
@@ -103,6 +135,15 @@ mod tests {
             "v"
         );
         let e = resolve_ref("vault:x", Some(&OneKey), "a.b").expect_err("missing");
+        assert_eq!(
+            vault_refs(
+                &serde_json::json!({"a": {"b": "vault:k", "c": ["x", "vault:y"]}, "d": "env:Z"})
+            ),
+            vec![
+                ("a.b".to_owned(), "k".to_owned()),
+                ("a.c.1".to_owned(), "y".to_owned())
+            ]
+        );
         assert!(e.contains("`a.b`") && e.contains("`x`"));
         assert!(
             resolve_ref("vault:k", None, "a.b")

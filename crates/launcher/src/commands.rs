@@ -752,6 +752,38 @@ fn provider_hint(c: &LoadedConfig) -> Option<&'static str> {
     )
 }
 
+/// The per-instance lock `data/strata-<profile>.lock` (`main` without a profile), held with
+/// `flock` for the life of the process; its text is the holder's pid.
+fn instance_lock(
+    data_dir: &std::path::Path,
+    profile: Option<&str>,
+) -> anyhow::Result<std::fs::File> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(data_dir)?;
+    let name = profile.unwrap_or("main");
+    let path = data_dir.join(format!("strata-{name}.lock"));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        anyhow::bail!(
+            "another `strata serve` of profile `{name}` is running on {} (pid {}, lock {}); \
+             stop it first, or start this one with another --profile",
+            data_dir.display(),
+            holder.trim(),
+            path.display()
+        );
+    }
+    f.set_len(0)?;
+    writeln!(f, "{}", std::process::id())?;
+    Ok(f)
+}
+
 fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let level = l.config.config.log.level.clone();
     let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
@@ -764,6 +796,10 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         data_dir = %c.data_dir.display(),
         "config loaded"
     );
+    // One instance per profile: a second `serve` of the same profile on the same data dir
+    // stops here (the lock is released by the kernel when this process ends, however).
+    let _instance = instance_lock(&c.data_dir, c.profile.as_deref())?;
+    crate::runtime::PASSPHRASE_FROM_STDIN.store(true, std::sync::atomic::Ordering::Relaxed);
     for s in l.registry.shadowed() {
         tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
     }
@@ -962,11 +998,18 @@ fn vault(l: &Loaded, command: VaultCommand) -> Exit {
     use strata_engine::secret::Vault as _;
     use strata_vault::FileVault;
     let dir = l.config.overlay_dir.join("config");
-    let pass = match strata_vault::passphrase_from_env() {
+    // The value of `set` comes on stdin, so its passphrase cannot.
+    let stdin_free = !matches!(command, VaultCommand::Set { .. });
+    let pass = match strata_vault::passphrase(stdin_free) {
         Ok(Some(p)) => p,
         Ok(None) => {
             eprintln!(
-                "error: no vault passphrase: set STRATA_VAULT_KEY_FILE (a 0600 file) or STRATA_VAULT_PASSPHRASE"
+                "error: no vault passphrase: set STRATA_VAULT_KEY_FILE (a 0600 file) or STRATA_VAULT_PASSPHRASE{}",
+                if stdin_free {
+                    ", give it as one line on stdin, or run on a terminal to be asked"
+                } else {
+                    " (the value comes on stdin)"
+                }
             );
             return Exit::Usage;
         }

@@ -251,8 +251,20 @@ pub fn env(
         cfg.overlay_dir.clone(),
         cfg.data_dir.clone(),
     );
-    if let Some(v) = open_vault(&cfg.overlay_dir.join("config"))? {
+    let config_dir = cfg.overlay_dir.join("config");
+    let stdin_ok = PASSPHRASE_FROM_STDIN.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(v) = open_vault_from(&config_dir, stdin_ok)? {
         env = env.with_vault(Arc::new(v));
+    }
+    // Every `vault:` reference is resolved now, so a missing key is named at start with the
+    // config path that wants it (what needs it at start also fails there, naming both again).
+    for (path, key) in missing_vault_refs(cfg, env.vault.as_deref()) {
+        tracing::warn!(
+            config = %path,
+            key = %key,
+            "`{path}` refers to vault key `{key}`, which {}: whatever uses it fails until `strata vault set {key} --from-stdin`",
+            if env.vault.is_some() { "the vault does not hold" } else { "cannot be read (no vault open)" }
+        );
     }
     let memory =
         strata_memory::build(&cfg.config, &cfg.data_dir, env.vault.as_deref()).map_err(|e| {
@@ -335,15 +347,46 @@ pub fn default_agent(cfg: &LoadedConfig) -> Result<String, String> {
     }
 }
 
+/// Set by commands whose standard input is free (`serve`): the vault's passphrase may then
+/// come from one line of stdin or a terminal prompt when the environment names none.
+pub static PASSPHRASE_FROM_STDIN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// The overlay's vault (`config/secrets.enc`), opened with the passphrase from the
 /// environment (`STRATA_VAULT_KEY_FILE`, `~/.config/strata/vault-key`,
 /// `STRATA_VAULT_PASSPHRASE`). No vault: `None`. A vault without a passphrase: `None` and a
 /// warning (its `vault:` references then fail, naming the key). A wrong passphrase: an error.
 pub fn open_vault(config_dir: &std::path::Path) -> anyhow::Result<Option<strata_vault::FileVault>> {
+    open_vault_from(config_dir, false)
+}
+
+/// The `vault:` references in the merged config the vault cannot answer, as (config path, key).
+pub fn missing_vault_refs(
+    cfg: &LoadedConfig,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+) -> Vec<(String, String)> {
+    let tree = serde_json::to_value(&cfg.config).unwrap_or_default();
+    strata_engine::secret::vault_refs(&tree)
+        .into_iter()
+        .filter(|(_, key)| vault.is_none_or(|v| v.get(key).is_none()))
+        .collect()
+}
+
+/// [`open_vault`], also reading one line of standard input (when it is not a terminal) or
+/// prompting on the terminal when the environment names no passphrase.
+pub fn open_vault_from(
+    config_dir: &std::path::Path,
+    allow_stdin: bool,
+) -> anyhow::Result<Option<strata_vault::FileVault>> {
     if !strata_vault::FileVault::exists(config_dir) {
         return Ok(None);
     }
-    let Some(pass) = strata_vault::passphrase_from_env()? else {
+    let pass = if allow_stdin {
+        strata_vault::passphrase(true)?
+    } else {
+        strata_vault::passphrase_from_env()?
+    };
+    let Some(pass) = pass else {
         tracing::warn!(
             vault = %config_dir.join("secrets.enc").display(),
             "a vault is here but no passphrase was given: set STRATA_VAULT_KEY_FILE or STRATA_VAULT_PASSPHRASE"

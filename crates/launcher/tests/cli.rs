@@ -663,3 +663,106 @@ fn vault_commands_round_trip_and_never_take_secrets_as_arguments() {
     );
     assert_eq!(code(&o), 1);
 }
+
+/// `strata --overlay <dir> ARGS` with `input` on standard input.
+fn run_with_stdin(ov: &Overlay, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
+    use std::io::Write;
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("STRATA_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .arg("--overlay")
+        .arg(ov.path())
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn the_passphrase_comes_from_one_stdin_line_and_serve_names_missing_vault_keys() {
+    let ov = Overlay::new();
+    let o = run_with_stdin(&ov, &["vault", "init"], &[], "line pass\n");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = run_with_stdin(
+        &ov,
+        &["vault", "set", "brave-key", "--from-stdin"],
+        &[("STRATA_VAULT_PASSPHRASE", "line pass")],
+        "brave-secret\n",
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = run_with_stdin(&ov, &["vault", "list"], &[], "line pass\n");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "brave-key");
+    let o = run_with_stdin(&ov, &["vault", "list"], &[], "not it\n");
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("wrong passphrase"), "{}", stderr(&o));
+    // set's stdin is the value: without the environment there is no passphrase, and the
+    // error says so rather than taking the value as the passphrase.
+    let o = run_with_stdin(&ov, &["vault", "set", "k", "--from-stdin"], &[], "v\n");
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("the value comes on stdin"),
+        "{}",
+        stderr(&o)
+    );
+
+    // serve: the passphrase on stdin, a reference the vault holds and one it does not.
+    ov.write(
+        "config/config.yaml",
+        "tools:\n  web_search:\n    brave_api_key: vault:brave-key\n    tavily_api_key: vault:tavily-key\n",
+    );
+    let mut child = Command::new(BIN)
+        .arg("--overlay")
+        .arg(ov.path())
+        .args(["serve", "--set", "server.port=0"])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"line pass\n").expect("write");
+    }
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let seen = wait_for_line(
+        &mut err,
+        "strata is running",
+        Instant::now() + Duration::from_secs(60),
+    );
+    let all = seen.join("\n");
+    assert!(
+        all.contains("`tools.web_search.tavily_api_key` refers to vault key `tavily-key`"),
+        "{all}"
+    );
+    assert!(!all.contains("brave-key`, which"), "{all}");
+    // A second serve of the same profile on the same data dir is refused by the lock file.
+    let o = ov.run(
+        &["serve", "--set", "server.port=0"],
+        &[("STRATA_VAULT_PASSPHRASE", "line pass")],
+    );
+    assert_ne!(code(&o), 0);
+    let text = stderr(&o);
+    assert!(
+        text.contains("another `strata serve` of profile `main` is running"),
+        "{text}"
+    );
+    assert!(text.contains(&child.id().to_string()), "{text}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}

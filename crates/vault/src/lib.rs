@@ -5,9 +5,13 @@
 //! salt, iterations, 32 bytes)) with the salt in `secrets.salt` (32 random bytes) and the
 //! iteration count in `secrets.kdf` (`{"iterations": N}`; 600,000 for new vaults, 100,000 when
 //! the file is missing). Python's `cryptography` (`PBKDF2HMAC` + `Fernet`) reads and writes the
-//! same files. Writes are atomic (temp file, fsync, rename) and 0600.
+//! same files. Writes are atomic (temp file, fsync, rename) and 0600, and every change is
+//! made under an exclusive lock on `secrets.lock` after re-reading the file, so two writers
+//! never lose each other's keys.
 //!
-//! Not yet: vaults without `secrets.salt` (the legacy constant salt).
+//! Legacy vaults without `secrets.salt` used one constant salt for every vault. Strata ships
+//! no copy of it: give its bytes in `STRATA_VAULT_LEGACY_SALT` (text, or `hex:…` /
+//! `base64:…`) to open such a vault once, then `strata vault rekey` writes a random salt.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -60,6 +64,60 @@ pub struct FileVault {
     dir: PathBuf,
     values: BTreeMap<String, Secret>,
     key: Zeroizing<String>,
+    legacy_salt: bool,
+}
+
+/// The variable holding a legacy vault's constant salt.
+pub const LEGACY_SALT_VAR: &str = "STRATA_VAULT_LEGACY_SALT";
+
+/// The legacy constant salt from [`LEGACY_SALT_VAR`]: plain text, `hex:…` or `base64:…`.
+fn legacy_salt(dir: &Path) -> Result<Vec<u8>, VaultError> {
+    let Some(raw) = std::env::var_os(LEGACY_SALT_VAR) else {
+        return Err(VaultError::Format(format!(
+            "{} has no secrets.salt: a legacy vault, encrypted with the old constant salt. \
+             Set {LEGACY_SALT_VAR} to that salt (text, hex:… or base64:…) to open it, then run \
+             `strata vault rekey` to give it a random salt",
+            dir.display()
+        )));
+    };
+    let raw = raw.to_string_lossy().into_owned();
+    let bad = |what: &str| VaultError::Format(format!("{LEGACY_SALT_VAR}: not valid {what}"));
+    if let Some(h) = raw.strip_prefix("hex:") {
+        if h.len() % 2 != 0 {
+            return Err(bad("hex"));
+        }
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(h.get(i..i + 2).unwrap_or("zz"), 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|_| bad("hex"))
+    } else if let Some(b) = raw.strip_prefix("base64:") {
+        base64::engine::general_purpose::STANDARD
+            .decode(b.trim())
+            .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(b.trim()))
+            .map_err(|_| bad("base64"))
+    } else {
+        Ok(raw.into_bytes())
+    }
+}
+
+/// An exclusive lock on `secrets.lock`, released when dropped (the descriptor closes).
+struct WriteLock(#[allow(dead_code)] std::fs::File);
+
+fn write_lock(dir: &Path) -> Result<WriteLock, VaultError> {
+    let path = dir.join("secrets.lock");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let f = opts.open(&path).map_err(io(&path))?;
+    #[cfg(unix)]
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| io(&path)(e.into()))?;
+    Ok(WriteLock(f))
 }
 
 impl std::fmt::Debug for FileVault {
@@ -110,23 +168,32 @@ impl FileVault {
             dir: dir.to_path_buf(),
             values: BTreeMap::new(),
             key: derive_key(passphrase, &salt, iterations),
+            legacy_salt: false,
         };
+        let _lock = write_lock(dir)?;
         v.save()?;
         Ok(v)
     }
 
-    /// Opens the vault in `dir`.
+    /// Opens the vault in `dir` (a legacy vault's salt from [`LEGACY_SALT_VAR`]).
     pub fn open(dir: &Path, passphrase: &str) -> Result<Self, VaultError> {
-        let enc = dir.join("secrets.enc");
+        Self::open_with_legacy_salt(dir, passphrase, None)
+    }
+
+    /// [`FileVault::open`] with the legacy constant salt given here rather than by
+    /// [`LEGACY_SALT_VAR`] (used only when `secrets.salt` is missing).
+    pub fn open_with_legacy_salt(
+        dir: &Path,
+        passphrase: &str,
+        legacy: Option<&[u8]>,
+    ) -> Result<Self, VaultError> {
         let salt_path = dir.join("secrets.salt");
-        let salt = match std::fs::read(&salt_path) {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(VaultError::Format(format!(
-                    "{} has no secrets.salt (a legacy vault): opening those is not supported yet",
-                    dir.display()
-                )));
-            }
+        let (salt, legacy_salt) = match std::fs::read(&salt_path) {
+            Ok(s) => (s, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match legacy {
+                Some(l) => (l.to_vec(), true),
+                None => (self::legacy_salt(dir)?, true),
+            },
             Err(e) => return Err(io(&salt_path)(e)),
         };
         let kdf_path = dir.join("secrets.kdf");
@@ -146,34 +213,46 @@ impl FileVault {
             Err(e) => return Err(io(&kdf_path)(e)),
         };
         let key = derive_key(passphrase, &salt, iterations);
-        let token = std::fs::read_to_string(&enc).map_err(io(&enc))?;
-        let f = fernet::Fernet::new(&key)
-            .ok_or_else(|| VaultError::Format("derived key is not a Fernet key".into()))?;
-        let plain = Zeroizing::new(
-            f.decrypt(token.trim())
-                .map_err(|_| VaultError::WrongPassphrase(enc.clone()))?,
-        );
-        let map: BTreeMap<String, String> = serde_json::from_slice(&plain).map_err(|e| {
-            VaultError::Format(format!(
-                "{} decrypts but is not a JSON object of strings: {e}",
-                enc.display()
-            ))
-        })?;
+        let values = read_values(dir, &key)?;
         Ok(FileVault {
             dir: dir.to_path_buf(),
-            values: map.into_iter().map(|(k, v)| (k, Secret::new(v))).collect(),
+            values,
             key,
+            legacy_salt,
         })
     }
 
-    /// Sets `key` and saves.
+    /// Whether this vault was opened with the legacy constant salt.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy_salt
+    }
+
+    /// Re-reads the file under the write lock, so a change made by another writer since this
+    /// vault was opened is kept.
+    fn refresh(&mut self) -> Result<(), VaultError> {
+        self.values = read_values(&self.dir, &self.key).map_err(|e| match e {
+            VaultError::WrongPassphrase(p) => VaultError::Format(format!(
+                "{} changed since it was opened and no longer opens with this passphrase \
+                 (re-keyed by another process?); nothing was written",
+                p.display()
+            )),
+            other => other,
+        })?;
+        Ok(())
+    }
+
+    /// Sets `key` and saves (under the write lock, over the file's current contents).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), VaultError> {
+        let _lock = write_lock(&self.dir)?;
+        self.refresh()?;
         self.values.insert(key.to_owned(), Secret::new(value));
         self.save()
     }
 
     /// Removes `key` and saves; whether it was there.
     pub fn remove(&mut self, key: &str) -> Result<bool, VaultError> {
+        let _lock = write_lock(&self.dir)?;
+        self.refresh()?;
         let had = self.values.remove(key).is_some();
         if had {
             self.save()?;
@@ -188,6 +267,8 @@ impl FileVault {
         passphrase: &str,
         new_passphrase: Option<&str>,
     ) -> Result<(), VaultError> {
+        let _lock = write_lock(&self.dir)?;
+        self.refresh()?;
         let mut salt = [0u8; 32];
         getrandom::fill(&mut salt)
             .map_err(|e| VaultError::Format(format!("no randomness for the salt: {e}")))?;
@@ -200,6 +281,7 @@ impl FileVault {
             self.key = old_key;
             return Err(e);
         }
+        self.legacy_salt = false;
         Ok(())
     }
 
@@ -217,6 +299,13 @@ impl FileVault {
     /// Findings for `strata vault doctor`: (ok, message) pairs.
     pub fn doctor(&self) -> Vec<(bool, String)> {
         let mut out = Vec::new();
+        if self.legacy_salt {
+            out.push((
+                false,
+                "legacy constant salt (no secrets.salt): `strata vault rekey` gives it a random one"
+                    .to_owned(),
+            ));
+        }
         #[cfg(unix)]
         for f in ["secrets.enc", "secrets.salt", "secrets.kdf"] {
             use std::os::unix::fs::PermissionsExt;
@@ -290,13 +379,42 @@ impl strata_engine::secret::Vault for FileVault {
     }
 }
 
+/// The decrypted map in `dir`'s `secrets.enc` under `key`.
+fn read_values(dir: &Path, key: &str) -> Result<BTreeMap<String, Secret>, VaultError> {
+    let enc = dir.join("secrets.enc");
+    let token = std::fs::read_to_string(&enc).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            VaultError::Format(format!(
+                "{} is not a Fernet token (not text): the file is corrupted",
+                enc.display()
+            ))
+        } else {
+            io(&enc)(e)
+        }
+    })?;
+    let f = fernet::Fernet::new(key)
+        .ok_or_else(|| VaultError::Format("derived key is not a Fernet key".into()))?;
+    let plain = Zeroizing::new(
+        f.decrypt(token.trim())
+            .map_err(|_| VaultError::WrongPassphrase(enc.clone()))?,
+    );
+    let map: BTreeMap<String, String> = serde_json::from_slice(&plain).map_err(|e| {
+        VaultError::Format(format!(
+            "{} decrypts but is not a JSON object of strings: {e}",
+            enc.display()
+        ))
+    })?;
+    Ok(map.into_iter().map(|(k, v)| (k, Secret::new(v))).collect())
+}
+
 /// Temp file beside `path`, fsync, rename; 0600.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VaultError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{:x}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("vault"),
-        std::process::id()
+        std::process::id(),
+        getrandom::u64().unwrap_or(0)
     ));
     let result = (|| -> std::io::Result<()> {
         let mut opts = std::fs::OpenOptions::new();
@@ -351,4 +469,62 @@ pub fn passphrase_from_env() -> Result<Option<Zeroizing<String>>, VaultError> {
     Ok(std::env::var("STRATA_VAULT_PASSPHRASE")
         .ok()
         .map(Zeroizing::new))
+}
+
+/// The passphrase from every source in the documented order: the environment
+/// ([`passphrase_from_env`]), then one line on standard input when it is not a terminal
+/// (`allow_stdin`: commands whose stdin carries something else pass `false`), then an
+/// interactive prompt on the terminal (no echo). `None` when no source gave one.
+pub fn passphrase(allow_stdin: bool) -> Result<Option<Zeroizing<String>>, VaultError> {
+    use std::io::{BufRead, IsTerminal};
+    if let Some(p) = passphrase_from_env()? {
+        return Ok(Some(p));
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        if !allow_stdin {
+            return Ok(None);
+        }
+        let mut line = Zeroizing::new(String::new());
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(io(Path::new("<stdin>")))?;
+        let p = line.trim_end_matches(['\n', '\r']);
+        return Ok((!p.is_empty()).then(|| Zeroizing::new(p.to_owned())));
+    }
+    prompt("vault passphrase: ").map(Some)
+}
+
+/// Asks on the controlling terminal with echo off, restoring the terminal afterwards.
+#[cfg(unix)]
+fn prompt(question: &str) -> Result<Zeroizing<String>, VaultError> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    use std::io::{BufRead, BufReader};
+    let tty_path = Path::new("/dev/tty");
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(tty_path)
+        .map_err(io(tty_path))?;
+    let saved = tcgetattr(&tty).map_err(|e| io(tty_path)(e.into()))?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    quiet.local_modes.insert(LocalModes::ECHONL);
+    tty.write_all(question.as_bytes()).map_err(io(tty_path))?;
+    tcsetattr(&tty, OptionalActions::Flush, &quiet).map_err(|e| io(tty_path)(e.into()))?;
+    let mut line = Zeroizing::new(String::new());
+    let read = BufReader::new(&tty).read_line(&mut line);
+    let _ = tcsetattr(&tty, OptionalActions::Now, &saved);
+    read.map_err(io(tty_path))?;
+    Ok(Zeroizing::new(
+        line.trim_end_matches(['\n', '\r']).to_owned(),
+    ))
+}
+
+#[cfg(not(unix))]
+fn prompt(_question: &str) -> Result<Zeroizing<String>, VaultError> {
+    Err(VaultError::Format(
+        "no terminal prompt on this platform: set STRATA_VAULT_PASSPHRASE".into(),
+    ))
 }
