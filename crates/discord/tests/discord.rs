@@ -350,6 +350,7 @@ async fn world_with(
     c.connectors.discord.accounts.insert(
         "main".into(),
         DiscordAccount {
+            enabled: true,
             token: "env:PATH".into(), // any set variable: the fake accepts every token
             intents: None,
             presence: Some("the team".into()),
@@ -859,6 +860,7 @@ async fn two_accounts_answer_for_their_own_agents_and_a_bad_token_disables_only_
         ],
         |c| {
             let acct = |key: &str| DiscordAccount {
+                enabled: true,
                 token: format!("vault:{key}"),
                 intents: None,
                 presence: None,

@@ -766,3 +766,40 @@ fn the_passphrase_comes_from_one_stdin_line_and_serve_names_missing_vault_keys()
         .status();
     let _ = child.wait();
 }
+
+#[test]
+fn a_profile_turns_off_agents_and_discord_accounts_the_base_config_defines() {
+    let ov = Overlay::new();
+    ov.write("config/agents.yaml", "agents:\n  main:\n    name: Main\n");
+    ov.write(
+        "config/config.yaml",
+        "connectors:\n  discord:\n    accounts:\n      main: {token: 'env:MAIN_TOKEN'}\n",
+    );
+    ov.write(
+        "config/agents.ops.yaml",
+        "agents:\n  main: {enabled: false}\n  ops:\n    name: Ops\n",
+    );
+    ov.write(
+        "config/config.ops.yaml",
+        "connectors:\n  discord:\n    accounts:\n      main: {enabled: false}\n      ops: {token: 'env:OPS_TOKEN'}\n",
+    );
+    let shown = |args: &[&str]| {
+        let mut full = vec!["config", "show", "--json"];
+        full.extend_from_slice(args);
+        let o = ov.run(&full, &[]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        stdout_json(&o)
+    };
+    let base = shown(&[]);
+    let keys = |v: &Value, ptr: &str| -> Vec<String> {
+        v.pointer(ptr)
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(keys(&base, "/agents"), ["main"]);
+    assert_eq!(keys(&base, "/connectors/discord/accounts"), ["main"]);
+    let ops = shown(&["--profile", "ops"]);
+    assert_eq!(keys(&ops, "/agents"), ["ops"]);
+    assert_eq!(keys(&ops, "/connectors/discord/accounts"), ["ops"]);
+}

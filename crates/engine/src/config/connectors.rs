@@ -60,6 +60,10 @@ impl Default for DiscordConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordAccount {
+    /// `false` leaves the account out of this process (e.g. the main bot in the ops
+    /// profile). Default `true`.
+    #[serde(default = "super::yes", skip_serializing_if = "super::is_true")]
+    pub enabled: bool,
     /// The bot token: `vault:<key>` or `env:<VAR>`.
     pub token: String,
     /// Gateway intents by name (default: guilds, guild_messages, direct_messages,

@@ -450,9 +450,13 @@ impl LlmConfig {
 }
 
 /// One agent.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
+    /// `false` leaves the agent out of this process (a profile turning off an agent the
+    /// base config defines, e.g. the ops instance not running `main`). Default `true`.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
     /// Display name.
     pub name: Option<String>,
     /// What the agent is for.
@@ -474,6 +478,23 @@ pub struct AgentConfig {
     pub capabilities: Option<Vec<crate::tool::Capability>>,
     /// Where the agent listens (connectors).
     pub routing: RoutingConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            enabled: true,
+            name: None,
+            description: None,
+            instruction: None,
+            llm: None,
+            tools: None,
+            max_rounds: None,
+            project_dir: None,
+            capabilities: None,
+            routing: RoutingConfig::default(),
+        }
+    }
 }
 
 /// `tools: all` or a list.
@@ -850,7 +871,7 @@ impl LoadedConfig {
             });
         }
 
-        let config: Config = fig.extract().map_err(|e| describe(&fig, e))?;
+        let mut config: Config = fig.extract().map_err(|e| describe(&fig, e))?;
         for m in &opts.modules {
             if let Some(validate) = m.validate {
                 validate(&fig, &format!("modules.{}", m.name)).map_err(|e| describe(&fig, *e))?;
@@ -871,6 +892,9 @@ impl LoadedConfig {
                 }
             )));
         }
+        // What a layer turned off is gone before anything sees it.
+        config.agents.retain(|_, a| a.enabled);
+        config.connectors.discord.accounts.retain(|_, a| a.enabled);
         let data_dir = match &config.data_dir {
             Some(d) if d.is_absolute() => d.clone(),
             Some(d) => overlay_dir.join(d),
@@ -1123,4 +1147,12 @@ mod tests {
         assert_eq!(suggest("tool", &["tools", "team"]), Some("tools"));
         assert_eq!(suggest("zzzzqqq", &["tools", "team"]), None);
     }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
