@@ -125,7 +125,18 @@ fn overlay_tool_reads_overlay_config() {
 
 #[test]
 fn example_config_is_valid_and_doctor_passes() {
+    use std::os::unix::fs::PermissionsExt;
     let data = tempfile::tempdir().expect("tmp");
+    // A data dir other users can read fails the preflight, naming the fix.
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let o = run(data.path(), &["doctor"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is readable by other users (755): chmod 700"),
+        "{text}"
+    );
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let o = run(data.path(), &["doctor"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{text}");
@@ -137,9 +148,13 @@ fn example_config_is_valid_and_doctor_passes() {
         v["modules.ops.timeout_ms"]["origin"],
         "overlay:config/config.yaml"
     );
-    assert_eq!(
-        v["modules.fleet.mind_token"]["origin"],
-        "overlay:config/config.yaml"
+    assert_eq!(v["modules.fleet.mind_token"]["origin"], "module:fleet");
+    // …whose vault reference is only a warning: a module default, maybe unused.
+    assert!(
+        text.contains(
+            "warn `modules.fleet.mind_token` (set by module:fleet) refers to vault key `mind-token`"
+        ),
+        "{text}"
     );
     assert_eq!(v["team.people"]["origin"], "overlay:config/team.json");
     assert_eq!(

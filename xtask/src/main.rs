@@ -4,7 +4,13 @@
 //! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
 //! cargo xtask ci       rustfmt --check, clippy -D warnings, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
+//! cargo xtask setup [--answers FILE] [--maintainer]   the deployment wizard
+//! cargo xtask new-overlay DIR [--name N] [--modules a,b]
+//! cargo xtask new-module NAME [--dir DIR]
+//! cargo xtask check-core   deployment details that must not be in core or modules
 //! ```
+//!
+//! The last four run the `strata-setup` crate's binary, so this crate keeps no dependencies.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -111,6 +117,21 @@ fn bench(extra: &[String]) -> Result<(), String> {
     run(c)
 }
 
+/// Runs `strata-setup <args>` (built on first use).
+fn setup_tool(args: &[String]) -> Result<(), String> {
+    let mut c = cargo();
+    c.arg("run")
+        .arg("--manifest-path")
+        .arg(root().join("Cargo.toml"))
+        .args(["--quiet", "-p", "strata-setup", "--"])
+        .args(args);
+    // Relative paths in the arguments mean the caller's directory, not the workspace root.
+    if let Ok(here) = std::env::current_dir() {
+        c.current_dir(here);
+    }
+    run(c)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = match args.split_first() {
@@ -121,9 +142,10 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "ci" => ci(),
         "bench" => bench(rest),
+        "setup" | "new-overlay" | "new-module" | "check-core" => setup_tool(&args),
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, test\n  bench   run benchmarks (release), write target/bench/*.json"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, test\n  bench   run benchmarks (release), write target/bench/*.json\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
             );
             Ok(())
         }

@@ -99,8 +99,13 @@ pub enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// Checks config, overlay layout and data dir; exits non-zero on a fatal problem.
-    Doctor,
+    /// Preflight: config, overlay layout, data dir, vault and the keys the config references,
+    /// sandbox, service units; exits non-zero on a fatal problem.
+    Doctor {
+        /// Also ask each provider and Discord whether they accept their credentials.
+        #[arg(long)]
+        online: bool,
+    },
     /// Skills: list them, or run one.
     Skill {
         #[command(subcommand)]

@@ -142,7 +142,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     let loaded = match load(launcher, &cli.global) {
         Ok(l) => l,
         Err(e) => {
-            if matches!(cli.command, Command::Doctor) {
+            if matches!(cli.command, Command::Doctor { .. }) {
                 println!("FAIL config: {e:#}");
                 return Exit::Failure;
             }
@@ -164,7 +164,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Config {
             command: ConfigCommand::Show { origin, json },
         } => config_show(&loaded, origin, json),
-        Command::Doctor => doctor(&loaded),
+        Command::Doctor { online } => doctor(&loaded, online),
         Command::Vault { command } => vault(&loaded, command),
         Command::Chat {
             agent,
@@ -622,7 +622,7 @@ fn config_show(l: &Loaded, origin: bool, json: bool) -> Exit {
         .trim_end())
 }
 
-fn doctor(l: &Loaded) -> Exit {
+fn doctor(l: &Loaded, online: bool) -> Exit {
     let mut fatal = false;
     let mut lines = Vec::new();
     let mut ok = |m: String| lines.push(format!("ok   {m}"));
@@ -673,13 +673,18 @@ fn doctor(l: &Loaded) -> Exit {
     }
     // The vault: opens with the passphrase from the environment?
     let config_dir = c.overlay_dir.join("config");
-    if strata_vault::FileVault::exists(&config_dir) {
+    let has_vault = strata_vault::FileVault::exists(&config_dir);
+    let mut vault = None;
+    if has_vault {
         match crate::runtime::open_vault(&config_dir) {
-            Ok(Some(v)) => lines.push(format!(
-                "ok   vault {} opens ({} keys)",
-                config_dir.join("secrets.enc").display(),
-                strata_engine::secret::Vault::keys(&v).len()
-            )),
+            Ok(Some(v)) => {
+                lines.push(format!(
+                    "ok   vault {} opens ({} keys)",
+                    config_dir.join("secrets.enc").display(),
+                    strata_engine::secret::Vault::keys(&v).len()
+                ));
+                vault = Some(v);
+            }
             Ok(None) => warns.push(format!(
                 "vault {} is here but no passphrase was given (STRATA_VAULT_KEY_FILE or STRATA_VAULT_PASSPHRASE)",
                 config_dir.join("secrets.enc").display()
@@ -687,6 +692,23 @@ fn doctor(l: &Loaded) -> Exit {
             Err(e) => fails.push(format!("vault: {e}")),
         }
     }
+    let vault_dyn = vault
+        .as_ref()
+        .map(|v| v as &dyn strata_engine::secret::Vault);
+    let mut pf = crate::preflight::Findings::default();
+    crate::preflight::vault_refs(c, vault_dyn, has_vault, &mut pf);
+    crate::preflight::data_dir_private(c, &mut pf);
+    crate::preflight::units(c, &mut pf);
+    if online {
+        match runtime() {
+            Ok(rt) => rt.block_on(crate::preflight::online(c, vault_dyn, &mut pf)),
+            Err(e) => fails.push(format!("--online: {e}")),
+        }
+    }
+    lines.extend(pf.ok.into_iter().map(|m| format!("ok   {m}")));
+    lines.extend(pf.info.into_iter().map(|m| format!("info {m}")));
+    warns.extend(pf.warn);
+    fails.extend(pf.fail);
     // The terminal sandbox: what this machine offers, and whether the configured mode works.
     let probe = strata_sandbox::probe();
     for line in probe.report() {
@@ -722,7 +744,7 @@ fn doctor(l: &Loaded) -> Exit {
 }
 
 fn check_writable(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    crate::runtime::ensure_data_dir(dir)?;
     let probe = dir.join(format!(".strata-doctor-{}", std::process::id()));
     std::fs::write(&probe, b"probe")?;
     std::fs::remove_file(&probe)
@@ -759,7 +781,7 @@ fn instance_lock(
     profile: Option<&str>,
 ) -> anyhow::Result<std::fs::File> {
     use std::io::Write as _;
-    std::fs::create_dir_all(data_dir)?;
+    crate::runtime::ensure_data_dir(data_dir)?;
     let name = profile.unwrap_or("main");
     let path = data_dir.join(format!("strata-{name}.lock"));
     let mut f = std::fs::OpenOptions::new()

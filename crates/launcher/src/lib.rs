@@ -18,6 +18,7 @@ mod cli;
 mod commands;
 mod http;
 mod memory_cmd;
+mod preflight;
 mod remote;
 mod repl;
 pub mod runtime;

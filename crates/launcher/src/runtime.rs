@@ -181,7 +181,7 @@ pub fn build(
     registry: Arc<Registry>,
     mcp_url: Option<&str>,
 ) -> anyhow::Result<Runtime> {
-    std::fs::create_dir_all(&cfg.data_dir)
+    ensure_data_dir(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     let audit = Arc::new(JsonlAudit::open_rotating(
         &cfg.data_dir.join(&cfg.config.tools.audit_log),
@@ -345,6 +345,20 @@ pub fn default_agent(cfg: &LoadedConfig) -> Result<String, String> {
                 .join(", ")
         )),
     }
+}
+
+/// Creates the data directory (and missing parents) private to this user (0700): sessions,
+/// memory and the audit log live there. An existing directory is left as it is (`strata
+/// doctor` fails when others can read it).
+pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 /// Set by commands whose standard input is free (`serve`): the vault's passphrase may then

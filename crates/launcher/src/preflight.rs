@@ -1,0 +1,252 @@
+//! `strata doctor`'s deployment checks beyond config and sandbox: the vault holds what the
+//! config references, the data directory is private, the service units are installed, and
+//! (`--online`) providers and Discord accept their credentials.
+
+use std::time::Duration;
+
+use strata_engine::config::{LlmConfig, LoadedConfig};
+use strata_engine::secret::{Vault, resolve_ref};
+
+/// Findings by severity.
+#[derive(Default)]
+pub struct Findings {
+    /// `ok` lines.
+    pub ok: Vec<String>,
+    /// `info` lines.
+    pub info: Vec<String>,
+    /// `warn` lines.
+    pub warn: Vec<String>,
+    /// `FAIL` lines (non-zero exit).
+    pub fail: Vec<String>,
+}
+
+/// Every `vault:` reference answered? A missing key set by the team's own layers (overlay,
+/// profile, environment, flags) fails; one that only a core or module default names warns
+/// (the feature may simply be unused).
+pub fn vault_refs(c: &LoadedConfig, vault: Option<&dyn Vault>, has_vault: bool, f: &mut Findings) {
+    let origins: std::collections::HashMap<String, String> = c
+        .origins()
+        .into_iter()
+        .map(|(k, _, layer)| (k, layer))
+        .collect();
+    let tree = serde_json::to_value(&c.config).unwrap_or_default();
+    let refs = strata_engine::secret::vault_refs(&tree);
+    let mut held = 0;
+    for (path, key) in &refs {
+        if vault.is_some_and(|v| v.get(key).is_some()) {
+            held += 1;
+            continue;
+        }
+        let layer = origins.get(path).map(String::as_str).unwrap_or("core");
+        let why = if vault.is_some() {
+            "the vault does not hold it".to_owned()
+        } else if has_vault {
+            "the vault is not open (no passphrase)".to_owned()
+        } else {
+            "there is no vault (`strata vault init`)".to_owned()
+        };
+        let line = format!(
+            "`{path}` (set by {layer}) refers to vault key `{key}`: {why}; `strata vault set {key} --from-stdin`"
+        );
+        if layer == "core" || layer.starts_with("module") {
+            f.warn.push(line);
+        } else {
+            f.fail.push(line);
+        }
+    }
+    if held > 0 {
+        f.ok.push(format!(
+            "vault holds the {held} key(s) the config references"
+        ));
+    }
+}
+
+/// The data directory must not be readable by other users (sessions, memory, audit).
+pub fn data_dir_private(c: &LoadedConfig, f: &mut Findings) {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(&c.data_dir) {
+        Ok(m) if m.permissions().mode() & 0o007 == 0 => f.ok.push(format!(
+            "data dir {} is not readable by others ({:o})",
+            c.data_dir.display(),
+            m.permissions().mode() & 0o777
+        )),
+        Ok(m) => f.fail.push(format!(
+            "data dir {} is readable by other users ({:o}): chmod 700 {}",
+            c.data_dir.display(),
+            m.permissions().mode() & 0o777,
+            c.data_dir.display()
+        )),
+        Err(e) => f
+            .fail
+            .push(format!("data dir {}: {e}", c.data_dir.display())),
+    }
+}
+
+/// Units rendered into the overlay's `systemd/`: installed, and the same as rendered?
+pub fn units(c: &LoadedConfig, f: &mut Findings) {
+    let dir = c.overlay_dir.join("systemd");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let installed_dir = std::env::var_os("STRATA_SYSTEMD_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/etc/systemd/system".into());
+    let mut names: Vec<_> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".service"))
+        .collect();
+    names.sort();
+    for n in names {
+        let ours = std::fs::read(dir.join(&n)).unwrap_or_default();
+        match std::fs::read(installed_dir.join(&n)) {
+            Ok(theirs) if theirs == ours => {
+                f.ok.push(format!("unit {n} installed in {}", installed_dir.display()))
+            }
+            Ok(_) => f.warn.push(format!(
+                "unit {n} in {} differs from systemd/{n}: copy it again and `systemctl daemon-reload`",
+                installed_dir.display()
+            )),
+            Err(_) => f.info.push(format!(
+                "unit {n} not installed: sudo cp systemd/{n} {}/ && sudo systemctl daemon-reload && sudo systemctl enable --now {n}",
+                installed_dir.display()
+            )),
+        }
+    }
+}
+
+fn http() -> Option<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .ok()
+}
+
+async fn check_llm(
+    name: &str,
+    path: &str,
+    llm: &LlmConfig,
+    vault: Option<&dyn Vault>,
+) -> Result<String, String> {
+    let key = match &llm.api_key {
+        Some(r) => Some(resolve_ref(r, vault, &format!("{path}.api_key"))?),
+        None => None,
+    };
+    let client = http().ok_or("no HTTP client")?;
+    let base = llm
+        .base_url
+        .as_deref()
+        .map(|b| b.trim_end_matches('/').to_owned());
+    let req = match llm.provider.as_str() {
+        "openai" => {
+            let url = format!(
+                "{}/models",
+                base.unwrap_or_else(|| "https://api.openai.com/v1".into())
+            );
+            let r = client.get(url);
+            match &key {
+                Some(k) => r.bearer_auth(k.expose()),
+                None => r,
+            }
+        }
+        "anthropic" => client
+            .get(format!(
+                "{}/v1/models",
+                base.unwrap_or_else(|| "https://api.anthropic.com".into())
+            ))
+            .header(
+                "x-api-key",
+                key.as_ref()
+                    .map(|k| k.expose().to_owned())
+                    .unwrap_or_default(),
+            )
+            .header("anthropic-version", "2023-06-01"),
+        "gemini" => client
+            .get(format!(
+                "{}/v1beta/models",
+                base.unwrap_or_else(|| "https://generativelanguage.googleapis.com".into())
+            ))
+            .header(
+                "x-goog-api-key",
+                key.as_ref()
+                    .map(|k| k.expose().to_owned())
+                    .unwrap_or_default(),
+            ),
+        "claude-code" => {
+            let cmd = llm.command.clone().unwrap_or_else(|| "claude".into());
+            return match tokio::process::Command::new(&cmd)
+                .arg("--version")
+                .output()
+                .await
+            {
+                Ok(o) if o.status.success() => Ok(format!("{name}: `{cmd}` runs")),
+                _ => Err(format!("{name}: `{cmd} --version` does not run")),
+            };
+        }
+        other => return Ok(format!("{name}: provider `{other}` is not checked online")),
+    };
+    match req.send().await {
+        Ok(r) if r.status().is_success() => Ok(format!("{name}: {} accepts the key", llm.provider)),
+        Ok(r) => Err(format!("{name}: {} answered {}", llm.provider, r.status())),
+        Err(e) => Err(format!("{name}: {} unreachable: {e}", llm.provider)),
+    }
+}
+
+/// `--online`: each configured provider and Discord account is asked once.
+pub async fn online(c: &LoadedConfig, vault: Option<&dyn Vault>, f: &mut Findings) {
+    let mut llms: Vec<(String, String, &LlmConfig)> = Vec::new();
+    if let Some(l) = &c.config.defaults.llm {
+        llms.push(("defaults.llm".into(), "defaults.llm".into(), l));
+    }
+    for (id, a) in &c.config.agents {
+        if let Some(l) = &a.llm {
+            llms.push((format!("agent {id}"), format!("agents.{id}.llm"), l));
+        }
+    }
+    for (name, path, l) in llms {
+        match check_llm(&name, &path, l, vault).await {
+            Ok(m) => f.ok.push(m),
+            Err(e) => f.fail.push(e),
+        }
+    }
+    let d = &c.config.connectors.discord;
+    let base = match &d.api_proxy {
+        Some(p) => format!(
+            "{}://{p}/api/v10",
+            if d.plain_http { "http" } else { "https" }
+        ),
+        None => "https://discord.com/api/v10".into(),
+    };
+    for (name, acct) in &d.accounts {
+        let path = format!("connectors.discord.accounts.{name}.token");
+        let token = match resolve_ref(&acct.token, vault, &path) {
+            Ok(t) => t,
+            Err(e) => {
+                f.fail.push(format!("Discord account `{name}`: {e}"));
+                continue;
+            }
+        };
+        let Some(client) = http() else { continue };
+        let r = client
+            .get(format!("{base}/users/@me"))
+            .header("Authorization", format!("Bot {}", token.expose()))
+            .send()
+            .await;
+        match r {
+            Ok(r) if r.status().is_success() => {
+                let v: serde_json::Value = r.json().await.unwrap_or_default();
+                f.ok.push(format!(
+                    "Discord account `{name}`: token valid (bot `{}`)",
+                    v["username"].as_str().unwrap_or("?")
+                ));
+            }
+            Ok(r) => f.fail.push(format!(
+                "Discord account `{name}`: Discord answered {} for its token",
+                r.status()
+            )),
+            Err(e) => f.fail.push(format!(
+                "Discord account `{name}`: Discord unreachable: {e}"
+            )),
+        }
+    }
+}
