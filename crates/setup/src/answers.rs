@@ -162,7 +162,7 @@ pub struct Agent {
     pub description: Option<String>,
     /// Model (default: the provider's).
     pub model: Option<String>,
-    /// `coordinator` | `specialist` | `assistant` (default `coordinator`).
+    /// `privileged` | `coordinator` | `assistant` (default `coordinator`).
     pub tier: Option<String>,
     /// Discord channel ids it answers in (empty: every channel of the guild it is mentioned
     /// in, plus DMs).

@@ -41,6 +41,17 @@ impl Journal {
             .to_string()
     }
 
+    /// Creates `dir` (0700 when this run creates it) and its missing parents.
+    pub fn mkdir_private(&mut self, dir: &Path) -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let existed = dir.exists();
+        self.mkdir(dir)?;
+        if !existed {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(())
+    }
+
     /// Creates `dir` and its missing parents, recording each one created.
     pub fn mkdir(&mut self, dir: &Path) -> anyhow::Result<()> {
         let mut missing = Vec::new();

@@ -76,11 +76,9 @@ fn main_unit(spec: &UnitSpec) -> String {
         "# Rendered by `cargo xtask setup` for deployment `{name}`; re-run setup to update.\n\
          [Unit]\n\
          Description=Strata {name} (main instance)\n\
-         Documentation=file://{doc}\n\
          After=network-online.target\n\
          Wants=network-online.target\n\n",
         name = spec.name,
-        doc = o.join("docs").display(),
     );
     s.push_str(&common_service(spec, None));
     s.push_str(&format!(
@@ -131,4 +129,66 @@ fn ops_unit(spec: &UnitSpec) -> String {
     s.push_str(&common_service(spec, Some("ops")));
     s.push_str("\n[Install]\nWantedBy=multi-user.target\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(ops: bool) -> UnitSpec {
+        UnitSpec {
+            name: "acme".into(),
+            overlay: "/srv/strata/acme".into(),
+            binary: "/srv/strata/acme/target/release/strata-acme".into(),
+            user: "strata".into(),
+            group: "strata".into(),
+            key_file: Some("/etc/strata/acme.vault-key".into()),
+            ops,
+        }
+    }
+
+    #[test]
+    fn main_unit_snapshot() {
+        let units = render(&spec(false));
+        assert_eq!(units.len(), 1);
+        assert_eq!(units[0].0, "strata-acme.service");
+        insta::assert_snapshot!("main_unit", units[0].1);
+    }
+
+    #[test]
+    fn ops_unit_snapshot() {
+        let units = render(&spec(true));
+        assert_eq!(units.len(), 2);
+        assert_eq!(units[1].0, "strata-acme-ops.service");
+        insta::assert_snapshot!("ops_unit", units[1].1);
+    }
+
+    #[test]
+    fn paths_with_spaces_are_quoted_and_the_sandbox_keys_are_there() {
+        let mut s = spec(false);
+        s.overlay = "/srv/my deploy".into();
+        let text = main_unit(&s);
+        assert!(
+            text.contains("WorkingDirectory=\"/srv/my deploy\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("ReadWritePaths=\"/srv/my deploy/data\" \"/srv/my deploy/tmp\""),
+            "{text}"
+        );
+        for key in [
+            "ProtectSystem=strict",
+            "NoNewPrivileges=yes",
+            "CapabilityBoundingSet=\n",
+            "PrivateDevices=yes",
+            "RestrictNamespaces=yes",
+            "SystemCallFilter=@system-service",
+        ] {
+            assert!(text.contains(key), "missing {key}");
+        }
+        // The ops instance is the unsandboxed one and runs the ops profile.
+        let ops = ops_unit(&spec(true));
+        assert!(ops.contains("--profile ops serve"));
+        assert!(!ops.contains("ProtectSystem"));
+    }
 }

@@ -18,6 +18,10 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
 
 /// Checks a provider key: `Ok(what was seen)` or `Err(why)`.
 pub fn provider(kind: &str, key: &str, base_url: Option<&str>) -> anyhow::Result<String> {
+    block_on(provider_async(kind, key, base_url))?
+}
+
+async fn provider_async(kind: &str, key: &str, base_url: Option<&str>) -> anyhow::Result<String> {
     if kind == "claude-code" {
         let out = std::process::Command::new("claude")
             .arg("--version")
@@ -61,7 +65,10 @@ pub fn provider(kind: &str, key: &str, base_url: Option<&str>) -> anyhow::Result
             .header("x-goog-api-key", key),
         other => anyhow::bail!("no check for provider `{other}`"),
     };
-    let resp = block_on(req.send())?.map_err(|e| anyhow::anyhow!("cannot reach {kind}: {e}"))?;
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {kind}: {e}"))?;
     match resp.status().as_u16() {
         200..=299 => Ok(format!("{kind} key accepted")),
         401 | 403 => anyhow::bail!("{kind} rejected the key ({})", resp.status()),
@@ -71,6 +78,10 @@ pub fn provider(kind: &str, key: &str, base_url: Option<&str>) -> anyhow::Result
 
 /// Checks a Discord bot token with `GET /users/@me`: the bot's name, or why not.
 pub fn discord(token: &str, api_base: Option<&str>) -> anyhow::Result<String> {
+    block_on(discord_async(token, api_base))?
+}
+
+async fn discord_async(token: &str, api_base: Option<&str>) -> anyhow::Result<String> {
     let base = api_base
         .unwrap_or("https://discord.com/api/v10")
         .trim_end_matches('/');
@@ -78,7 +89,10 @@ pub fn discord(token: &str, api_base: Option<&str>) -> anyhow::Result<String> {
     let req = c
         .get(format!("{base}/users/@me"))
         .header("Authorization", format!("Bot {token}"));
-    let resp = block_on(req.send())?.map_err(|e| anyhow::anyhow!("cannot reach Discord: {e}"))?;
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach Discord: {e}"))?;
     let status = resp.status();
     if status.as_u16() == 401 {
         anyhow::bail!(
@@ -88,7 +102,7 @@ pub fn discord(token: &str, api_base: Option<&str>) -> anyhow::Result<String> {
     if !status.is_success() {
         anyhow::bail!("Discord answered {status}; the token was not confirmed");
     }
-    let v: serde_json::Value = block_on(resp.json())?.unwrap_or_default();
+    let v: serde_json::Value = resp.json().await.unwrap_or_default();
     Ok(format!(
         "bot `{}` ({})",
         v["username"].as_str().unwrap_or("?"),

@@ -233,7 +233,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
             Some(p.text("What it is for", Some("The team's general assistant."))?);
     }
     if a.agent.tier.is_none() {
-        let tiers = ["coordinator", "specialist", "assistant"];
+        let tiers = ["coordinator", "privileged", "assistant"];
         let t = p.select("Its tier", &tiers)?;
         a.agent.tier = Some(tiers.get(t).copied().unwrap_or("coordinator").to_owned());
     }
@@ -357,10 +357,30 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         bail!("agent id `{agent_id}`: use letters, digits, `-` and `_`");
     }
     let tier = a.agent.tier.clone().unwrap_or_else(|| "coordinator".into());
-    if !["coordinator", "specialist", "assistant"].contains(&tier.as_str()) {
-        bail!("agent tier `{tier}`: coordinator, specialist or assistant");
+    if !["privileged", "coordinator", "assistant"].contains(&tier.as_str()) {
+        bail!("agent tier `{tier}`: privileged, coordinator or assistant");
     }
-    // Secrets: read now, stored in the vault later, referenced as vault:<key> in config.
+    // Secrets: every `env:` named in the answers must be set before anything is checked.
+    for (field, v) in [
+        (
+            "provider.api_key",
+            a.provider.as_ref().and_then(|p| p.api_key.as_ref()),
+        ),
+        (
+            "discord.token",
+            a.discord.as_ref().and_then(|d| d.token.as_ref()),
+        ),
+        (
+            "ops.discord_token",
+            a.ops.as_ref().and_then(|o| o.discord_token.as_ref()),
+        ),
+        ("vault.passphrase", a.vault.passphrase.as_ref()),
+    ] {
+        if let Some(v) = v {
+            secret_value(field, v)?;
+        }
+    }
+    // Then read, checked, stored in the vault later, referenced as vault:<key> in config.
     let mut secrets = Vec::new();
     let mut literal = false;
     if let Some(p) = a.provider.as_ref().filter(|p| p.kind != "none") {
@@ -610,16 +630,12 @@ fn apply(
 ) -> anyhow::Result<()> {
     let o = &p.overlay;
     // dirs
-    for d in [
-        "config",
-        "agents",
-        "skills",
-        "knowledgebase",
-        "src/tools",
-        "data",
-        "tmp",
-    ] {
+    for d in ["config", "agents", "skills", "knowledgebase", "src/tools"] {
         j.mkdir(&o.join(d))?;
+    }
+    // State and scratch space: this user's only (doctor fails on a data dir others can read).
+    for d in ["data", "tmp"] {
+        j.mkdir_private(&o.join(d))?;
     }
     step_done("dirs", stop)?;
     // crate
@@ -722,7 +738,7 @@ fn apply(
             .unwrap_or_else(|| "coordinator".into());
     let mut agent_tiers = vec![(p.agent_id.as_str(), tier.as_str())];
     if p.a.ops.is_some() {
-        agent_tiers.push(("ops", "specialist"));
+        agent_tiers.push(("ops", "privileged"));
     }
     let owner_id = p.a.owner.id.clone().unwrap_or_else(|| "owner".into());
     write_config(

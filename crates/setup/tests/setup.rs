@@ -1,0 +1,680 @@
+//! The wizard end to end through its binary (what `cargo xtask setup --answers` runs): an
+//! overlay from an answers file with a fake provider and a fake Discord on 127.0.0.1, built
+//! with cargo, checked with its own `doctor` and `tools`; then updated in place, rolled back
+//! from injected failures, and refused on a bad token. Plus check-core, remote
+//! neutralisation and module scaffolding.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use strata_engine::secret::Vault as _;
+use strata_test_support::{FakeResponse, FakeServer};
+
+const SETUP: &str = env!("CARGO_BIN_EXE_strata-setup");
+
+fn engine_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(PathBuf::from)
+        .expect("root")
+}
+
+fn run_setup(answers: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(SETUP);
+    c.args(["setup", "--answers"]).arg(answers);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("STRATA_") {
+            c.env_remove(k);
+        }
+    }
+    // Tests write few secrets; 600,000 rounds per open would only slow them.
+    c.env("STRATA_SETUP_VAULT_ITERATIONS", "2000");
+    c.envs(env.iter().copied());
+    c.output().expect("run strata-setup")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every file under `dir` (but build output) with its bytes.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if e.file_name() != "target" {
+                    stack.push(p);
+                }
+            } else {
+                out.insert(
+                    p.strip_prefix(dir).expect("prefix").to_path_buf(),
+                    std::fs::read(&p).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn whoami() -> String {
+    let o = Command::new("id").arg("-un").output().expect("id");
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+struct Fakes {
+    llm: FakeServer,
+    discord: FakeServer,
+}
+
+fn answers(dir: &Path, f: &Fakes, agent: &str, modules: &[&str], binary: &Path) -> String {
+    format!(
+        r#"overlay_dir: {overlay}
+name: acme
+modules: [{modules}]
+maintainer: true
+port: 18770
+vault:
+  passphrase: env:T_VAULT_PASS
+  key_file: {keys}/acme.vault-key
+provider:
+  kind: openai
+  model: gpt-4o-mini
+  api_key: env:T_OPENAI_KEY
+  base_url: {llm}/v1
+discord:
+  token: env:T_DISCORD_TOKEN
+  guild: "000000000000000100"
+  api_base: {discord}/api/v10
+owner:
+  name: Example Owner
+  discord_id: "000000000000000001"
+agent:
+  id: {agent}
+  name: Helper {agent}
+  description: Answers the team's questions.
+  tier: coordinator
+  channels: ["000000000000000200"]
+approvals:
+  channel: "000000000000000300"
+  approvers: [owner]
+rate_limits: {{per_minute: 30, per_hour: 500}}
+ops:
+  discord_token: env:T_OPS_TOKEN
+units:
+  user: {user}
+  binary: {binary}
+"#,
+        overlay = dir.join("acme").display(),
+        keys = dir.join("keys").display(),
+        modules = modules.join(", "),
+        llm = f.llm.url,
+        discord = f.discord.url,
+        user = whoami(),
+        binary = binary.display(),
+    )
+}
+
+const SECRETS: [(&str, &str); 4] = [
+    ("T_VAULT_PASS", "a long vault passphrase"),
+    ("T_OPENAI_KEY", "sk-test-key-for-the-fake-provider"),
+    ("T_DISCORD_TOKEN", "fake-discord-main-token"),
+    ("T_OPS_TOKEN", "fake-discord-ops-token"),
+];
+
+fn script_ok(f: &Fakes) {
+    f.llm.script([FakeResponse::ok(
+        serde_json::json!({"object": "list", "data": []}),
+    )]);
+    f.discord.script([
+        FakeResponse::ok(serde_json::json!({"id": "000000000000000042", "username": "acme-bot"})),
+        FakeResponse::ok(serde_json::json!({"id": "000000000000000043", "username": "acme-ops"})),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_place() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let f = Fakes {
+        llm: FakeServer::start().await.expect("llm"),
+        discord: FakeServer::start().await.expect("discord"),
+    };
+    let overlay = tmp.path().join("acme");
+    let target = engine_root().join("target/overlay-build");
+    let binary = target.join("debug/strata-acme");
+    let file = tmp.path().join("answers.yaml");
+    std::fs::write(
+        &file,
+        answers(tmp.path(), &f, "main", &["ops", "fleet"], &binary),
+    )
+    .expect("w");
+    script_ok(&f);
+    let o = run_setup(&file, &SECRETS);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("created overlay `acme`"), "{out}");
+    assert!(out.contains("ok   Discord: bot `acme-bot`"), "{out}");
+
+    // The credentials were checked with one cheap call each, carrying the secret.
+    let llm = f.llm.requests();
+    assert_eq!(llm.len(), 1);
+    assert_eq!(
+        (llm[0].method.as_str(), llm[0].path.as_str()),
+        ("GET", "/v1/models")
+    );
+    assert_eq!(
+        llm[0].headers.get("authorization").map(String::as_str),
+        Some("Bearer sk-test-key-for-the-fake-provider")
+    );
+    let dc = f.discord.requests();
+    assert_eq!(dc.len(), 2);
+    assert_eq!(dc[0].path, "/api/v10/users/@me");
+    assert_eq!(
+        dc[0].headers.get("authorization").map(String::as_str),
+        Some("Bot fake-discord-main-token")
+    );
+
+    // No secret in clear anywhere in the overlay; config refers to the vault.
+    for (path, bytes) in tree(&overlay) {
+        let t = String::from_utf8_lossy(&bytes);
+        for (_, secret) in &SECRETS {
+            assert!(
+                !t.contains(secret),
+                "{} holds a secret in clear",
+                path.display()
+            );
+        }
+    }
+    let config = std::fs::read_to_string(overlay.join("config/config.yaml")).expect("config");
+    assert!(config.contains("api_key: vault:openai-api-key"), "{config}");
+    assert!(config.contains("token: vault:discord-main"), "{config}");
+    assert!(config.contains("per_minute: 30"), "{config}");
+    let team: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(overlay.join("config/team.json")).expect("team"),
+    )
+    .expect("json");
+    assert_eq!(team["people"][0]["access"], "owner");
+    assert_eq!(
+        team["people"][0]["contacts"]["discord"],
+        "000000000000000001"
+    );
+    let cargo = std::fs::read_to_string(overlay.join("Cargo.toml")).expect("cargo");
+    assert!(cargo.contains("strata-mod-fleet = { path = "), "{cargo}");
+    let gitignore = std::fs::read_to_string(overlay.join(".gitignore")).expect("gi");
+    for must in ["/config/secrets.enc", "/data/", "/tmp/", "vault-key"] {
+        assert!(gitignore.contains(must), "{must}");
+    }
+    // The vault holds the three secrets; the key file is private and holds the passphrase.
+    let v = strata_vault::FileVault::open(&overlay.join("config"), "a long vault passphrase")
+        .expect("vault opens");
+    assert_eq!(v.keys(), ["discord-main", "discord-ops", "openai-api-key"]);
+    let key_file = tmp.path().join("keys/acme.vault-key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_file)
+            .expect("key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // The overlay builds as its own crate…
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--offline", "--quiet", "--manifest-path"])
+        .arg(overlay.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("cargo build");
+    assert!(build.status.success(), "{}", text(&build));
+    let strata = |args: &[&str]| {
+        Command::new(&binary)
+            .arg("--overlay")
+            .arg(&overlay)
+            .args(args)
+            .env("STRATA_VAULT_KEY_FILE", &key_file)
+            .env("STRATA_SYSTEMD_DIR", tmp.path().join("no-units-installed"))
+            .env_remove("STRATA_VAULT_PASSPHRASE")
+            .output()
+            .expect("run overlay binary")
+    };
+    // …its doctor passes…
+    let o = strata(&["doctor"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("ok   vault") && out.contains("holds the 2 key(s) the config references"),
+        "{out}"
+    );
+    assert!(
+        out.contains("info unit strata-acme.service not installed"),
+        "{out}"
+    );
+    // …and it serves the chosen modules' tools and its own.
+    let o = strata(&["tools"]);
+    let out = text(&o);
+    for tool in [
+        "system_info",
+        "service_health",
+        "mind_api",
+        "call_agent",
+        "acme_about",
+    ] {
+        assert!(out.contains(tool), "{tool} missing: {out}");
+    }
+    // The ops profile runs only the ops agent and the ops bot.
+    let o = strata(&["--profile", "ops", "config", "show", "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let keys = |p: &str| -> Vec<String> {
+        shown
+            .pointer(p)
+            .and_then(|v| v.as_object())
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(keys("/agents"), ["ops"]);
+    assert_eq!(keys("/connectors/discord/accounts"), ["ops"]);
+    assert_eq!(shown["server"]["port"], 18771);
+
+    // The rendered units pass systemd's own check where it is installed.
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        for unit in ["strata-acme.service", "strata-acme-ops.service"] {
+            let o = Command::new("systemd-analyze")
+                .arg("verify")
+                .arg(overlay.join("systemd").join(unit))
+                .output()
+                .expect("verify");
+            let complaints: Vec<String> = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter(|l| l.contains(unit))
+                .map(str::to_owned)
+                .collect();
+            assert!(
+                o.status.success() && complaints.is_empty(),
+                "{unit}: {complaints:?} {}",
+                text(&o)
+            );
+        }
+    } else {
+        eprintln!("systemd-analyze not installed: unit verification skipped");
+    }
+
+    // Re-running with other answers updates in place: the team's own changes stay.
+    std::fs::write(overlay.join("knowledgebase/ours.md"), "our notes").expect("w");
+    let mut cfg: serde_json::Value = serde_yaml::from_str(&config).expect("yaml");
+    cfg["log"] = serde_json::json!({"level": "debug"});
+    std::fs::write(
+        overlay.join("config/config.yaml"),
+        serde_yaml::to_string(&cfg).expect("y"),
+    )
+    .expect("w");
+    std::fs::write(
+        overlay.join("agents/main/AGENTS.md"),
+        "# Main, edited by the team\n",
+    )
+    .expect("w");
+    std::fs::write(&file, answers(tmp.path(), &f, "helper", &["ops"], &binary)).expect("w");
+    script_ok(&f);
+    let o = run_setup(&file, &SECRETS);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("updated overlay `acme`"), "{}", text(&o));
+    let agents = std::fs::read_to_string(overlay.join("config/agents.yaml")).expect("agents");
+    assert!(
+        agents.contains("main:") && agents.contains("helper:"),
+        "{agents}"
+    );
+    let config = std::fs::read_to_string(overlay.join("config/config.yaml")).expect("config");
+    assert!(config.contains("level: debug"), "{config}");
+    assert_eq!(
+        std::fs::read_to_string(overlay.join("agents/main/AGENTS.md")).expect("md"),
+        "# Main, edited by the team\n"
+    );
+    assert!(overlay.join("agents/helper/AGENTS.md").is_file());
+    assert_eq!(
+        std::fs::read_to_string(overlay.join("knowledgebase/ours.md")).expect("r"),
+        "our notes"
+    );
+    let cargo = std::fs::read_to_string(overlay.join("Cargo.toml")).expect("cargo");
+    assert!(
+        cargo.contains("strata-mod-ops") && !cargo.contains("strata-mod-fleet"),
+        "{cargo}"
+    );
+    let v = strata_vault::FileVault::open(&overlay.join("config"), "a long vault passphrase")
+        .expect("vault");
+    assert_eq!(v.keys().len(), 3);
+
+    // A failure late in an update puts every file back byte for byte.
+    let before = tree(&overlay);
+    let key_before = std::fs::read(&key_file).expect("key");
+    std::fs::write(&file, answers(tmp.path(), &f, "third", &["fleet"], &binary)).expect("w");
+    script_ok(&f);
+    let o = run_setup(
+        &file,
+        &[SECRETS.as_slice(), &[("STRATA_SETUP_FAIL_AFTER", "units")]].concat(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("setup rolled back: nothing it wrote remains"),
+        "{}",
+        text(&o)
+    );
+    let after = tree(&overlay);
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(p, b)| after.get(*p) != Some(b))
+        .map(|(p, _)| p.display().to_string())
+        .chain(
+            after
+                .keys()
+                .filter(|p| !before.contains_key(*p))
+                .map(|p| p.display().to_string()),
+        )
+        .collect();
+    assert!(changed.is_empty(), "not restored: {changed:?}");
+    assert_eq!(std::fs::read(&key_file).expect("key"), key_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_or_refused_first_run_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let f = Fakes {
+        llm: FakeServer::start().await.expect("llm"),
+        discord: FakeServer::start().await.expect("discord"),
+    };
+    let file = tmp.path().join("answers.yaml");
+    std::fs::write(
+        &file,
+        answers(tmp.path(), &f, "main", &["ops"], Path::new("/usr/bin/true")),
+    )
+    .expect("w");
+    // A failure injected after each step in turn: the overlay and the key file are gone.
+    for step in ["dirs", "crate", "vault", "config", "ops", "units"] {
+        script_ok(&f);
+        let o = run_setup(
+            &file,
+            &[SECRETS.as_slice(), &[("STRATA_SETUP_FAIL_AFTER", step)]].concat(),
+        );
+        assert!(!o.status.success(), "{step}");
+        assert!(
+            text(&o).contains(&format!("after step `{step}`")),
+            "{}",
+            text(&o)
+        );
+        assert!(
+            !tmp.path().join("acme").exists(),
+            "overlay left after a failure at {step}"
+        );
+        assert!(
+            !tmp.path().join("keys").exists(),
+            "key dir left after a failure at {step}"
+        );
+    }
+    // A token Discord rejects stops the run before anything is written.
+    f.llm
+        .script([FakeResponse::ok(serde_json::json!({"data": []}))]);
+    f.discord.script([FakeResponse::status(
+        401,
+        serde_json::json!({"message": "401: Unauthorized"}),
+    )]);
+    let o = run_setup(&file, &SECRETS);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("Discord rejected the bot token"),
+        "{}",
+        text(&o)
+    );
+    assert!(!tmp.path().join("acme").exists());
+    // A missing secret variable names itself; a typo in the answers is refused.
+    let o = run_setup(&file, &SECRETS[..2]);
+    assert!(
+        text(&o).contains("`discord.token` names $T_DISCORD_TOKEN, which is not set"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&file, "overlay_dir: x\nnmae: typo\n").expect("w");
+    let o = run_setup(&file, &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("unknown field `nmae`"), "{}", text(&o));
+    // A directory that is neither empty nor an overlay is not touched.
+    let busy = tmp.path().join("busy");
+    std::fs::create_dir_all(&busy).expect("mkdir");
+    std::fs::write(busy.join("precious.txt"), "keep").expect("w");
+    std::fs::write(
+        &file,
+        format!(
+            "overlay_dir: {}\nname: busy\nunits: {{enabled: false}}\n",
+            busy.display()
+        ),
+    )
+    .expect("w");
+    let o = run_setup(&file, &[]);
+    assert!(
+        text(&o).contains("is not empty and is not a Strata overlay"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_dir(&busy).expect("rd").count(), 1);
+}
+
+#[test]
+fn check_core_flags_planted_deployment_details_and_passes_on_the_tree() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = tmp.path().join("crates/x/src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::create_dir_all(tmp.path().join("modules/m/config")).expect("mkdir");
+    // Each planted line is one violation; placeholders beside them are not.
+    std::fs::write(
+        src.join("lib.rs"),
+        [
+            "const CHANNEL: &str = \"1187432987654321098\";", // check-core: allow
+            "const PLACEHOLDER: &str = \"000000000000000001\";",
+            "let key = \"sk-proj-Zq8xW3vB9nL2mK7pR4tY6uI1oA5sD0fG\";", // check-core: allow
+            "let short = \"sk-test\";",
+            "// mail ops-lead@acme-corp.io for access", // check-core: allow
+            "// docs: owner@example.com",
+            "let p = \"/home/jdoe/deploy/config\";", // check-core: allow
+            "let q = \"/home/user/overlay\";",
+        ]
+        .join("\n"),
+    )
+    .expect("w");
+    std::fs::write(
+        tmp.path().join("modules/m/config/default.yaml"),
+        "token: AKIAQWERTYUIOPASDFGH\n", // check-core: allow
+    )
+    .expect("w");
+    let o = Command::new(SETUP)
+        .args(["check-core", "--root"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    for (line, kind) in [
+        ("lib.rs:1", "Discord snowflake"),
+        ("lib.rs:3", "OpenAI-style key"),
+        ("lib.rs:5", "e-mail address"),
+        ("lib.rs:7", "absolute home path"),
+        ("default.yaml:1", "AWS access key"),
+    ] {
+        assert!(
+            out.lines().any(|l| l.contains(line) && l.contains(kind)),
+            "{line} {kind}: {out}"
+        );
+    }
+    assert!(out.contains("5 finding(s)"), "{out}");
+    // The secret itself is not printed whole.
+    assert!(!out.contains("Zq8xW3vB9nL2mK7pR4tY6uI1oA5sD0fG"), "{out}");
+    // The engine's own tree is clean.
+    let o = Command::new(SETUP)
+        .args(["check-core"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_team_clone_of_the_engine_cannot_push_to_it() {
+    use strata_setup::remote::{Outcome, neutralise, restore};
+    let upstream = "https://example.invalid/strata";
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = tmp.path();
+    git(repo, &["init", "-q"]);
+    git(
+        repo,
+        &["remote", "add", "origin", "git@example.invalid:strata.git"],
+    );
+    // A maintainer is left alone, by flag or by the clone's config.
+    assert_eq!(
+        neutralise(repo, upstream, true).expect("n"),
+        Outcome::Maintainer
+    );
+    git(repo, &["config", "strata.maintainer", "true"]);
+    assert_eq!(
+        neutralise(repo, upstream, false).expect("n"),
+        Outcome::Maintainer
+    );
+    git(repo, &["config", "--unset", "strata.maintainer"]);
+    // Anyone else: origin becomes upstream with pushing disabled, and is told how to undo.
+    match neutralise(repo, upstream, false).expect("n") {
+        Outcome::Neutralised(msg) => {
+            assert!(msg.contains("git remote rename upstream origin"), "{msg}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(git(repo, &["remote"]), "upstream");
+    assert_eq!(
+        git(repo, &["remote", "get-url", "--push", "upstream"]),
+        "DISABLED"
+    );
+    assert_eq!(
+        git(repo, &["remote", "get-url", "upstream"]),
+        "git@example.invalid:strata.git"
+    );
+    let push = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["push", "upstream", "HEAD"])
+        .output()
+        .expect("push");
+    assert!(!push.status.success());
+    assert_eq!(
+        neutralise(repo, upstream, false).expect("n"),
+        Outcome::AlreadyDone
+    );
+    restore(repo, "git@example.invalid:strata.git").expect("restore");
+    assert_eq!(
+        git(repo, &["remote", "get-url", "--push", "origin"]),
+        "git@example.invalid:strata.git"
+    );
+    // A clone of something else is not touched.
+    git(
+        repo,
+        &[
+            "remote",
+            "set-url",
+            "origin",
+            "https://example.invalid/other",
+        ],
+    );
+    assert!(matches!(
+        neutralise(repo, upstream, false).expect("n"),
+        Outcome::NotUpstream(_)
+    ));
+    assert_eq!(git(repo, &["remote"]), "origin");
+}
+
+#[test]
+fn new_module_scaffolds_a_crate_cargo_accepts() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let o = Command::new(SETUP)
+        .args(["new-module", "billing", "--dir"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let dir = tmp.path().join("billing");
+    for f in ["Cargo.toml", "src/lib.rs", "config/default.yaml"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).expect("lib");
+    assert!(lib.contains("declare_module!(\"billing\"") && lib.contains("async fn billing_ping"));
+    let meta = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "metadata",
+            "--offline",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(dir.join("Cargo.toml"))
+        .output()
+        .expect("metadata");
+    assert!(meta.status.success(), "{}", text(&meta));
+    assert!(String::from_utf8_lossy(&meta.stdout).contains("\"name\":\"strata-mod-billing\""));
+    // Twice is refused; a bad name is refused.
+    let o = Command::new(SETUP)
+        .args(["new-module", "billing", "--dir"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let o = Command::new(SETUP)
+        .args(["new-module", "Bad_Name", "--dir"])
+        .arg(tmp.path())
+        .output()
+        .expect("run");
+    assert!(text(&o).contains("lower-case letters"), "{}", text(&o));
+}
+
+#[test]
+fn the_example_overlay_has_the_layout_the_wizard_generates() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("fresh");
+    let o = Command::new(SETUP)
+        .args(["new-overlay"])
+        .arg(&dir)
+        .args(["--name", "fresh", "--modules", "ops,fleet"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let example = engine_root().join("overlay-example");
+    for rel in tree(&dir).keys() {
+        let name = rel.to_string_lossy();
+        // The example keeps its own lock in the workspace's, and placeholders for empty dirs
+        // only where it has no content.
+        if name == "Cargo.lock" || name.ends_with(".gitkeep") {
+            continue;
+        }
+        assert!(
+            example.join(rel).exists(),
+            "overlay-example lacks {name}, which the wizard generates"
+        );
+    }
+}
