@@ -618,6 +618,10 @@ fn step_done(step: &str, stop: &AtomicBool) -> anyhow::Result<()> {
     if std::env::var("STRATA_SETUP_FAIL_AFTER").ok().as_deref() == Some(step) {
         bail!("failure injected after step `{step}` (STRATA_SETUP_FAIL_AFTER)");
     }
+    // Tests deliver a real SIGINT here, as a Ctrl-C between two steps would.
+    if std::env::var("STRATA_SETUP_SIGINT_AFTER").ok().as_deref() == Some(step) {
+        signal_hook::low_level::raise(signal_hook::consts::SIGINT)?;
+    }
     check_interrupt(stop)
 }
 
@@ -899,6 +903,10 @@ pub fn run_with(
     let mut lines = prerequisites()?;
     let interactive = prompter.is_some();
     if let Some(p) = prompter {
+        // On a terminal the checks come first, before the questions.
+        for l in lines.drain(..) {
+            eprintln!("{l}");
+        }
         fill(&mut answers, p, &opts.engine_root)?;
     }
     let plan = resolve(answers, &opts.engine_root, interactive)?;
@@ -940,5 +948,130 @@ pub fn run_with(
                 left.join("\n  ")
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// Answers in order, each checked against the question it expects (a substring).
+    struct Scripted(VecDeque<(&'static str, &'static str)>);
+
+    impl Scripted {
+        fn next(&mut self, q: &str) -> &'static str {
+            let (want, answer) = self
+                .0
+                .pop_front()
+                .unwrap_or_else(|| panic!("unexpected question: {q}"));
+            assert!(q.contains(want), "asked `{q}`, expected `{want}`");
+            answer
+        }
+    }
+
+    impl Prompter for Scripted {
+        fn text(&mut self, q: &str, default: Option<&str>) -> anyhow::Result<String> {
+            let a = self.next(q);
+            Ok(if a.is_empty() {
+                default.unwrap_or("").to_owned()
+            } else {
+                a.to_owned()
+            })
+        }
+        fn confirm(&mut self, q: &str, _default: bool) -> anyhow::Result<bool> {
+            Ok(self.next(q) == "y")
+        }
+        fn select(&mut self, q: &str, options: &[&str]) -> anyhow::Result<usize> {
+            let a = self.next(q);
+            options
+                .iter()
+                .position(|o| o.starts_with(a))
+                .ok_or_else(|| anyhow::anyhow!("no option {a}"))
+        }
+        fn multi_select(&mut self, q: &str, options: &[&str]) -> anyhow::Result<Vec<usize>> {
+            let a = self.next(q);
+            Ok(a.split(',')
+                .filter_map(|x| options.iter().position(|o| *o == x))
+                .collect())
+        }
+        fn secret(&mut self, q: &str) -> anyhow::Result<Zeroizing<String>> {
+            Ok(Zeroizing::new(self.next(q).to_owned()))
+        }
+    }
+
+    #[test]
+    fn the_interactive_wizard_asks_in_order_and_writes_what_was_typed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("team-bot");
+        let dir_s: &'static str = Box::leak(dir.display().to_string().into_boxed_str());
+        let key_file = tmp.path().join("key");
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .map(PathBuf::from)
+            .expect("root");
+        let mut p = Scripted(VecDeque::from([
+            ("Where should", dir_s),
+            ("Deployment name", ""),
+            ("Layers", "three-layer"),
+            ("Modules to link", "ops"),
+            ("Vault passphrase", "typed passphrase"),
+            ("passphrase again", "typed passphrase"),
+            ("key file", "y"),
+            ("LLM provider", "anthropic"),
+            ("Model", ""),
+            ("anthropic API key", "typed-anthropic-key"),
+            ("Check it now", "n"),
+            ("Discord bot", "n"),
+            ("Owner's name", "Example Owner"),
+            ("First agent's id", "helper"),
+            ("display name", "Helper"),
+            ("What it is for", ""),
+            ("tier", "assistant"),
+            ("Approvers", ""),
+            ("per minute", "20"),
+            ("per hour", ""),
+            ("ops", "n"),
+            ("systemd units", "n"),
+        ]));
+        let mut a = Answers::default();
+        a.vault.key_file = Some(key_file.clone());
+        a.maintainer = true;
+        let opts = Options {
+            answers: None,
+            maintainer: true,
+            engine_root: root,
+        };
+        let lines = run_with(&opts, a, Some(&mut p)).expect("wizard");
+        assert!(p.0.is_empty(), "questions not asked: {:?}", p.0);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("created overlay `team-bot`")),
+            "{lines:?}"
+        );
+        let cfg = std::fs::read_to_string(dir.join("config/config.yaml")).expect("config");
+        assert!(
+            cfg.contains("provider: anthropic") && cfg.contains("model: claude-sonnet-4-5"),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains("per_minute: 20") && cfg.contains("per_hour: 1000"),
+            "{cfg}"
+        );
+        assert!(!cfg.contains("typed-anthropic-key"));
+        let v =
+            strata_vault::FileVault::open(&dir.join("config"), "typed passphrase").expect("vault");
+        use strata_engine::secret::Vault as _;
+        assert_eq!(
+            v.get("anthropic-api-key")
+                .map(|s| s.expose().to_owned())
+                .as_deref(),
+            Some("typed-anthropic-key")
+        );
+        assert!(!dir.join("systemd").exists());
+        let team = std::fs::read_to_string(dir.join("config/team.json")).expect("team");
+        assert!(team.contains("\"agent_tier\": \"assistant\""), "{team}");
     }
 }

@@ -424,6 +424,24 @@ async fn a_failed_or_refused_first_run_leaves_nothing_behind() {
             "key dir left after a failure at {step}"
         );
     }
+    // Ctrl-C (a real SIGINT) between two steps: rolled back the same way, exit non-zero.
+    script_ok(&f);
+    let o = run_setup(
+        &file,
+        &[
+            SECRETS.as_slice(),
+            &[("STRATA_SETUP_SIGINT_AFTER", "config")],
+        ]
+        .concat(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("interrupted (Ctrl-C)") && text(&o).contains("rolled back"),
+        "{}",
+        text(&o)
+    );
+    assert!(!tmp.path().join("acme").exists());
+    assert!(!tmp.path().join("keys").exists());
     // A token Discord rejects stops the run before anything is written.
     f.llm
         .script([FakeResponse::ok(serde_json::json!({"data": []}))]);
