@@ -1108,6 +1108,14 @@ pub fn validate_module_section<T: serde::de::DeserializeOwned>(
     })
 }
 
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1147,12 +1155,4 @@ mod tests {
         assert_eq!(suggest("tool", &["tools", "team"]), Some("tools"));
         assert_eq!(suggest("zzzzqqq", &["tools", "team"]), None);
     }
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
 }
