@@ -803,3 +803,99 @@ fn a_profile_turns_off_agents_and_discord_accounts_the_base_config_defines() {
     assert_eq!(keys(&ops, "/agents"), ["ops"]);
     assert_eq!(keys(&ops, "/connectors/discord/accounts"), ["ops"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials() {
+    use strata_test_support::{FakeResponse, FakeServer};
+    let llm = FakeServer::start().await.expect("llm");
+    let discord = FakeServer::start().await.expect("discord");
+    let ov = Overlay::new();
+    let mut v = strata_vault::FileVault::create_with_iterations(
+        &ov.path().join("config"),
+        "doctor pass",
+        1000,
+    )
+    .expect("vault");
+    v.set("openai-api-key", "sk-doctor").expect("set");
+    v.set("discord-main", "discord-doctor-token").expect("set");
+    let proxy = discord.url.trim_start_matches("http://").to_owned();
+    ov.write(
+        "config/config.yaml",
+        &format!(
+            "defaults:\n  llm: {{provider: openai, model: m, api_key: 'vault:openai-api-key', base_url: '{}/v1'}}\n\
+             connectors:\n  discord:\n    api_proxy: '{proxy}'\n    plain_http: true\n    accounts:\n      main: {{token: 'vault:discord-main'}}\n",
+            llm.url
+        ),
+    );
+    let env = [("STRATA_VAULT_PASSPHRASE", "doctor pass")];
+    // Offline: nothing is asked, and the references resolve.
+    let o = ov.run(&["doctor"], &env);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(
+        out.contains("vault holds the 2 key(s) the config references"),
+        "{out}"
+    );
+    assert!(llm.requests().is_empty() && discord.requests().is_empty());
+    // Online, both accept.
+    llm.script([FakeResponse::ok(serde_json::json!({"data": []}))]);
+    discord.script([FakeResponse::ok(
+        serde_json::json!({"id": "1", "username": "doc-bot"}),
+    )]);
+    let o = ov.run(&["doctor", "--online"], &env);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(
+        out.contains("ok   defaults.llm: openai accepts the key"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   Discord account `main`: token valid (bot `doc-bot`)"),
+        "{out}"
+    );
+    let r = llm.requests();
+    assert_eq!(r[0].path, "/v1/models");
+    assert_eq!(
+        r[0].headers.get("authorization").map(String::as_str),
+        Some("Bearer sk-doctor")
+    );
+    let r = discord.requests();
+    assert_eq!(r[0].path, "/api/v10/users/@me");
+    assert_eq!(
+        r[0].headers.get("authorization").map(String::as_str),
+        Some("Bot discord-doctor-token")
+    );
+    // Online, both refuse: two FAIL lines, exit 1, no secret printed.
+    llm.script([FakeResponse::status(
+        401,
+        serde_json::json!({"error": {"message": "bad key"}}),
+    )]);
+    discord.script([FakeResponse::status(
+        401,
+        serde_json::json!({"message": "401: Unauthorized"}),
+    )]);
+    let o = ov.run(&["doctor", "--online"], &env);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 1, "{out}");
+    assert!(
+        out.contains("FAIL defaults.llm: openai answered 401"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL Discord account `main`: Discord answered 401"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("sk-doctor") && !out.contains("discord-doctor-token"),
+        "{out}"
+    );
+    // A key the overlay references but the vault lacks fails offline, naming both.
+    v.remove("discord-main").expect("rm");
+    let o = ov.run(&["doctor"], &env);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 1, "{out}");
+    assert!(
+        out.contains("FAIL `connectors.discord.accounts.main.token` (set by overlay:config/config.yaml) refers to vault key `discord-main`: the vault does not hold it"),
+        "{out}"
+    );
+}

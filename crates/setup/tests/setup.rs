@@ -160,10 +160,23 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
     )
     .expect("w");
     script_ok(&f);
+    let engine_status = || {
+        git(
+            &engine_root(),
+            &["status", "--porcelain", "--untracked-files=all"],
+        )
+    };
+    let engine_before = engine_status();
     let o = run_setup(&file, &SECRETS);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
     assert!(out.contains("created overlay `acme`"), "{out}");
+    // Making a deployment changes nothing in the engine checkout.
+    assert_eq!(
+        engine_status(),
+        engine_before,
+        "the wizard wrote into the engine checkout"
+    );
     assert!(out.contains("ok   Discord: bot `acme-bot`"), "{out}");
 
     // The credentials were checked with one cheap call each, carrying the secret.
@@ -683,6 +696,11 @@ fn the_example_overlay_has_the_layout_the_wizard_generates() {
         .expect("run");
     assert!(o.status.success(), "{}", text(&o));
     let example = engine_root().join("overlay-example");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".gitignore")).expect("generated"),
+        std::fs::read_to_string(example.join(".gitignore")).expect("example"),
+        "overlay-example/.gitignore differs from what the wizard writes"
+    );
     for rel in tree(&dir).keys() {
         let name = rel.to_string_lossy();
         // The example keeps its own lock in the workspace's, and placeholders for empty dirs
