@@ -591,30 +591,12 @@ fn vault_commands_round_trip_and_never_take_secrets_as_arguments() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     // set reads the value from stdin.
     let set = |key: &str, value: &str| {
-        let mut cmd = Command::new(BIN);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("STRATA_") {
-                cmd.env_remove(k);
-            }
-        }
-        let mut child = cmd
-            .arg("--overlay")
-            .arg(ov.path())
-            .args(["vault", "set", key, "--from-stdin"])
-            .env("STRATA_VAULT_PASSPHRASE", "open sesame")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(format!("{value}\n").as_bytes())
-            .expect("write");
-        child.wait_with_output().expect("wait")
+        run_with_stdin(
+            &ov,
+            &["vault", "set", key, "--from-stdin"],
+            &pass,
+            &format!("{value}\n"),
+        )
     };
     assert_eq!(code(&set("openai-key", "sk-abc")), 0);
     assert_eq!(code(&set("openai_key", " padded ")), 0);

@@ -43,11 +43,12 @@ else:
     print(json.dumps(json.loads(Fernet(key(salt, n)).decrypt(open(os.path.join(d, "secrets.enc"), "rb").read()))))
 "#;
 
-fn py(mode: &str, dir: &Path, pw: &str) -> String {
+/// Runs `script` with `mode dir args…`; its stdout.
+fn python(script: &str, mode: &str, dir: &Path, args: &[&str]) -> String {
     let out = Command::new("python3")
-        .args(["-c", PY, mode])
+        .args(["-c", script, mode])
         .arg(dir)
-        .arg(pw)
+        .args(args)
         .output()
         .expect("python3");
     assert!(
@@ -56,6 +57,10 @@ fn py(mode: &str, dir: &Path, pw: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn py(mode: &str, dir: &Path, pw: &str) -> String {
+    python(PY, mode, dir, &[pw])
 }
 
 #[test]
@@ -151,18 +156,7 @@ else:
 "#;
 
 fn py_legacy(mode: &str, dir: &Path, pw: &str, salt: &str) -> String {
-    let out = Command::new("python3")
-        .args(["-c", PY_LEGACY, mode])
-        .arg(dir)
-        .args([pw, salt])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    python(PY_LEGACY, mode, dir, &[pw, salt])
 }
 
 #[test]
