@@ -714,3 +714,68 @@ fn the_example_overlay_has_the_layout_the_wizard_generates() {
         );
     }
 }
+
+/// The interactive wizard on a real pseudo-terminal (util-linux `script`), keys typed one
+/// answer at a time: inquire's prompts, defaults and filtering, end to end.
+#[test]
+fn the_wizard_on_a_terminal_takes_typed_answers() {
+    // Type-ahead works (the keys wait in the pty), so the pause only paces the screen.
+    const KEY_DELAY_MS: u64 = 150;
+    use std::io::Write;
+    if Command::new("script").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs util-linux `script`"
+        );
+        eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("typed");
+    let mut child = Command::new("script")
+        .args(["-qfec", &format!("{SETUP} setup"), "/dev/null"])
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let keys: Vec<String> = vec![
+        format!("{}\r", dir.display()), // where
+        "\r".into(),                    // name: the directory's
+        "\r".into(),                    // two-layer
+        "\r".into(),                    // no vault
+        "none\r".into(),                // provider, found by typing to filter
+        "\r".into(),                    // no Discord
+        "Typed Owner\r".into(),         // owner
+        "\r".into(),                    // agent id: main
+        "\r".into(),                    // display name
+        "\r".into(),                    // description
+        "\r".into(),                    // tier: coordinator
+        "\r".into(),                    // approvers: owners
+        "15\r".into(),                  // per minute
+        "\r".into(),                    // per hour
+        "\r".into(),                    // no ops instance
+        "n\r".into(),                   // no units
+    ];
+    for k in keys {
+        std::thread::sleep(std::time::Duration::from_millis(KEY_DELAY_MS));
+        stdin.write_all(k.as_bytes()).expect("type");
+        stdin.flush().expect("flush");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    drop(stdin);
+    let o = child.wait_with_output().expect("wait");
+    let screen = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{screen}");
+    assert!(screen.contains("created overlay `typed`"), "{screen}");
+    let team = std::fs::read_to_string(dir.join("config/team.json")).expect("team");
+    assert!(team.contains("Typed Owner"), "{team}");
+    let cfg = std::fs::read_to_string(dir.join("config/config.yaml")).expect("config");
+    assert!(
+        cfg.contains("per_minute: 15") && !cfg.contains("defaults:\n  llm"),
+        "{cfg}"
+    );
+    assert!(!dir.join("systemd").exists() && !dir.join("config/secrets.enc").exists());
+}
