@@ -368,7 +368,7 @@ pub static PASSPHRASE_FROM_STDIN: std::sync::atomic::AtomicBool =
 
 /// The overlay's vault (`config/secrets.enc`), opened with the passphrase from the
 /// environment (`STRATA_VAULT_KEY_FILE`, `~/.config/strata/vault-key`,
-/// `STRATA_VAULT_PASSPHRASE`). No vault: `None`. A vault without a passphrase: `None` and a
+/// `STRATA_VAULT_PASSPHRASE`), or asked for when stdin is a terminal. No vault: `None`. A vault without a passphrase: `None` and a
 /// warning (its `vault:` references then fail, naming the key). A wrong passphrase: an error.
 pub fn open_vault(config_dir: &std::path::Path) -> anyhow::Result<Option<strata_vault::FileVault>> {
     open_vault_from(config_dir, false)
@@ -386,8 +386,8 @@ pub fn missing_vault_refs(
         .collect()
 }
 
-/// [`open_vault`], also reading one line of standard input (when it is not a terminal) or
-/// prompting on the terminal when the environment names no passphrase.
+/// [`open_vault`], also reading one line of standard input when `allow_stdin` and it is not a
+/// terminal. On a terminal, both ask (no echo) when the environment names no passphrase.
 pub fn open_vault_from(
     config_dir: &std::path::Path,
     allow_stdin: bool,
@@ -395,11 +395,9 @@ pub fn open_vault_from(
     if !strata_vault::FileVault::exists(config_dir) {
         return Ok(None);
     }
-    let pass = if allow_stdin {
-        strata_vault::passphrase(true)?
-    } else {
-        strata_vault::passphrase_from_env()?
-    };
+    // The environment first; then stdin (only where the command leaves it free) or, on a
+    // terminal, a prompt.
+    let pass = strata_vault::passphrase(allow_stdin)?;
     let Some(pass) = pass else {
         tracing::warn!(
             vault = %config_dir.join("secrets.enc").display(),

@@ -881,3 +881,75 @@ async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials
         "{out}"
     );
 }
+
+/// On a terminal (a pseudo-terminal from util-linux `script`) with no passphrase in the
+/// environment, the vault asks for it without echoing it.
+#[test]
+fn on_a_terminal_the_vault_asks_for_its_passphrase_without_echo() {
+    use std::io::Write;
+    if Command::new("script").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs util-linux `script`"
+        );
+        eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+        return;
+    }
+    let ov = Overlay::new();
+    let mut v = strata_vault::FileVault::create_with_iterations(
+        &ov.path().join("config"),
+        "typed secret words",
+        1000,
+    )
+    .expect("vault");
+    v.set("visible-key-name", "value").expect("set");
+    let cmd = format!("{BIN} --overlay {} vault list", ov.path().display());
+    let mut child = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env_remove("STRATA_VAULT_PASSPHRASE")
+        .env_remove("STRATA_VAULT_KEY_FILE")
+        .env("HOME", ov.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // Type only once the prompt is up: keys typed earlier would be echoed by the terminal
+    // before the prompt turns echo off.
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut out = child.stdout.take().expect("stdout");
+    let reader = {
+        let screen = screen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = screen.lock() {
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !screen.lock().is_ok_and(|s| s.contains("vault passphrase:")) {
+        assert!(Instant::now() < deadline, "no prompt");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stdin.write_all(b"typed secret words\r").expect("type");
+    stdin.flush().expect("flush");
+    let status = child.wait().expect("wait");
+    drop(stdin);
+    reader.join().expect("reader");
+    let screen = screen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(status.success(), "{screen}");
+    assert!(screen.contains("vault passphrase:"), "{screen}");
+    assert!(screen.contains("visible-key-name"), "{screen}");
+    assert!(
+        !screen.contains("typed secret words"),
+        "the passphrase was echoed: {screen}"
+    );
+}

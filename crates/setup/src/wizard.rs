@@ -932,6 +932,13 @@ pub fn run_with(
                 plan.overlay.display()
             ));
             lines.extend(journal.report.iter().map(|l| format!("  {l}")));
+            if let Some(k) = &plan.key_file {
+                lines.push(format!(
+                    "vault key file: {} (the units set STRATA_VAULT_KEY_FILE to it; by hand: export STRATA_VAULT_KEY_FILE={})",
+                    k.display(),
+                    k.display()
+                ));
+            }
             lines.push(format!(
                 "next: cd {} && cargo run -- doctor && cargo run -- serve   (docs/DEPLOY.md)",
                 plan.overlay.display()
