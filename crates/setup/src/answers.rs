@@ -67,7 +67,7 @@ pub struct Engine {
 #[serde(default, deny_unknown_fields)]
 pub struct VaultAnswers {
     /// The passphrase: `env:VAR` (or asked). Unset with nothing to store: no vault.
-    pub passphrase: Option<String>,
+    pub passphrase: Option<SecretText>,
     /// Also write the passphrase to this key file (0600) for the service to read; default
     /// `~/.config/strata/vault-key` when `write_key_file` is set.
     pub key_file: Option<PathBuf>,
@@ -94,7 +94,7 @@ pub struct Provider {
     /// Model name (a default per kind when unset).
     pub model: Option<String>,
     /// API key: `env:VAR` or literal; stored in the vault as `<kind>-api-key`.
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretText>,
     /// Base URL (OpenAI-compatible servers, tests).
     pub base_url: Option<String>,
     /// Check the key with one cheap call (listing models).
@@ -118,7 +118,7 @@ impl Default for Provider {
 #[serde(default, deny_unknown_fields)]
 pub struct Discord {
     /// Bot token: `env:VAR` or literal; stored in the vault as `discord-main`.
-    pub token: Option<String>,
+    pub token: Option<SecretText>,
     /// The guild (server) id the agent answers in.
     pub guild: Option<String>,
     /// REST base URL (default `https://discord.com/api/v10`; tests point it at a fake).
@@ -203,7 +203,7 @@ impl Default for RateLimits {
 #[serde(default, deny_unknown_fields)]
 pub struct Ops {
     /// Its own bot token (`env:VAR`); stored as `discord-ops`. Unset: no Discord for ops.
-    pub discord_token: Option<String>,
+    pub discord_token: Option<SecretText>,
     /// Its HTTP port (default: the main port + 1).
     pub port: Option<u16>,
 }
@@ -233,6 +233,42 @@ impl Default for Units {
     }
 }
 
+/// A secret answer: `env:VAR`, or the secret itself (typed at a prompt, or written in an
+/// answers file). Its `Debug` shows only an `env:` reference; the text is wiped on drop.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(String);
+
+impl SecretText {
+    /// The reference or the secret.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SecretText {
+    fn from(s: &str) -> Self {
+        SecretText(s.to_owned())
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.starts_with("env:") {
+            write!(f, "{:?}", self.0)
+        } else {
+            f.write_str("\"<secret>\"")
+        }
+    }
+}
+
+impl Drop for SecretText {
+    fn drop(&mut self) {
+        use zeroize::Zeroize as _;
+        self.0.zeroize();
+    }
+}
+
 /// Reads `env:VAR` from the environment; anything else is the value itself.
 pub fn secret_value(field: &str, v: &str) -> anyhow::Result<zeroize::Zeroizing<String>> {
     match v.strip_prefix("env:") {
@@ -240,5 +276,28 @@ pub fn secret_value(field: &str, v: &str) -> anyhow::Result<zeroize::Zeroizing<S
             .map(zeroize::Zeroizing::new)
             .map_err(|_| anyhow::anyhow!("`{field}` names ${var}, which is not set")),
         None => Ok(zeroize::Zeroizing::new(v.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_answers_never_show_in_debug() {
+        let a: Answers = serde_yaml::from_str(
+            "vault: {passphrase: 'typed words'}\nprovider: {kind: openai, api_key: env:KEY}\ndiscord: {token: literal-token}\n",
+        )
+        .expect("answers");
+        let shown = format!("{a:?}");
+        assert!(
+            !shown.contains("typed words") && !shown.contains("literal-token"),
+            "{shown}"
+        );
+        assert!(shown.contains("env:KEY"), "{shown}");
+        assert_eq!(
+            a.vault.passphrase.as_ref().map(SecretText::as_str),
+            Some("typed words")
+        );
     }
 }

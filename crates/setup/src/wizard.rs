@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use crate::answers::{Answers, Discord, Ops, Provider, secret_value};
+use crate::answers::{Answers, Discord, Ops, Provider, SecretText, secret_value};
 use crate::journal::{Journal, snapshot};
 use crate::prompt::Prompter;
 use crate::{remote, render, units, validate};
@@ -175,7 +175,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
             if *again != *pass {
                 bail!("the two passphrases differ; nothing was written");
             }
-            a.vault.passphrase = Some(pass.to_string());
+            a.vault.passphrase = Some(SecretText::from(pass.as_str()));
             a.vault.write_key_file = p.confirm(
                 "Write it to a key file (0600) so the service can start unattended?",
                 true,
@@ -186,16 +186,14 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
         let kinds = ["openai", "anthropic", "gemini", "claude-code", "none"];
         let k = p.select("LLM provider", &kinds)?;
         let kind = kinds.get(k).copied().unwrap_or("none").to_owned();
-        let mut prov = Provider {
-            kind: kind.clone(),
-            ..Provider::default()
-        };
+        let mut prov = Provider::default();
+        prov.kind.clone_from(&kind);
         if kind != "none" {
             let model = p.text("Model", default_model(&kind))?;
             prov.model = (!model.is_empty()).then_some(model);
             if kind != "claude-code" {
                 let key = p.secret(&format!("{kind} API key (empty = skip)"))?;
-                prov.api_key = (!key.is_empty()).then(|| key.to_string());
+                prov.api_key = (!key.is_empty()).then(|| SecretText::from(key.as_str()));
                 if kind == "openai" {
                     let base = p.text("Base URL (empty = api.openai.com)", Some(""))?;
                     prov.base_url = (!base.is_empty()).then_some(base);
@@ -209,7 +207,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
         let token = p.secret("Bot token")?;
         let guild = p.text("Guild (server) id", None)?;
         a.discord = Some(Discord {
-            token: (!token.is_empty()).then(|| token.to_string()),
+            token: (!token.is_empty()).then(|| SecretText::from(token.as_str())),
             guild: (!guild.is_empty()).then_some(guild),
             api_base: None,
             validate: p.confirm("Check the token now?", true)?,
@@ -281,7 +279,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
     {
         let t = if a.discord.is_some() {
             let t = p.secret("Its own Discord bot token (empty = none)")?;
-            (!t.is_empty()).then(|| t.to_string())
+            (!t.is_empty()).then(|| SecretText::from(t.as_str()))
         } else {
             None
         };
@@ -377,7 +375,7 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         ("vault.passphrase", a.vault.passphrase.as_ref()),
     ] {
         if let Some(v) = v {
-            secret_value(field, v)?;
+            secret_value(field, v.as_str())?;
         }
     }
     // Then read, checked, stored in the vault later, referenced as vault:<key> in config.
@@ -392,8 +390,8 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         }
         let key = match &p.api_key {
             Some(k) => {
-                literal |= !k.starts_with("env:") && !interactive;
-                Some(secret_value("provider.api_key", k)?)
+                literal |= !k.as_str().starts_with("env:") && !interactive;
+                Some(secret_value("provider.api_key", k.as_str())?)
             }
             None => None,
         };
@@ -418,8 +416,8 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
     if let Some(d) = &a.discord {
         match &d.token {
             Some(t) => {
-                literal |= !t.starts_with("env:") && !interactive;
-                let token = secret_value("discord.token", t)?;
+                literal |= !t.as_str().starts_with("env:") && !interactive;
+                let token = secret_value("discord.token", t.as_str())?;
                 if d.validate {
                     match validate::discord(&token, d.api_base.as_deref()) {
                         Ok(seen) => notes.push(format!("ok   Discord: {seen}")),
@@ -437,8 +435,8 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         }
     }
     if let Some(t) = a.ops.as_ref().and_then(|o| o.discord_token.clone()) {
-        literal |= !t.starts_with("env:") && !interactive;
-        let token = secret_value("ops.discord_token", &t)?;
+        literal |= !t.as_str().starts_with("env:") && !interactive;
+        let token = secret_value("ops.discord_token", t.as_str())?;
         if let Some(d) = a.discord.as_ref().filter(|d| d.validate) {
             match validate::discord(&token, d.api_base.as_deref()) {
                 Ok(seen) => notes.push(format!("ok   Discord (ops): {seen}")),
@@ -451,7 +449,7 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         notes.push("warn the answers file holds secrets in clear: they are in the vault now; delete the file (or use env:VAR in it)".into());
     }
     let passphrase = match &a.vault.passphrase {
-        Some(p) => Some(secret_value("vault.passphrase", p)?),
+        Some(p) => Some(secret_value("vault.passphrase", p.as_str())?),
         None => None,
     };
     if passphrase.as_ref().is_some_and(|p| p.len() < 8) {
@@ -469,8 +467,16 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
                 let dir = home()
                     .context("HOME is not set: give vault.key_file")?
                     .join(".config/strata");
+                // The default key file unless it holds another passphrase (another
+                // deployment's): then one of this deployment's own beside it.
                 let shared = dir.join("vault-key");
-                if shared.exists() {
+                let same = std::fs::read_to_string(&shared).is_ok_and(|t| {
+                    let t = Zeroizing::new(t);
+                    passphrase
+                        .as_ref()
+                        .is_some_and(|p| t.trim_end_matches(['\n', '\r']) == p.as_str())
+                });
+                if shared.exists() && !same {
                     dir.join(format!("{name}.vault-key"))
                 } else {
                     shared
