@@ -215,6 +215,85 @@ pub fn agents_md(id: &str, name: &str, description: &str, deployment: &str) -> S
     )
 }
 
+/// Keys in the order a reader expects (the engine's config layout: where it listens, what it
+/// may touch, who it talks to, then security), the rest alphabetically. Returns a YAML value,
+/// whose mappings keep their order (JSON written from it keeps it too).
+pub fn ordered(v: &Value) -> serde_yaml::Value {
+    const ORDER: &[&str] = &[
+        // who or what an entry is
+        "id",
+        "enabled",
+        "name",
+        "access",
+        "contacts",
+        "agent_tier",
+        "description",
+        "instruction",
+        // config.yaml, top level
+        "data_dir",
+        "server",
+        "log",
+        "tools",
+        "defaults",
+        "sessions",
+        "memory",
+        "connectors",
+        "security",
+        "modules",
+        // agents.yaml and team.json, top level
+        "agents",
+        "people",
+        "admin_users",
+        // inside sections
+        "llm",
+        "routing",
+        "bind",
+        "port",
+        "level",
+        "format",
+        "roots",
+        "provider",
+        "model",
+        "api_key",
+        "base_url",
+        "account",
+        "guilds",
+        "channels",
+        "mentions",
+        "accounts",
+        "token",
+        "access_control",
+        "alert_channel",
+        "rate_limits",
+        "mode",
+        "per_minute",
+        "per_hour",
+        "hitl",
+        "channel",
+        "approvers",
+    ];
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort_by_key(|k| {
+                (
+                    ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()),
+                    (*k).clone(),
+                )
+            });
+            let mut out = serde_yaml::Mapping::new();
+            for k in keys {
+                if let Some(x) = m.get(k) {
+                    out.insert(serde_yaml::Value::String(k.clone()), ordered(x));
+                }
+            }
+            serde_yaml::Value::Mapping(out)
+        }
+        Value::Array(a) => serde_yaml::Value::Sequence(a.iter().map(ordered).collect()),
+        other => serde_yaml::to_value(other).unwrap_or(serde_yaml::Value::Null),
+    }
+}
+
 /// Deep merge: objects key by key (`new` wins), everything else replaced by `new`. Arrays of
 /// objects with an `id` (team.json's people and agents) merge by id.
 pub fn merge(old: &mut Value, new: Value) {

@@ -227,8 +227,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
         a.agent.name = Some(p.text("Its display name", Some("Main"))?);
     }
     if a.agent.description.is_none() {
-        a.agent.description =
-            Some(p.text("What it is for", Some("The team's general assistant."))?);
+        a.agent.description = Some(p.text("What it is for", Some(DEFAULT_DESCRIPTION))?);
     }
     if a.agent.tier.is_none() {
         let tiers = ["coordinator", "privileged", "assistant"];
@@ -291,6 +290,9 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
     a.units.enabled = p.confirm("Render systemd units into systemd/?", a.units.enabled)?;
     Ok(())
 }
+
+/// The first agent's description when none is given.
+const DEFAULT_DESCRIPTION: &str = "The team's general assistant.";
 
 fn default_model(kind: &str) -> Option<&'static str> {
     match kind {
@@ -511,7 +513,7 @@ fn yaml_text(header: &str, v: &Value) -> anyhow::Result<String> {
     Ok(format!(
         "{}{}",
         render::yaml_header(header),
-        serde_yaml::to_string(v)?
+        serde_yaml::to_string(&render::ordered(v))?
     ))
 }
 
@@ -545,7 +547,10 @@ fn write_config(j: &mut Journal, path: &Path, header: &str, new: Value) -> anyho
         Err(_) => new,
     };
     let text = if json {
-        format!("{}\n", serde_json::to_string_pretty(&merged)?)
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&render::ordered(&merged))?
+        )
     } else {
         yaml_text(header, &merged)?
     };
@@ -590,7 +595,7 @@ fn agents_config(p: &Plan) -> Value {
     let a = &p.a;
     let mut agent = json!({
         "name": a.agent.name.clone().unwrap_or_else(|| "Main".into()),
-        "description": a.agent.description.clone().unwrap_or_default(),
+        "description": a.agent.description.as_deref().unwrap_or(DEFAULT_DESCRIPTION),
         "tools": "all",
     });
     if let (Some(m), Some(pr)) = (
@@ -767,7 +772,10 @@ fn apply(
         let body = render::agents_md(
             &p.agent_id,
             p.a.agent.name.as_deref().unwrap_or("Main"),
-            p.a.agent.description.as_deref().unwrap_or(""),
+            p.a.agent
+                .description
+                .as_deref()
+                .unwrap_or(DEFAULT_DESCRIPTION),
             &p.name,
         );
         j.write(&md, body.as_bytes(), 0o644)?;
