@@ -887,12 +887,7 @@ async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials
 #[test]
 fn on_a_terminal_the_vault_asks_for_its_passphrase_without_echo() {
     use std::io::Write;
-    if Command::new("script").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs util-linux `script`"
-        );
-        eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+    if !strata_test_support::pty_available() {
         return;
     }
     let ov = Overlay::new();

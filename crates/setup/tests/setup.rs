@@ -722,12 +722,7 @@ fn the_wizard_on_a_terminal_takes_typed_answers() {
     // Type-ahead works (the keys wait in the pty), so the pause only paces the screen.
     const KEY_DELAY_MS: u64 = 150;
     use std::io::Write;
-    if Command::new("script").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs util-linux `script`"
-        );
-        eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+    if !strata_test_support::pty_available() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");

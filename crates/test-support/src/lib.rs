@@ -491,3 +491,21 @@ pub mod gemini {
         )
     }
 }
+
+/// Whether util-linux `script` is here to give a test a pseudo-terminal. Under `CI` its
+/// absence fails the test (`.ci/run`'s machine has it); elsewhere the test says SKIPPED.
+pub fn pty_available() -> bool {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI needs util-linux `script` for the terminal tests"
+    );
+    eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+    false
+}
