@@ -279,15 +279,30 @@ async fn eventually(mut done: impl FnMut() -> bool) {
 }
 
 impl World {
-    /// The id of the message the bot put reactions on (the newest one with `last`).
-    fn reacted_message(&self, last: bool) -> String {
+    /// Ids of the messages the bot put both its reactions (✅ and ❌) on, in order.
+    fn fully_reacted(&self) -> Vec<String> {
         let rest = self.fake.rest.lock().expect("lock");
-        let mut puts = rest
-            .iter()
-            .filter(|(m, p, _)| m == "PUT" && p.contains("/reactions/"))
-            .map(|(_, p, _)| p.split('/').nth(6).unwrap_or_default().to_owned());
-        let id = if last { puts.next_back() } else { puts.next() };
-        id.expect("reactions added")
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for (m, p, _) in rest.iter() {
+            if m == "PUT" && p.contains("/reactions/") {
+                let id = p.split('/').nth(6).unwrap_or_default().to_owned();
+                match counts.iter_mut().find(|(i, _)| *i == id) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((id, 1)),
+                }
+            }
+        }
+        counts
+            .into_iter()
+            .filter(|(_, n)| *n >= 2)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The `index`-th approval request message, once the bot has reacted to it.
+    async fn reacted_message(&self, index: usize) -> String {
+        eventually(|| self.fully_reacted().len() > index).await;
+        self.fully_reacted().swap_remove(index)
     }
 
     /// POSTed messages: (channel, content, replied-to message id).
@@ -756,7 +771,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
     );
     assert!(!text.contains("hunter2"), "arguments are redacted: {text}");
     // The request message got both reactions from the bot.
-    let msg_id = w.reacted_message(false);
+    let msg_id = w.reacted_message(0).await;
 
     // A non-approver's and a bot's ✅ change nothing.
     w.fake
@@ -812,8 +827,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(asked, 2);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let msg_id = w.reacted_message(true);
+    let msg_id = w.reacted_message(1).await;
     w.fake
         .push
         .send(reaction(&msg_id, "42", false, "❌"))
