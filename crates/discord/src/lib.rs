@@ -85,6 +85,26 @@ impl DiscordAccount {
 }
 
 impl DiscordAccount {
+    /// Checks the token with `GET /users/@me` (for `strata doctor --online` and the setup
+    /// wizard): the bot's name and id, or why Discord refused.
+    pub async fn check(&self) -> Result<String, ConnectorError> {
+        let err = |detail: String| ConnectorError {
+            connector: self.name.clone(),
+            detail,
+        };
+        let resp = self.http.current_user().await.map_err(|e| match e.kind() {
+            twilight_http::error::ErrorType::Response { status, .. } if status.get() == 401 => {
+                err("Discord rejected the bot token (401)".into())
+            }
+            _ => err(format!("Discord did not confirm the token: {e}")),
+        })?;
+        let me = resp
+            .model()
+            .await
+            .map_err(|e| err(format!("unexpected answer from /users/@me: {e}")))?;
+        Ok(format!("bot `{}` ({})", me.name, me.id))
+    }
+
     /// Like [`Connector::send`], with files attached to the first part.
     pub async fn send_with_files(
         &self,

@@ -206,6 +206,13 @@ pub trait LlmProvider: Send + Sync {
     /// One exchange.
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError>;
 
+    /// Checks that the provider answers and accepts its credentials with the cheapest call it
+    /// has (listing models, or the CLI's version), for `strata doctor --online` and the setup
+    /// wizard. `Ok` says what was seen. The default: not checked.
+    async fn check(&self) -> Result<String, LlmError> {
+        Ok(format!("{}: not checked", self.name()))
+    }
+
     /// One exchange, streamed: `on_event` sees text deltas and completed tool calls as they
     /// arrive; the return value is the same as [`Self::complete`]'s. The default streams the
     /// complete answer as one delta.

@@ -2,8 +2,6 @@
 //! config references, the data directory is private, the service units are installed, and
 //! (`--online`) providers and Discord accept their credentials.
 
-use std::time::Duration;
-
 use strata_engine::config::{LlmConfig, LoadedConfig};
 use strata_engine::secret::{Vault, resolve_ref};
 
@@ -115,81 +113,20 @@ pub fn units(c: &LoadedConfig, f: &mut Findings) {
     }
 }
 
-fn http() -> Option<reqwest::Client> {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .ok()
-}
-
+/// Builds the provider as `serve` would and asks it [`LlmProvider::check`].
 async fn check_llm(
     name: &str,
     path: &str,
     llm: &LlmConfig,
     vault: Option<&dyn Vault>,
 ) -> Result<String, String> {
-    let key = match &llm.api_key {
-        Some(r) => Some(resolve_ref(r, vault, &format!("{path}.api_key"))?),
-        None => None,
-    };
-    let client = http().ok_or("no HTTP client")?;
-    let base = llm
-        .base_url
-        .as_deref()
-        .map(|b| b.trim_end_matches('/').to_owned());
-    let req = match llm.provider.as_str() {
-        "openai" => {
-            let url = format!(
-                "{}/models",
-                base.unwrap_or_else(|| "https://api.openai.com/v1".into())
-            );
-            let r = client.get(url);
-            match &key {
-                Some(k) => r.bearer_auth(k.expose()),
-                None => r,
-            }
-        }
-        "anthropic" => client
-            .get(format!(
-                "{}/v1/models",
-                base.unwrap_or_else(|| "https://api.anthropic.com".into())
-            ))
-            .header(
-                "x-api-key",
-                key.as_ref()
-                    .map(|k| k.expose().to_owned())
-                    .unwrap_or_default(),
-            )
-            .header("anthropic-version", "2023-06-01"),
-        "gemini" => client
-            .get(format!(
-                "{}/v1beta/models",
-                base.unwrap_or_else(|| "https://generativelanguage.googleapis.com".into())
-            ))
-            .header(
-                "x-goog-api-key",
-                key.as_ref()
-                    .map(|k| k.expose().to_owned())
-                    .unwrap_or_default(),
-            ),
-        "claude-code" => {
-            let cmd = llm.command.clone().unwrap_or_else(|| "claude".into());
-            return match tokio::process::Command::new(&cmd)
-                .arg("--version")
-                .output()
-                .await
-            {
-                Ok(o) if o.status.success() => Ok(format!("{name}: `{cmd}` runs")),
-                _ => Err(format!("{name}: `{cmd} --version` does not run")),
-            };
-        }
-        other => return Ok(format!("{name}: provider `{other}` is not checked online")),
-    };
-    match req.send().await {
-        Ok(r) if r.status().is_success() => Ok(format!("{name}: {} accepts the key", llm.provider)),
-        Ok(r) => Err(format!("{name}: {} answered {}", llm.provider, r.status())),
-        Err(e) => Err(format!("{name}: {} unreachable: {e}", llm.provider)),
-    }
+    let ctx = strata_llm::AgentContext::bare(name);
+    let provider = strata_llm::build(llm, vault, path, &ctx).map_err(|e| format!("{name}: {e}"))?;
+    provider
+        .check()
+        .await
+        .map(|seen| format!("{name}: {seen}"))
+        .map_err(|e| format!("{name}: {e}"))
 }
 
 /// `--online`: each configured provider and Discord account is asked once.
@@ -210,13 +147,6 @@ pub async fn online(c: &LoadedConfig, vault: Option<&dyn Vault>, f: &mut Finding
         }
     }
     let d = &c.config.connectors.discord;
-    let base = match &d.api_proxy {
-        Some(p) => format!(
-            "{}://{p}/api/v10",
-            if d.plain_http { "http" } else { "https" }
-        ),
-        None => "https://discord.com/api/v10".into(),
-    };
     for (name, acct) in &d.accounts {
         let path = format!("connectors.discord.accounts.{name}.token");
         let token = match resolve_ref(&acct.token, vault, &path) {
@@ -226,27 +156,16 @@ pub async fn online(c: &LoadedConfig, vault: Option<&dyn Vault>, f: &mut Finding
                 continue;
             }
         };
-        let Some(client) = http() else { continue };
-        let r = client
-            .get(format!("{base}/users/@me"))
-            .header("Authorization", format!("Bot {}", token.expose()))
-            .send()
-            .await;
-        match r {
-            Ok(r) if r.status().is_success() => {
-                let v: serde_json::Value = r.json().await.unwrap_or_default();
-                f.ok.push(format!(
-                    "Discord account `{name}`: token valid (bot `{}`)",
-                    v["username"].as_str().unwrap_or("?")
-                ));
+        match strata_discord::DiscordAccount::new(name, token.expose(), d)
+            .check()
+            .await
+        {
+            Ok(seen) => {
+                f.ok.push(format!("Discord account `{name}`: token valid ({seen})"))
             }
-            Ok(r) => f.fail.push(format!(
-                "Discord account `{name}`: Discord answered {} for its token",
-                r.status()
-            )),
-            Err(e) => f.fail.push(format!(
-                "Discord account `{name}`: Discord unreachable: {e}"
-            )),
+            Err(e) => f
+                .fail
+                .push(format!("Discord account `{name}`: {}", e.detail)),
         }
     }
 }

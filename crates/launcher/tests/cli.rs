@@ -822,7 +822,7 @@ async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials
     // Online, both accept.
     llm.script([FakeResponse::ok(serde_json::json!({"data": []}))]);
     discord.script([FakeResponse::ok(
-        serde_json::json!({"id": "1", "username": "doc-bot"}),
+        serde_json::json!({"id": "1", "username": "doc-bot", "discriminator": "0", "mfa_enabled": false}),
     )]);
     let o = ov.run(&["doctor", "--online"], &env);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -832,7 +832,7 @@ async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials
         "{out}"
     );
     assert!(
-        out.contains("ok   Discord account `main`: token valid (bot `doc-bot`)"),
+        out.contains("ok   Discord account `main`: token valid (bot `doc-bot` (1))"),
         "{out}"
     );
     let r = llm.requests();
@@ -860,11 +860,11 @@ async fn doctor_online_asks_the_provider_and_discord_with_the_vaults_credentials
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(code(&o), 1, "{out}");
     assert!(
-        out.contains("FAIL defaults.llm: openai answered 401"),
+        out.contains("FAIL defaults.llm: openai: authentication failed (401"),
         "{out}"
     );
     assert!(
-        out.contains("FAIL Discord account `main`: Discord answered 401"),
+        out.contains("FAIL Discord account `main`: Discord rejected the bot token (401)"),
         "{out}"
     );
     assert!(

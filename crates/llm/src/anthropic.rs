@@ -300,6 +300,21 @@ impl LlmProvider for AnthropicProvider {
         &self.endpoint.provider
     }
 
+    async fn check(&self) -> Result<String, LlmError> {
+        let url = format!("{}/v1/models", self.base_url);
+        send(&self.settings, &self.endpoint, || {
+            self.client
+                .get(&url)
+                .header("x-api-key", self.api_key.expose())
+                .header("anthropic-version", API_VERSION)
+        })
+        .await?;
+        Ok(format!(
+            "{} accepts the key ({url})",
+            self.endpoint.provider
+        ))
+    }
+
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
         if self.stream {
             self.streamed(req, &mut |_| {}).await

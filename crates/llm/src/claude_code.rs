@@ -329,6 +329,31 @@ impl LlmProvider for ClaudeCodeProvider {
         "claude-code"
     }
 
+    async fn check(&self) -> Result<String, LlmError> {
+        let cmd = &self.settings.command;
+        match tokio::process::Command::new(cmd)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+        {
+            Ok(o) if o.status.success() => Ok(format!(
+                "claude-code: `{}` runs ({})",
+                cmd.display(),
+                String::from_utf8_lossy(&o.stdout).trim()
+            )),
+            Ok(o) => Err(LlmError::Other(format!(
+                "claude-code: `{} --version` exited with {}",
+                cmd.display(),
+                o.status
+            ))),
+            Err(e) => Err(LlmError::Other(format!(
+                "claude-code: `{}` does not run: {e}",
+                cmd.display()
+            ))),
+        }
+    }
+
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
         self.complete_streaming(req, &mut |_| {}).await
     }

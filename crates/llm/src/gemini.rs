@@ -182,19 +182,24 @@ impl GeminiProvider {
         body
     }
 
+    /// The credential header: the API key, or a bearer token from the token source.
+    async fn auth_header(&self) -> Result<(&'static str, String), LlmError> {
+        Ok(match &self.auth {
+            GeminiAuth::ApiKey(k) => ("x-goog-api-key", k.expose().to_owned()),
+            GeminiAuth::Bearer(src) => (
+                "authorization",
+                format!("Bearer {}", self.bearer(src).await?.expose()),
+            ),
+        })
+    }
+
     async fn request(&self, body: &Value, stream: bool) -> Result<reqwest::Response, LlmError> {
         let url = if stream {
             format!("{}:streamGenerateContent?alt=sse", self.model_url)
         } else {
             format!("{}:generateContent", self.model_url)
         };
-        let auth = match &self.auth {
-            GeminiAuth::ApiKey(k) => ("x-goog-api-key", k.expose().to_owned()),
-            GeminiAuth::Bearer(src) => (
-                "authorization",
-                format!("Bearer {}", self.bearer(src).await?.expose()),
-            ),
-        };
+        let auth = self.auth_header().await?;
         send(&self.settings, &self.endpoint, || {
             self.client.post(&url).header(auth.0, &auth.1).json(body)
         })
@@ -439,6 +444,19 @@ fn clean(v: &Value, defs: &Value, depth: usize) -> Value {
 impl LlmProvider for GeminiProvider {
     fn name(&self) -> &str {
         &self.endpoint.provider
+    }
+
+    /// Reads the configured model's metadata: the credential and the model name at once.
+    async fn check(&self) -> Result<String, LlmError> {
+        let auth = self.auth_header().await?;
+        send(&self.settings, &self.endpoint, || {
+            self.client.get(&self.model_url).header(auth.0, &auth.1)
+        })
+        .await?;
+        Ok(format!(
+            "{} accepts the credential and knows the model",
+            self.endpoint.provider
+        ))
     }
 
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {

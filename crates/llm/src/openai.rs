@@ -254,6 +254,22 @@ impl LlmProvider for OpenAiProvider {
         &self.endpoint.provider
     }
 
+    async fn check(&self) -> Result<String, LlmError> {
+        let url = format!("{}/models", self.base_url);
+        send(&self.settings, &self.endpoint, || {
+            let r = self.client.get(&url);
+            match &self.api_key {
+                Some(k) => r.bearer_auth(k.expose()),
+                None => r,
+            }
+        })
+        .await?;
+        Ok(format!(
+            "{} accepts the key ({url})",
+            self.endpoint.provider
+        ))
+    }
+
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
         if self.stream {
             self.complete_stream(req, &mut |_| {}).await

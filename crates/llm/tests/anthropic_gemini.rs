@@ -357,3 +357,61 @@ async fn vertex_uses_project_region_and_a_bearer_token_from_a_command() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn check_lists_anthropic_models_and_reads_the_gemini_model_with_the_key() {
+    let fake = FakeServer::start().await.expect("fake");
+    let p = strata_llm::build(
+        &cfg("anthropic", &fake.url, "m", false),
+        None,
+        "defaults.llm",
+        &AgentContext::bare("main"),
+    )
+    .expect("provider");
+    fake.script([strata_test_support::FakeResponse::ok(json!({"data": []}))]);
+    let seen = p.check().await.expect("accepted");
+    assert!(seen.contains("accepts the key"), "{seen}");
+    let r = &fake.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", "/v1/models"));
+    assert_eq!(
+        r.headers.get("x-api-key").map(String::as_str),
+        Some("test-key")
+    );
+    assert!(r.headers.contains_key("anthropic-version"));
+    fake.script([anthropic::error(
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+    )]);
+    match p.check().await {
+        Err(LlmError::Auth { config_key, .. }) => assert_eq!(config_key, "defaults.llm.api_key"),
+        other => panic!("{other:?}"),
+    }
+
+    let fake = FakeServer::start().await.expect("fake");
+    let p = strata_llm::build(
+        &cfg("gemini", &fake.url, "gemini-2.5-flash", false),
+        None,
+        "defaults.llm",
+        &AgentContext::bare("main"),
+    )
+    .expect("provider");
+    fake.script([strata_test_support::FakeResponse::ok(
+        json!({"name": "models/gemini-2.5-flash"}),
+    )]);
+    p.check().await.expect("accepted");
+    let r = &fake.requests()[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("GET", "/v1beta/models/gemini-2.5-flash")
+    );
+    assert_eq!(
+        r.headers.get("x-goog-api-key").map(String::as_str),
+        Some("test-key")
+    );
+    fake.script([strata_test_support::FakeResponse::status(
+        404,
+        json!({"error": {"message": "model not found"}}),
+    )]);
+    assert!(p.check().await.is_err());
+}

@@ -121,8 +121,11 @@ pub struct Discord {
     pub token: Option<SecretText>,
     /// The guild (server) id the agent answers in.
     pub guild: Option<String>,
-    /// REST base URL (default `https://discord.com/api/v10`; tests point it at a fake).
-    pub api_base: Option<String>,
+    /// A REST proxy `host:port` instead of Discord (written to `connectors.discord.api_proxy`
+    /// too); tests point it at a fake.
+    pub api_proxy: Option<String>,
+    /// Talk plain HTTP to `api_proxy` (tests only).
+    pub plain_http: bool,
     /// Check the token with `GET /users/@me`.
     pub validate: bool,
 }
@@ -132,7 +135,8 @@ impl Default for Discord {
         Discord {
             token: None,
             guild: None,
-            api_base: None,
+            api_proxy: None,
+            plain_http: false,
             validate: true,
         }
     }

@@ -209,7 +209,8 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
         a.discord = Some(Discord {
             token: (!token.is_empty()).then(|| SecretText::from(token.as_str())),
             guild: (!guild.is_empty()).then_some(guild),
-            api_base: None,
+            api_proxy: None,
+            plain_http: false,
             validate: p.confirm("Check the token now?", true)?,
         });
         if a.owner.discord_id.is_none() {
@@ -398,8 +399,9 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
             None => None,
         };
         if p.validate && (key.is_some() || p.kind == "claude-code") {
-            let k = key.as_deref().map(String::as_str).unwrap_or("");
-            match validate::provider(&p.kind, k, p.base_url.as_deref()) {
+            let model = p.model.as_deref().or(default_model(&p.kind));
+            let k = key.as_deref().map(String::as_str);
+            match validate::provider(&p.kind, model, k, p.base_url.as_deref()) {
                 Ok(seen) => notes.push(format!("ok   provider: {seen}")),
                 Err(e) => {
                     bail!("provider check failed: {e} (set `provider.validate: false` to skip it)")
@@ -421,7 +423,7 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
                 literal |= !t.as_str().starts_with("env:") && !interactive;
                 let token = secret_value("discord.token", t.as_str())?;
                 if d.validate {
-                    match validate::discord(&token, d.api_base.as_deref()) {
+                    match validate::discord(&token, d.api_proxy.as_deref(), d.plain_http) {
                         Ok(seen) => notes.push(format!("ok   Discord: {seen}")),
                         Err(e) => bail!(
                             "Discord check failed: {e} (set `discord.validate: false` to skip it)"
@@ -440,7 +442,7 @@ fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Pla
         literal |= !t.as_str().starts_with("env:") && !interactive;
         let token = secret_value("ops.discord_token", t.as_str())?;
         if let Some(d) = a.discord.as_ref().filter(|d| d.validate) {
-            match validate::discord(&token, d.api_base.as_deref()) {
+            match validate::discord(&token, d.api_proxy.as_deref(), d.plain_http) {
                 Ok(seen) => notes.push(format!("ok   Discord (ops): {seen}")),
                 Err(e) => bail!("Discord check of the ops token failed: {e}"),
             }
@@ -584,9 +586,13 @@ fn main_config(p: &Plan) -> Value {
         }
         c["defaults"] = json!({"llm": llm});
     }
-    if a.discord.is_some() {
-        c["connectors"] =
-            json!({"discord": {"accounts": {"main": {"token": "vault:discord-main"}}}});
+    if let Some(d) = &a.discord {
+        let mut discord = json!({"accounts": {"main": {"token": "vault:discord-main"}}});
+        if let Some(proxy) = &d.api_proxy {
+            discord["api_proxy"] = json!(proxy);
+            discord["plain_http"] = json!(d.plain_http);
+        }
+        c["connectors"] = json!({ "discord": discord });
     }
     c
 }

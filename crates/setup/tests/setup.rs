@@ -96,7 +96,8 @@ provider:
 discord:
   token: env:T_DISCORD_TOKEN
   guild: "000000000000000100"
-  api_base: {discord}/api/v10
+  api_proxy: {discord}
+  plain_http: true
 owner:
   name: Example Owner
   discord_id: "000000000000000001"
@@ -120,7 +121,7 @@ units:
         keys = dir.join("keys").display(),
         modules = modules.join(", "),
         llm = f.llm.url,
-        discord = f.discord.url,
+        discord = f.discord.url.trim_start_matches("http://"),
         user = whoami(),
         binary = binary.display(),
     )
@@ -133,13 +134,18 @@ const SECRETS: [(&str, &str); 4] = [
     ("T_OPS_TOKEN", "fake-discord-ops-token"),
 ];
 
+/// Discord's `GET /users/@me` answer for a bot.
+fn bot_user(id: &str, name: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "username": name, "discriminator": "0", "bot": true, "mfa_enabled": false})
+}
+
 fn script_ok(f: &Fakes) {
     f.llm.script([FakeResponse::ok(
         serde_json::json!({"object": "list", "data": []}),
     )]);
     f.discord.script([
-        FakeResponse::ok(serde_json::json!({"id": "000000000000000042", "username": "acme-bot"})),
-        FakeResponse::ok(serde_json::json!({"id": "000000000000000043", "username": "acme-ops"})),
+        FakeResponse::ok(bot_user("000000000000000042", "acme-bot")),
+        FakeResponse::ok(bot_user("000000000000000043", "acme-ops")),
     ]);
 }
 
