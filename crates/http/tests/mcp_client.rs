@@ -15,20 +15,7 @@ use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status
 use strata_test_support::{FakeServer, openai};
 
 fn python_mcp_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.server.mcpserver"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the Python MCP SDK: pip install mcp"
-        );
-        eprintln!("SKIPPED: python3 -m pip install mcp to run the MCP client tests");
-    }
-    ok
+    strata_test_support::python_has("mcp.server.mcpserver", "mcp")
 }
 
 fn server_config() -> McpServerConfig {

@@ -88,13 +88,8 @@ async fn fake() -> (String, Arc<Fake>) {
             }),
         )
         .with_state(st.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", l.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let addr = strata_test_support::serve(app).await;
+    let url = format!("http://{}", addr);
     (url, st)
 }
 

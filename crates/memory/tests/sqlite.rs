@@ -244,13 +244,8 @@ async fn embeddings_server() -> (String, Arc<AtomicI64>) {
             }
         }),
     );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/v1", l.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let addr = strata_test_support::serve(app).await;
+    let url = format!("http://{}/v1", addr);
     (url, calls)
 }
 

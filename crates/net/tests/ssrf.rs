@@ -218,14 +218,7 @@ async fn the_allow_list_opens_named_hosts_and_cidrs_only() {
 
 /// Starts an axum app on 127.0.0.1; returns its port.
 async fn start(app: axum::Router) -> u16 {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    port
+    strata_test_support::serve(app).await.port()
 }
 
 fn redirect(to: String) -> impl IntoResponse {

@@ -509,3 +509,36 @@ pub fn pty_available() -> bool {
     eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
     false
 }
+
+/// Serves `app` on an ephemeral 127.0.0.1 port until the test's runtime ends; its address.
+/// For fakes that need routes and state of their own (else [`FakeServer`]).
+pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = l.local_addr().expect("local address");
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    addr
+}
+
+/// Whether `python3` can import `module` (interop tests drive our code with real Python
+/// libraries). Under `CI` its absence fails the test (`.ci/run` pip-installs
+/// `pip_package`); elsewhere the test says SKIPPED and passes.
+pub fn python_has(module: &str, pip_package: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have Python's {pip_package}: python3 -m pip install {pip_package}"
+        );
+        eprintln!("SKIPPED: python3 -m pip install {pip_package} to run the interop tests");
+    }
+    ok
+}

@@ -59,13 +59,8 @@ async fn fake(brave_fails: bool) -> (u16, Seen) {
             }),
         )
         .with_state(seen.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
+    let addr = strata_test_support::serve(app).await;
+    let port = addr.port();
     (port, seen)
 }
 

@@ -46,14 +46,7 @@ async fn server() -> u16 {
                 .into_response()
             }),
         );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    port
+    strata_test_support::serve(app).await.port()
 }
 
 fn invoker(allow_loopback: bool) -> Invoker {

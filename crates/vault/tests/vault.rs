@@ -9,18 +9,7 @@ use strata_vault::{FileVault, VaultError};
 
 /// Whether python3 has `cryptography` (CI installs it; elsewhere the test says so).
 fn python_crypto() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import cryptography.fernet"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have Python's cryptography: pip install cryptography"
-        );
-        eprintln!("SKIPPED: python3 -m pip install cryptography to run the interop tests");
-    }
-    ok
+    strata_test_support::python_has("cryptography.fernet", "cryptography")
 }
 
 const PY: &str = r#"

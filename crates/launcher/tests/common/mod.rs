@@ -75,18 +75,5 @@ pub fn serve_with(bin: &str, overlay: &Path, extra: &[&str]) -> Served {
 /// developer machine without it the test says so and passes.
 #[allow(dead_code)] // used by the MCP test binaries only
 pub fn python_mcp_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.session"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the Python MCP client: pip install mcp"
-        );
-        eprintln!("SKIPPED: python3 -m pip install mcp to run the MCP interop tests");
-    }
-    ok
+    strata_test_support::python_has("mcp.client.session", "mcp")
 }
