@@ -835,6 +835,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let mcp_url = format!("http://{mcp_host}:{}/mcp", local.port());
     let runtime =
         rt.block_on(async { crate::runtime::build(c, l.registry.clone(), Some(&mcp_url)) })?;
+    crate::runtime::warn_missing_vault_refs(c, runtime.invoker.env().vault.as_deref());
     tracing::info!(
         tools = l.registry.len(),
         layers = %layer_summary(&l.registry),

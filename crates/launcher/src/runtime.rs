@@ -256,16 +256,6 @@ pub fn env(
     if let Some(v) = open_vault_from(&config_dir, stdin_ok)? {
         env = env.with_vault(Arc::new(v));
     }
-    // Every `vault:` reference is resolved now, so a missing key is named at start with the
-    // config path that wants it (what needs it at start also fails there, naming both again).
-    for (path, key) in missing_vault_refs(cfg, env.vault.as_deref()) {
-        tracing::warn!(
-            config = %path,
-            key = %key,
-            "`{path}` refers to vault key `{key}`, which {}: whatever uses it fails until `strata vault set {key} --from-stdin`",
-            if env.vault.is_some() { "the vault does not hold" } else { "cannot be read (no vault open)" }
-        );
-    }
     let memory =
         strata_memory::build(&cfg.config, &cfg.data_dir, env.vault.as_deref()).map_err(|e| {
             anyhow::anyhow!("{e} (`memory.*` in config; `memory.backend: none` turns it off)")
@@ -372,6 +362,22 @@ pub static PASSPHRASE_FROM_STDIN: std::sync::atomic::AtomicBool =
 /// warning (its `vault:` references then fail, naming the key). A wrong passphrase: an error.
 pub fn open_vault(config_dir: &std::path::Path) -> anyhow::Result<Option<strata_vault::FileVault>> {
     open_vault_from(config_dir, false)
+}
+
+/// Logs every `vault:` reference the vault cannot answer, with the config path that wants it
+/// (`serve` at start; what needs a secret at start also fails there, naming both again).
+pub fn warn_missing_vault_refs(
+    cfg: &LoadedConfig,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+) {
+    for (path, key) in missing_vault_refs(cfg, vault) {
+        tracing::warn!(
+            config = %path,
+            key = %key,
+            "`{path}` refers to vault key `{key}`, which {}: whatever uses it fails until `strata vault set {key} --from-stdin`",
+            if vault.is_some() { "the vault does not hold" } else { "cannot be read (no vault open)" }
+        );
+    }
 }
 
 /// The `vault:` references in the merged config the vault cannot answer, as (config path, key).
