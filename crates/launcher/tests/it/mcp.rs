@@ -1,7 +1,7 @@
 //! Our MCP server driven by the official Python MCP client (`pip install mcp`), over stdio
 //! (`strata mcp serve --stdio`) and over streamable HTTP (`strata serve`, `/mcp`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

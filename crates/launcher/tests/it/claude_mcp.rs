@@ -1,7 +1,7 @@
 //! A Claude Code agent under `strata serve`: its CLI gets `--mcp-config` pointing at our own
 //! MCP endpoint with a per-boot token scoped to the agent's tools.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! Memory through the real binary: recall across processes into the `[MEMORY]` block, private
 //! memories that do not cross senders in one channel, the CLI, and crash safety under SIGKILL.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

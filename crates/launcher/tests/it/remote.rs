@@ -1,7 +1,7 @@
 //! CLI parity: `tools`, `inspect`, `invoke`, `events` with `--remote` against a running
 //! server give the local commands' output and exit codes; `events` locally.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

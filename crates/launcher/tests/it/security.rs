@@ -3,7 +3,7 @@
 //! pending request, rate limits that persist across processes, access control on /chat,
 //! and `strata safety scan`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,12 @@
+//! The `strata` binary and the launcher, driven as a user would: one test binary (each
+//! file here used to link the whole dependency tree on its own).
+
+mod chat;
+mod claude_mcp;
+mod cli;
+mod common;
+mod mcp;
+mod memory;
+mod remote;
+mod security;
+mod skills_repl;
