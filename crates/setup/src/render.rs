@@ -67,6 +67,9 @@ path = "src/main.rs"
 
 [profile.dev]
 debug = "line-tables-only"
+# Dependencies (the engine among them) without debug info: smaller, faster to link.
+[profile.dev.package."*"]
+debug = false
 
 # The vault's key derivation (600,000 PBKDF2 rounds) is slow unoptimised.
 [profile.dev.package.sha2]
@@ -74,6 +77,8 @@ opt-level = 3
 [profile.dev.package.pbkdf2]
 opt-level = 3
 [profile.dev.package.hmac]
+opt-level = 3
+[profile.dev.package.strata-vault]
 opt-level = 3
 
 [profile.release]

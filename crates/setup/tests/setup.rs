@@ -157,7 +157,12 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
         discord: FakeServer::start().await.expect("discord"),
     };
     let overlay = tmp.path().join("acme");
-    let target = engine_root().join("target/overlay-build");
+    // The engine's own target directory: what the overlay shares with the engine's build
+    // (same lock file, same profile) is reused rather than built and stored a second time.
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(PathBuf::from)
+        .expect("target dir");
     let binary = target.join("debug/strata-acme");
     let file = tmp.path().join("answers.yaml");
     std::fs::write(
