@@ -343,13 +343,15 @@ impl LlmProvider for ClaudeCodeProvider {
                 String::from_utf8_lossy(&o.stdout).trim()
             )),
             Ok(o) => Err(LlmError::Other(format!(
-                "claude-code: `{} --version` exited with {}",
+                "claude-code: `{} --version` exited with {}: {}",
                 cmd.display(),
-                o.status
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
             ))),
             Err(e) => Err(LlmError::Other(format!(
-                "claude-code: `{}` does not run: {e}",
-                cmd.display()
+                "claude-code: cannot start `{}`: {e}; install Claude Code or set `{}.command`",
+                cmd.display(),
+                self.settings.config_path
             ))),
         }
     }

@@ -208,3 +208,42 @@ async fn a_missing_executable_says_how_to_fix_it() {
         .expect_err("missing");
     assert!(e.to_string().contains("agents.main.llm.command"), "{e}");
 }
+
+#[tokio::test]
+async fn check_runs_the_cli_and_says_what_is_wrong() {
+    let ok = Setup::new(10);
+    let msg = ok.provider.check().await.expect("a working CLI passes");
+    assert!(msg.contains("1.0.0 (Claude Code)"), "{msg}");
+
+    // An installed CLI that fails: its exit status and stderr are the message.
+    let broken = ok.dir.path().join("broken-claude");
+    std::fs::write(
+        &broken,
+        format!(
+            "#!/bin/sh\nexport FAKE_CLAUDE_BROKEN=1\nexec '{}' \"$@\"\n",
+            script().display()
+        ),
+    )
+    .expect("wrapper");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let mut c = LlmConfig::new("claude-code");
+    c.command = Some(broken.display().to_string());
+    let p = strata_llm::build(&c, None, "defaults.llm", &AgentContext::bare("main")).expect("p");
+    let e = p.check().await.expect_err("broken");
+    let e = e.to_string();
+    assert!(
+        e.contains("exit status: 3") && e.contains("broken install"),
+        "{e}"
+    );
+
+    // No such executable: where to set it.
+    c.command = Some("/definitely/not/claude".into());
+    let p = strata_llm::build(&c, None, "defaults.llm", &AgentContext::bare("main")).expect("p");
+    let e = p.check().await.expect_err("missing").to_string();
+    assert!(e.contains("defaults.llm.command"), "{e}");
+    // A check never starts a conversation.
+    assert!(ok.log().is_empty(), "{}", ok.log());
+}
