@@ -79,13 +79,31 @@ impl Tool for RemoteTool {
     }
 }
 
-/// The running clients (dropping it stops the supervisors).
+/// The running clients. [`McpClients::shutdown`] closes every server and waits for it;
+/// dropping it only aborts the supervisors (a stdio server is then killed in the background).
 pub struct McpClients {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     slots: HashMap<String, Slot>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl McpClients {
+    /// Stops every supervisor and closes its connection; a stdio server gets the MCP shutdown
+    /// sequence (stdin closed, then SIGTERM, then SIGKILL) and has exited and been reaped when
+    /// this returns. A supervisor that does not finish within 15 s is aborted.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        for t in &mut self.tasks {
+            if tokio::time::timeout(Duration::from_secs(15), &mut *t)
+                .await
+                .is_err()
+            {
+                tracing::warn!("an MCP server did not close within 15 s");
+                t.abort();
+            }
+        }
+    }
+
     /// Whether server `name` is connected now.
     pub fn connected(&self, name: &str) -> bool {
         self.slots
@@ -173,21 +191,27 @@ pub async fn start(
     let mut tasks = Vec::new();
     let mut slots = HashMap::new();
     let mut first = Vec::new();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     for (name, cfg) in servers {
         let slot: Slot = Arc::new(RwLock::new(None));
         slots.insert(name.clone(), slot.clone());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         first.push(rx);
-        let (name, cfg, registry, vault) =
-            (name.clone(), cfg.clone(), registry.clone(), vault.clone());
+        let (name, cfg, registry, vault, stopped) = (
+            name.clone(),
+            cfg.clone(),
+            registry.clone(),
+            vault.clone(),
+            stopped.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            supervise(name, cfg, registry, vault, slot, tx).await;
+            supervise(name, cfg, registry, vault, slot, tx, stopped).await;
         }));
     }
     for rx in first {
         let _ = tokio::time::timeout(Duration::from_secs(30), rx).await;
     }
-    McpClients { tasks, slots }
+    McpClients { tasks, slots, stop }
 }
 
 async fn supervise(
@@ -197,6 +221,7 @@ async fn supervise(
     vault: Option<Arc<dyn Vault>>,
     slot: Slot,
     first: tokio::sync::oneshot::Sender<()>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut first = Some(first);
     let mut backoff = Duration::from_secs(1);
@@ -262,8 +287,22 @@ async fn supervise(
                 if let Some(tx) = first.take() {
                     let _ = tx.send(());
                 }
-                let _ = service.waiting().await;
+                let token = service.cancellation_token();
+                let waiting = service.waiting();
+                tokio::pin!(waiting);
+                let stopping = tokio::select! {
+                    _ = &mut waiting => false,
+                    _ = stop.wait_for(|s| *s) => true,
+                };
                 *slot.write().unwrap_or_else(|p| p.into_inner()) = None;
+                if stopping {
+                    // The service's loop closes its transport on the way out: for a stdio
+                    // server that is the shutdown sequence, ending when the child is reaped.
+                    token.cancel();
+                    let _ = waiting.await;
+                    tracing::info!(server = %name, "MCP server closed");
+                    return;
+                }
                 tracing::warn!(server = %name, "MCP server disconnected; restarting");
             }
             Err(e) => {
@@ -273,7 +312,10 @@ async fn supervise(
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
         backoff = (backoff * 2).min(Duration::from_secs(60));
     }
 }

@@ -974,8 +974,8 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
         if let Some(d) = decayer {
             d.abort();
         }
+        mcp_clients.shutdown().await;
     });
-    drop(mcp_clients);
     if let Err(e) = rt.block_on(runtime.store.flush()) {
         tracing::warn!(error = %e, "last database writes not confirmed");
     }

@@ -1,6 +1,6 @@
 //! The MCP client against an external server written with the official Python SDK: tools
 //! registered as `<server>__<tool>`, called through the Invoker (and by an agent), restarted
-//! after the server dies.
+//! after the server dies, closed (process reaped) by shutdown.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -144,7 +144,23 @@ async fn external_tools_are_registered_called_and_restarted() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(clients.connected("weather"));
-    drop(clients);
+
+    // Shutting down closes the server: the process has exited and been reaped on return.
+    let r = inv
+        .invoke(Invocation::new(
+            "weather__pid",
+            json!({}),
+            Principal::Operator,
+        ))
+        .await;
+    let pid = unwrapped(&r.value);
+    assert!(pid.parse::<u32>().is_ok(), "{r:?}");
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists(), "the server runs before shutdown");
+    clients.shutdown().await;
+    assert!(!proc_dir.exists(), "MCP server {pid} outlived shutdown");
+    let r = inv.invoke(call(json!({"city": "Oslo"}))).await;
+    assert_ne!(r.status, Status::Ok, "no server after shutdown: {r:?}");
 }
 
 /// The text inside the content-safety envelope (`<<untrusted-N>>\n[note]\n…\n<</untrusted-N>>`).

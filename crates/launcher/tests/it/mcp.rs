@@ -133,3 +133,46 @@ fn python_client_over_streamable_http_with_the_same_tokens() {
 
     drop(served);
 }
+
+/// `strata serve` starts the configured external MCP servers and, when it stops, closes them:
+/// no server process outlives it.
+#[test]
+fn serve_stops_its_external_mcp_servers() {
+    if !strata_test_support::python_has("mcp.server.mcpserver", "mcp") {
+        return;
+    }
+    let ov = overlay();
+    let pid_file = ov.path().join("server.pid");
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    let config = serde_json::json!({"mcp": {"servers": {"ext": {
+        "transport": "stdio",
+        "command": "python3",
+        "args": [server.display().to_string(), pid_file.display().to_string()],
+    }}}});
+    std::fs::create_dir_all(ov.path().join("config")).expect("mkdir");
+    std::fs::write(
+        ov.path().join("config/config.yaml"),
+        serde_json::to_string(&config).expect("yaml is a superset of json"),
+    )
+    .expect("w");
+    let mut served = common::serve(BIN, ov.path());
+    let pid = std::fs::read_to_string(&pid_file)
+        .expect("the server started before serve announced itself");
+    let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
+    assert!(proc_dir.exists(), "the MCP server runs");
+
+    let stop = Command::new("kill")
+        .args(["-TERM", &served.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(stop.success());
+    let status = served.child.wait().expect("wait");
+    assert!(status.success(), "serve stops cleanly: {status}");
+    // The child was reaped by serve; once serve is gone nothing can be left of it but a
+    // process that kept running.
+    assert!(
+        !proc_dir.exists(),
+        "MCP server {} outlived serve",
+        pid.trim()
+    );
+}

@@ -6,7 +6,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running server; stopped with SIGTERM when dropped.
-#[allow(dead_code)] // each test binary uses a different subset
 pub struct Served {
     pub child: Child,
     /// `http://127.0.0.1:PORT`.
@@ -73,7 +72,6 @@ pub fn serve_with(bin: &str, overlay: &Path, extra: &[&str]) -> Served {
 
 /// Whether the Python client is installed. In CI it must be (`.ci/run` installs it); on a
 /// developer machine without it the test says so and passes.
-#[allow(dead_code)] // used by the MCP test binaries only
 pub fn python_mcp_available() -> bool {
     strata_test_support::python_has("mcp.client.session", "mcp")
 }
