@@ -1,53 +1,40 @@
 //! `strata chat` end to end: the real binary, a fake OpenAI server on 127.0.0.1, a tool call
 //! through the Invoker, and history that survives the process.
 
+use crate::common;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
 use strata_test_support::{FakeServer, openai};
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
-
 fn overlay(url: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    for sub in ["config", "agents/main", "knowledgebase"] {
-        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
-    }
-    std::fs::write(d.join("knowledgebase/note.md"), "the password is swordfish").expect("w");
-    std::fs::write(
-        d.join("agents/main/AGENTS.md"),
-        "# Main\nYou answer from notes.",
-    )
-    .expect("w");
-    std::fs::write(
-        d.join("config/config.yaml"),
-        format!(
-            "defaults:\n  llm:\n    provider: openai\n    base_url: {url}/v1\n    api_key: env:FAKE_OPENAI_KEY\n    model: fake-model\n    retry_base_ms: 5\n"
-        ),
-    )
-    .expect("w");
-    std::fs::write(
-        d.join("config/agents.yaml"),
+    common::write(d, "knowledgebase/note.md", "the password is swordfish");
+    common::write(d, "agents/main/AGENTS.md", "# Main\nYou answer from notes.");
+    common::write(
+        d,
+        "config/config.yaml",
+        &common::fake_llm(url, "env:FAKE_OPENAI_KEY", "fake-model"),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
         "agents:\n  main:\n    instruction: Cite the file.\n    tools: [read_file, list_files]\n",
-    )
-    .expect("w");
+    );
     dir
 }
 
 async fn chat(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = tokio::process::Command::new(BIN);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("STRATA_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.arg("--overlay")
-        .arg(dir)
-        .arg("chat")
+    let mut cmd = common::strata(dir);
+    cmd.arg("chat")
         .args(args)
         .env("FAKE_OPENAI_KEY", "sk-fake-123");
-    cmd.output().await.expect("run strata chat")
+    tokio::process::Command::from(cmd)
+        .output()
+        .await
+        .expect("run strata chat")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,8 +7,6 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_strata");
-
 /// A minimal HTTP/1.1 client over std (the test needs no HTTP crate or curl).
 fn http(method: &str, url: &str, auth: &str, body: Option<&str>) -> Value {
     use std::io::{Read, Write};
@@ -66,7 +64,7 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
         ),
     )
     .expect("agents");
-    let served = common::serve(BIN, d);
+    let served = common::serve(d);
     let (api, mcp) = (format!("{}/api", served.base), served.mcp.clone());
     let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
 
@@ -163,7 +161,7 @@ fn claude_code_agents_ask_each_other_through_mcp_and_the_depth_limit_holds() {
         "security:\n  access_control:\n    safe_tools: [ask_agent]\n",
     )
     .expect("config");
-    let served = common::serve(BIN, d);
+    let served = common::serve(d);
     let chat = format!("{}/chat", served.base);
     let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
     let bearer = format!("Bearer {}", token.trim());

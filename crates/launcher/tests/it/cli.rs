@@ -1,6 +1,8 @@
 //! The real `strata` binary: exit codes, output contracts, config precedence through the
 //! environment, and graceful shutdown.
 
+use crate::common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -35,15 +37,11 @@ impl Overlay {
 
     /// `strata --overlay <dir> ARGS` with a clean STRATA_* environment plus `env`.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(BIN);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("STRATA_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("--overlay").arg(self.path()).args(args);
-        cmd.envs(env.iter().copied());
-        cmd.output().expect("run strata")
+        common::strata(self.path())
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run strata")
     }
 }
 
@@ -133,15 +131,8 @@ fn invoke_json_has_exactly_the_contract_keys() {
     );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = stdout_json(&o);
-    let mut keys: Vec<&str> = v
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        common::sorted_keys(&v),
         [
             "elapsed_ms",
             "error",
@@ -649,15 +640,7 @@ fn vault_commands_round_trip_and_never_take_secrets_as_arguments() {
 /// `strata --overlay <dir> ARGS` with `input` on standard input.
 fn run_with_stdin(ov: &Overlay, args: &[&str], env: &[(&str, &str)], input: &str) -> Output {
     use std::io::Write;
-    let mut cmd = Command::new(BIN);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("STRATA_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd
-        .arg("--overlay")
-        .arg(ov.path())
+    let mut child = common::strata(ov.path())
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())

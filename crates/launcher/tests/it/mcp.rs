@@ -111,7 +111,7 @@ fn python_client_over_streamable_http_with_the_same_tokens() {
         return;
     }
     let ov = overlay();
-    let served = common::serve(BIN, ov.path());
+    let served = common::serve(ov.path());
     let url = served.mcp.clone();
     let token = std::fs::read_to_string(ov.path().join("data/api-token")).expect("per-boot token");
 
@@ -155,7 +155,7 @@ fn serve_stops_its_external_mcp_servers() {
         serde_json::to_string(&config).expect("yaml is a superset of json"),
     )
     .expect("w");
-    let mut served = common::serve(BIN, ov.path());
+    let mut served = common::serve(ov.path());
     let pid = std::fs::read_to_string(&pid_file)
         .expect("the server started before serve announced itself");
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));

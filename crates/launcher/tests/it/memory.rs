@@ -22,8 +22,8 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
     std::fs::write(
         d.join("config/config.yaml"),
         format!(
-            "defaults:\n  llm:\n    provider: openai\n    base_url: {llm_url}/v1\n    api_key: literal-test-key\n    model: fake-model\n    retry_base_ms: 5\n\
-             server:\n  tokens:\n    - {{name: ann, token: ann-token-0123456789, tier: owner}}\n    - {{name: ben, token: ben-token-0123456789, tier: owner}}\n"
+            "{}server:\n  tokens:\n    - {{name: ann, token: ann-token-0123456789, tier: owner}}\n    - {{name: ben, token: ben-token-0123456789, tier: owner}}\n",
+            common::fake_llm(llm_url, "literal-test-key", "fake-model")
         ),
     )
     .expect("w");
@@ -36,17 +36,7 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
 }
 
 fn strata(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new(BIN);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("STRATA_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.arg("--overlay")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run strata")
+    common::strata(dir).args(args).output().expect("run strata")
 }
 
 fn system_of(req: &strata_test_support::Recorded) -> String {
@@ -118,7 +108,7 @@ async fn private_memories_stay_with_their_sender_in_a_shared_channel() {
     let fake = FakeServer::start().await.expect("fake");
     fake.script([openai::text("Got it, Ann."), openai::text("I do not know.")]);
     let ov = overlay(&fake.url);
-    let s = common::serve(BIN, ov.path());
+    let s = common::serve(ov.path());
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()

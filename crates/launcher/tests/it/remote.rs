@@ -22,7 +22,7 @@ fn serve() -> Served {
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::create_dir_all(dir.path().join("knowledgebase")).expect("mkdir");
     std::fs::write(dir.path().join("knowledgebase/a.md"), "alpha").expect("w");
-    let server = common::serve(BIN, dir.path());
+    let server = common::serve(dir.path());
     let token = std::fs::read_to_string(dir.path().join("data/api-token"))
         .expect("token")
         .trim()
@@ -90,15 +90,8 @@ fn remote_commands_match_local_contracts() {
     );
     assert_eq!(o.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let mut keys: Vec<&str> = v
-        .as_object()
-        .expect("obj")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        common::sorted_keys(&v),
         [
             "elapsed_ms",
             "error",

@@ -24,9 +24,9 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
     std::fs::write(
         d.join("config/config.yaml"),
         format!(
-            "defaults:\n  llm:\n    provider: openai\n    base_url: {llm_url}/v1\n    api_key: literal-test-key\n    model: fake-model\n    retry_base_ms: 5\n\
-             server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n    - {{name: intern, token: {INTERN}, tier: staff}}\n\
-             security:\n  hitl:\n    gated_tools: [current_time]\n  access_control:\n    safe_tools: [read_file, list_files]\n"
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n    - {{name: intern, token: {INTERN}, tier: staff}}\n\
+             security:\n  hitl:\n    gated_tools: [current_time]\n  access_control:\n    safe_tools: [read_file, list_files]\n",
+            common::fake_llm(llm_url, "literal-test-key", "fake-model")
         ),
     )
     .expect("w");
@@ -83,17 +83,7 @@ async fn pending(base: &str) -> Vec<Value> {
 }
 
 fn strata(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = std::process::Command::new(BIN);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("STRATA_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.arg("--overlay")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run strata")
+    common::strata(dir).args(args).output().expect("run strata")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +96,7 @@ async fn an_agent_turn_waits_for_approval_and_continues() {
         openai::text("It was denied, sorry."),
     ]);
     let ov = overlay(&fake.url);
-    let s = common::serve(BIN, ov.path());
+    let s = common::serve(ov.path());
     let base = s.base.clone();
 
     // The turn starts and blocks on the gated tool.
@@ -230,7 +220,7 @@ async fn an_agent_turn_waits_for_approval_and_continues() {
 async fn a_pending_request_survives_a_restart_and_times_out_after() {
     let fake = FakeServer::start().await.expect("fake");
     let ov = overlay(&fake.url);
-    let mut s = common::serve(BIN, ov.path());
+    let mut s = common::serve(ov.path());
     let url = format!("{}/api/invoke", s.base);
     // The caller waits; the server dies under it (its request fails, which is fine).
     let _waiting = tokio::spawn(async move {
@@ -249,7 +239,7 @@ async fn a_pending_request_survives_a_restart_and_times_out_after() {
     drop(s);
 
     // Back up: the request is still there, still pending (its timeout is not over).
-    let s = common::serve(BIN, ov.path());
+    let s = common::serve(ov.path());
     let rows = pending(&s.base).await;
     assert_eq!(
         (rows[0]["id"].as_str(), rows[0]["status"].as_str()),
@@ -259,7 +249,7 @@ async fn a_pending_request_survives_a_restart_and_times_out_after() {
 
     // With a one-second timeout, the next start marks it `timeout` (fail closed).
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    let s = common::serve_with(BIN, ov.path(), &["--set", "security.hitl.timeout=1"]);
+    let s = common::serve_with(ov.path(), &["--set", "security.hitl.timeout=1"]);
     let (_, v) = api(
         "GET",
         &format!("{}/api/approvals?status=all", s.base),
@@ -279,7 +269,7 @@ async fn a_pending_request_survives_a_restart_and_times_out_after() {
 async fn layer_1_refuses_a_sender_the_agent_is_not_for() {
     let fake = FakeServer::start().await.expect("fake");
     let ov = overlay(&fake.url);
-    let s = common::serve(BIN, ov.path());
+    let s = common::serve(ov.path());
     // `main` is a coordinator; staff may talk to assistant agents only.
     let (st, v) = api(
         "POST",

@@ -11,22 +11,12 @@ use tokio::io::AsyncWriteExt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
-fn write(dir: &Path, rel: &str, text: &str) {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
-}
+use crate::common::{self, write};
 
 fn overlay(url: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    write(
-        d,
-        "config/config.yaml",
-        &format!(
-            "defaults:\n  llm:\n    provider: openai\n    base_url: {url}/v1\n    api_key: k\n    model: fake\n    retry_base_ms: 5\n"
-        ),
-    );
+    write(d, "config/config.yaml", &common::fake_llm(url, "k", "fake"));
     write(
         d,
         "config/agents.yaml",

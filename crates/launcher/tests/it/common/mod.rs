@@ -1,9 +1,49 @@
-//! Shared by the launcher's integration tests: a real `strata serve` on an ephemeral port.
+//! Shared by the launcher's integration tests: the binary with a clean environment, overlay
+//! files, a fake provider's config, and a real `strata serve` on an ephemeral port.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `strata --overlay OVERLAY` without any of this process's `STRATA_*` variables (tests never
+/// depend on the environment they happen to run in).
+pub fn strata(overlay: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("STRATA_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("--overlay").arg(overlay);
+    cmd
+}
+
+/// Writes `text` to `dir/rel`, creating the directories on the way.
+pub fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+/// A `defaults.llm` block (YAML) pointing at a fake OpenAI-compatible server at `url`.
+pub fn fake_llm(url: &str, api_key: &str, model: &str) -> String {
+    format!(
+        "defaults:\n  llm:\n    provider: openai\n    base_url: {url}/v1\n    api_key: {api_key}\n    model: {model}\n    retry_base_ms: 5\n"
+    )
+}
+
+/// The keys of a JSON object, sorted (to pin an output contract's field set).
+pub fn sorted_keys(v: &serde_json::Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = v
+        .as_object()
+        .expect("a JSON object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
 
 /// A running server; stopped with SIGTERM when dropped.
 pub struct Served {
@@ -23,16 +63,14 @@ impl Drop for Served {
     }
 }
 
-/// Starts `bin --overlay overlay serve` on port 0 and waits for it to announce its address.
-pub fn serve(bin: &str, overlay: &Path) -> Served {
-    serve_with(bin, overlay, &[])
+/// Starts `strata --overlay OVERLAY serve` on port 0 and waits for it to announce its address.
+pub fn serve(overlay: &Path) -> Served {
+    serve_with(overlay, &[])
 }
 
 /// [`serve`] with extra arguments (`--set k=v`…).
-pub fn serve_with(bin: &str, overlay: &Path, extra: &[&str]) -> Served {
-    let mut child = Command::new(bin)
-        .arg("--overlay")
-        .arg(overlay)
+pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
+    let mut child = strata(overlay)
         .args(["serve", "--set", "server.port=0"])
         .args(extra)
         .env("RUST_LOG", "info")
