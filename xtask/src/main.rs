@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
-//! cargo xtask ci       rustfmt --check, clippy -D warnings, then `test`
+//! cargo xtask ci       rustfmt --check, clippy -D warnings, check-core, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
 //! cargo xtask setup [--answers FILE] [--maintainer]   the deployment wizard
 //! cargo xtask new-overlay DIR [--name N] [--modules a,b]
@@ -93,6 +93,7 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run(clippy)?;
+    setup_tool(&["check-core".to_owned()])?;
     test(&[])
 }
 
@@ -145,7 +146,7 @@ fn main() -> ExitCode {
         "setup" | "new-overlay" | "new-module" | "check-core" => setup_tool(&args),
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, test\n  bench   run benchmarks (release), write target/bench/*.json\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
             );
             Ok(())
         }
