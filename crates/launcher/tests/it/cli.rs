@@ -131,18 +131,7 @@ fn invoke_json_has_exactly_the_contract_keys() {
     );
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = stdout_json(&o);
-    assert_eq!(
-        common::sorted_keys(&v),
-        [
-            "elapsed_ms",
-            "error",
-            "ok",
-            "request_id",
-            "status",
-            "tool",
-            "value"
-        ]
-    );
+    assert_eq!(common::sorted_keys(&v), common::INVOKE_RESULT_KEYS);
     assert_eq!(v["status"], "ok");
     assert_eq!(v["ok"], true);
     assert_eq!(v["request_id"], "rid-7");
@@ -354,17 +343,7 @@ fn wait_for_line(reader: &mut impl BufRead, needle: &str, deadline: Instant) -> 
 #[test]
 fn serve_runs_until_sigterm_and_stops_cleanly() {
     let ov = Overlay::new();
-    let mut child = Command::new(BIN)
-        .arg("--overlay")
-        .arg(ov.path())
-        .args(["serve", "--set", "server.port=0"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn serve");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let (mut child, mut err) = common::spawn_serve(ov.path(), &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let seen = wait_for_line(&mut err, "strata is running", deadline);
     let all = seen.join("\n");

@@ -16,17 +16,15 @@ const BIN: &str = env!("CARGO_BIN_EXE_strata");
 fn overlay(llm_url: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    for sub in ["config", "agents/main"] {
-        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
-    }
-    std::fs::write(
-        d.join("config/config.yaml"),
-        format!(
+    std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
             "{}server:\n  tokens:\n    - {{name: ann, token: ann-token-0123456789, tier: owner}}\n    - {{name: ben, token: ben-token-0123456789, tier: owner}}\n",
             common::fake_llm(llm_url, "literal-test-key", "fake-model")
         ),
-    )
-    .expect("w");
+    );
     std::fs::write(
         d.join("config/agents.yaml"),
         "agents:\n  main:\n    tools: [memory_store, memory_search]\n",

@@ -90,18 +90,7 @@ fn remote_commands_match_local_contracts() {
     );
     assert_eq!(o.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(
-        common::sorted_keys(&v),
-        [
-            "elapsed_ms",
-            "error",
-            "ok",
-            "request_id",
-            "status",
-            "tool",
-            "value"
-        ]
-    );
+    assert_eq!(common::sorted_keys(&v), common::INVOKE_RESULT_KEYS);
     assert_eq!(v["value"]["content"], "alpha");
     assert_eq!(
         remote(&s, &["invoke", "--tool", "nope"]).status.code(),

@@ -18,18 +18,16 @@ const INTERN: &str = "intern-token-0123456789";
 fn overlay(llm_url: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    for sub in ["config", "agents/main"] {
-        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
-    }
-    std::fs::write(
-        d.join("config/config.yaml"),
-        format!(
+    std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
             "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n    - {{name: intern, token: {INTERN}, tier: staff}}\n\
              security:\n  hitl:\n    gated_tools: [current_time]\n  access_control:\n    safe_tools: [read_file, list_files]\n",
             common::fake_llm(llm_url, "literal-test-key", "fake-model")
         ),
-    )
-    .expect("w");
+    );
     std::fs::write(
         d.join("config/agents.yaml"),
         "agents:\n  main:\n    tools: [current_time]\n",

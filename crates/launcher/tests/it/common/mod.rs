@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `strata --overlay OVERLAY` without any of this process's `STRATA_*` variables (tests never
@@ -63,13 +63,9 @@ impl Drop for Served {
     }
 }
 
-/// Starts `strata --overlay OVERLAY serve` on port 0 and waits for it to announce its address.
-pub fn serve(overlay: &Path) -> Served {
-    serve_with(overlay, &[])
-}
-
-/// [`serve`] with extra arguments (`--set k=v`…).
-pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
+/// Spawns `strata --overlay OVERLAY serve` on port 0 (info logs, no colour) and returns it with
+/// its stderr, unread.
+pub fn spawn_serve(overlay: &Path, extra: &[&str]) -> (Child, BufReader<ChildStderr>) {
     let mut child = strata(overlay)
         .args(["serve", "--set", "server.port=0"])
         .args(extra)
@@ -79,7 +75,29 @@ pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn serve");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let err = BufReader::new(child.stderr.take().expect("stderr"));
+    (child, err)
+}
+
+/// The fields of a tool-call result (`strata invoke --json`, the control API), sorted.
+pub const INVOKE_RESULT_KEYS: [&str; 7] = [
+    "elapsed_ms",
+    "error",
+    "ok",
+    "request_id",
+    "status",
+    "tool",
+    "value",
+];
+
+/// Starts `strata --overlay OVERLAY serve` on port 0 and waits for it to announce its address.
+pub fn serve(overlay: &Path) -> Served {
+    serve_with(overlay, &[])
+}
+
+/// [`serve`] with extra arguments (`--set k=v`…).
+pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
+    let (child, mut err) = spawn_serve(overlay, extra);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut line = String::new();
     let mut found = None;
