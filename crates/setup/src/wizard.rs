@@ -240,11 +240,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
             "Discord channel ids it answers in (comma-separated; empty = every channel)",
             Some(""),
         )?;
-        a.agent.channels = ch
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
+        a.agent.channels = comma_list(&ch);
     }
     if a.discord.is_some() && a.approvals.channel.is_none() {
         let ch = p.text("Channel id for approval requests (empty = none)", Some(""))?;
@@ -255,11 +251,7 @@ fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()
             "Approvers (person ids, comma-separated; empty = owners)",
             Some(""),
         )?;
-        a.approvals.approvers = ap
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
+        a.approvals.approvers = comma_list(&ap);
     }
     let pm = p.text(
         "Rate limit: calls per minute per person and tool",
@@ -976,6 +968,15 @@ pub fn run_with(
             )
         }
     }
+}
+
+/// The non-empty, trimmed items of a comma-separated answer.
+fn comma_list(answer: &str) -> Vec<String> {
+    answer
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
