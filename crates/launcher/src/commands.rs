@@ -860,6 +860,13 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
     tracing::info!(skills = skills.snapshot().len(), "skills loaded");
     let _watcher = crate::skills_cmd::watch(skills.clone());
+    // Signal handlers before the first child process starts (and after the vault, whose
+    // terminal prompt Ctrl-C must still interrupt): a SIGTERM from here on is kept and handled
+    // by the orderly shutdown below, which also stops the MCP servers.
+    let signal = {
+        let _rt = rt.enter();
+        shutdown_signal()
+    };
     let mcp_clients = rt.block_on(strata_http::mcp_client::start(
         &c.config.mcp.servers,
         l.registry.clone(),
@@ -950,8 +957,6 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
                 }
             }
         });
-        // Handlers first, then the announcement: a SIGTERM right after it must be caught.
-        let signal = shutdown_signal();
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
         signal.await;
         tracing::info!("shutting down; finishing in-flight requests");
