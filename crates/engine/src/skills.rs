@@ -183,6 +183,11 @@ impl Skill {
                 }
                 None => String::new(),
             };
+            if v.contains('\0') {
+                return Err(format!(
+                    "parameter `{name}` contains a NUL byte, which no command or prompt can carry"
+                ));
+            }
             if !v.is_empty() {
                 if !p.choices.is_empty() && !p.choices.contains(&v) {
                     return Err(format!(
@@ -218,15 +223,36 @@ impl Skill {
     }
 }
 
+/// Replaces each `{name}` of a known parameter in one left-to-right pass over the template:
+/// a value is inserted once and never scanned again, so a value that itself contains `{b}`
+/// stays text (substituting parameter by parameter over already-substituted text let one
+/// value splice another's quoted value inside its own quotes). Braces that do not name a
+/// parameter are kept as written.
 fn substitute(
     t: &str,
     values: &BTreeMap<String, String>,
     quote: impl Fn(&str) -> String,
 ) -> String {
-    let mut out = t.to_owned();
-    for (k, v) in values {
-        out = out.replace(&format!("{{{k}}}"), &quote(v));
+    let mut out = String::with_capacity(t.len());
+    let mut rest = t;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let value = after
+            .find('}')
+            .and_then(|close| values.get(&after[..close]).map(|v| (close, v)));
+        match value {
+            Some((close, v)) => {
+                out.push_str(&quote(v));
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
     }
+    out.push_str(rest);
     out
 }
 

@@ -170,3 +170,91 @@ fn binding_checks_parameters_and_commands_quote_values() {
     }
     assert_eq!(shell_quote("it's"), r"'it'\''s'");
 }
+
+/// Runs `command` with `sh -c` and returns its standard output.
+fn sh(command: &str) -> String {
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .expect("sh");
+    assert!(o.status.success(), "{command}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn command_skill(template: &str, params: &[&str]) -> strata_engine::skills::Skill {
+    let mut yaml = format!("name: t\ndescription: d\nparameters:\n");
+    for p in params {
+        yaml.push_str(&format!("  {p}: {{type: string}}\n"));
+    }
+    yaml.push_str(&format!(
+        "command: {}\n",
+        serde_json::to_string(template).expect("json")
+    ));
+    let dir = tempfile::tempdir().expect("tmp");
+    write(dir.path(), "skills/t.yaml", &yaml);
+    SkillSet::load(skill_dirs(&[], dir.path()))
+        .get("t")
+        .expect("loaded")
+}
+
+#[test]
+fn a_value_naming_another_parameter_stays_text_and_never_breaks_out() {
+    // Substituting parameter by parameter spliced b's quoted value inside a's quotes:
+    // `echo {a} {b}` with a="{b}" ran `echo INJECTED`.
+    let skill = command_skill("echo {a} {b}", &["a", "b"]);
+    let values = skill
+        .bind(&p(&[("a", "{b}"), ("b", "; echo INJECTED #")]))
+        .expect("bind");
+    let SkillAction::Command(c) = skill.render(&values) else {
+        panic!("command skill")
+    };
+    assert_eq!(sh(&c), "{b} ; echo INJECTED #\n");
+
+    // Three parameters, each naming the next, quotes, braces, newlines and `$(...)`.
+    let skill = command_skill("printf '%s|' {a} {b} {c} {a}", &["a", "b", "c"]);
+    let cases = [
+        ("{b}{c}", "{c}'\"", "line1\nline2 $(touch pwned) `id`"),
+        ("'", "''{a}''", "}{"),
+        ("{", "}", "{{c}}"),
+    ];
+    for (a, b, c) in cases {
+        let values = skill
+            .bind(&p(&[("a", a), ("b", b), ("c", c)]))
+            .expect("bind");
+        let SkillAction::Command(cmd) = skill.render(&values) else {
+            panic!("command skill")
+        };
+        assert_eq!(sh(&cmd), format!("{a}|{b}|{c}|{a}|"), "{cmd}");
+    }
+
+    // Prompts are substituted in one pass too (a value is never re-read as a template).
+    let dir = tempfile::tempdir().expect("tmp");
+    write(
+        dir.path(),
+        "skills/p.yaml",
+        "name: p\ndescription: d\nparameters:\n  x: {}\n  y: {}\nprompt: \"{x} and {y} but {z}\"\n",
+    );
+    let skill = SkillSet::load(skill_dirs(&[], dir.path()))
+        .get("p")
+        .expect("p");
+    let values = skill.bind(&p(&[("x", "{y}"), ("y", "Y")])).expect("bind");
+    match skill.render(&values) {
+        SkillAction::Prompt(t) => assert_eq!(t, "{y} and Y but {z}"),
+        _ => panic!("prompt skill"),
+    }
+}
+
+#[test]
+fn a_nul_byte_in_a_value_is_refused_by_name() {
+    let skill = command_skill("echo {a}", &["a"]);
+    let e = skill.bind(&p(&[("a", "x\0y")])).expect_err("NUL");
+    assert!(e.contains("parameter `a` contains a NUL byte"), "{e}");
+}
+
+fn p(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
