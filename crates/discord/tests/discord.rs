@@ -11,11 +11,12 @@ use axum::extract::ws::{Message as Ws, WebSocket, WebSocketUpgrade};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use strata_engine::ToolFilter;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{
     Access, AgentConfig, Config, DiscordAccount, DiscordRouting, Person, RoutingConfig,
 };
-use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, ToolFilter};
+use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent};
 use strata_engine::session::InMemoryStore;
 use strata_engine::{Invoker, Registry, RuntimeEnv};
 use strata_test_support::scripted::{Scripted, text};

@@ -16,13 +16,7 @@ use crate::config::{
 use crate::principal::Principal;
 use crate::tool::{Capability, SideEffects, ToolSpec};
 
-/// Whether `name` matches any of `patterns` (exact names, or `prefix*`).
-pub fn matches_any(patterns: &[String], name: &str) -> bool {
-    patterns.iter().any(|p| match p.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => p == name,
-    })
-}
+pub use crate::scope::matches_any;
 
 /// A principal's resolved standing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

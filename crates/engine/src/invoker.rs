@@ -27,6 +27,7 @@ use crate::principal::Principal;
 use crate::ratelimit::{RateLimiter, RateLog, RateVerdict};
 use crate::registry::{RegisteredTool, Registry};
 use crate::safety::ContentSafety;
+use crate::scope::Scope;
 use crate::tool::{RuntimeEnv, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
@@ -83,6 +84,10 @@ pub struct Invocation {
     pub channel_id: Option<String>,
     /// Inter-agent depth of the turn making the call (0 for a person's message).
     pub depth: u32,
+    /// Narrowings on top of the access policy (an agent's tool list, a token's scope): a
+    /// call outside any of them is refused with status `denied`, before the tool is even
+    /// looked up, so a scope never tells which tools exist beyond it.
+    pub scopes: Vec<Scope>,
 }
 
 impl Invocation {
@@ -102,7 +107,14 @@ impl Invocation {
             session_id: None,
             channel_id: None,
             depth: 0,
+            scopes: Vec::new(),
         }
+    }
+
+    /// Adds a scope the call must stay inside.
+    pub fn within(mut self, scope: Scope) -> Self {
+        self.scopes.push(scope);
+        self
     }
 
     /// Sets the request id.
@@ -128,6 +140,11 @@ pub struct InvocationResult {
     pub tool: String,
     /// Request id.
     pub request_id: String,
+    /// The call was refused by one of its [`Invocation::scopes`] (not part of the wire
+    /// shape: surfaces that answer such a refusal differently, like the control API's 403,
+    /// read it).
+    #[serde(skip)]
+    pub out_of_scope: bool,
 }
 
 impl InvocationResult {
@@ -290,9 +307,14 @@ impl Invoker {
             .request_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let resolved = self.registry.get(&call.tool);
-        let (status, value, error) = match &resolved {
-            None => (
+        let out_of_scope = call.scopes.iter().find_map(|s| s.check(&call.tool).err());
+        let resolved = match out_of_scope {
+            Some(_) => None,
+            None => self.registry.get(&call.tool),
+        };
+        let (status, value, error) = match (&resolved, &out_of_scope) {
+            (_, Some(denied)) => (Status::Denied, Value::Null, Some(denied.clone())),
+            (None, None) => (
                 Status::UnknownTool,
                 Value::Null,
                 Some(format!(
@@ -300,7 +322,7 @@ impl Invoker {
                     call.tool
                 )),
             ),
-            Some(tool) => self.run(tool, &call, &request_id).await,
+            (Some(tool), None) => self.run(tool, &call, &request_id).await,
         };
         let elapsed_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
         self.audit.record(&AuditRecord {
@@ -323,6 +345,7 @@ impl Invoker {
             elapsed_ms,
             tool: call.tool,
             request_id,
+            out_of_scope: out_of_scope.is_some(),
         }
     }
 
@@ -425,6 +448,7 @@ impl Invoker {
             request_id: request_id.to_owned(),
             env: self.env.clone(),
             depth: call.depth,
+            policy: self.policy.clone(),
         };
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         let t = tool.tool.clone();

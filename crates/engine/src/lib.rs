@@ -42,6 +42,7 @@ pub mod registry;
 pub mod runtime;
 pub mod safety;
 pub mod schema;
+pub mod scope;
 pub mod secret;
 pub mod session;
 pub mod skills;
@@ -52,6 +53,7 @@ pub use invoker::{Guard, Invocation, InvocationResult, Invoker, OutputFilter, Re
 pub use principal::Principal;
 pub use registry::{RegisteredTool, Registry, RegistryError};
 pub use schemars;
+pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;
 pub use tool::{
     Capability, Component, ComponentKind, Layer, RuntimeEnv, SideEffects, Tool, ToolContext,

@@ -83,17 +83,7 @@ fn now_ms() -> i64 {
 
 /// The entry of `map` for `tool`: exact name first, then the longest matching `prefix*`.
 fn lookup(map: &std::collections::BTreeMap<String, Limits>, tool: &str) -> Option<Limits> {
-    if let Some(l) = map.get(tool) {
-        return Some(*l);
-    }
-    map.iter()
-        .filter_map(|(k, v)| {
-            k.strip_suffix('*')
-                .filter(|p| tool.starts_with(p))
-                .map(|p| (p.len(), *v))
-        })
-        .max_by_key(|(n, _)| *n)
-        .map(|(_, v)| v)
+    crate::scope::best_match(map, tool).copied()
 }
 
 impl RateLimiter {

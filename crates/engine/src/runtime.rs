@@ -10,46 +10,15 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentError, Message, Reply, ToolRun, TurnContext};
-use crate::config::{SessionsConfig, ToolSelection};
+use crate::config::SessionsConfig;
 use crate::invoker::{Invocation, Invoker};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
 use crate::principal::Principal;
+use crate::scope::Scope;
 use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
 use crate::tool::{RuntimeEnv, ToolSpec};
 
-/// Which tools an agent may see and call.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolFilter {
-    /// None.
-    None,
-    /// Every tool in the registry.
-    All,
-    /// Names, or `prefix*` patterns.
-    List(Vec<String>),
-}
-
-impl ToolFilter {
-    /// From the `tools:` key of an agent.
-    pub fn from_config(sel: Option<&ToolSelection>) -> Self {
-        match sel {
-            None => ToolFilter::None,
-            Some(ToolSelection::All(_)) => ToolFilter::All,
-            Some(ToolSelection::List(l)) => ToolFilter::List(l.clone()),
-        }
-    }
-
-    /// Whether `name` passes.
-    pub fn allows(&self, name: &str) -> bool {
-        match self {
-            ToolFilter::None => false,
-            ToolFilter::All => true,
-            ToolFilter::List(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => p == name,
-            }),
-        }
-    }
-}
+pub use crate::scope::ToolFilter;
 
 /// Is this reply the `NO_REPLY` sentinel? It must open the text, optionally behind wrapper
 /// punctuation (`**NO_REPLY**`, `[NO_REPLY]`, `` `NO_REPLY` ``).
@@ -215,12 +184,11 @@ impl LlmAgent {
             inv.session_id = Some(turn.session_id.clone());
             inv.channel_id = Some(turn.channel_id.clone());
             inv.depth = turn.depth;
-            one_call(
-                self.invoker.clone(),
-                self.tools.allows(&call.name),
-                inv,
-                call,
-            )
+            // Layer 3's narrowing for this agent (and skill run): the Invoker refuses and
+            // audits a call outside it, like any other refusal.
+            inv.scopes
+                .push(Scope::agent(self.id.clone(), self.tools.clone()));
+            one_call(self.invoker.clone(), inv, call)
         };
         // One call (the common case) runs inline; several run concurrently.
         if let [call] = calls {
@@ -246,24 +214,9 @@ impl LlmAgent {
 /// Runs one tool call for the model and words the result for it.
 async fn one_call(
     invoker: Arc<Invoker>,
-    allowed: bool,
     inv: Invocation,
     call: ToolCall,
 ) -> (ChatMessage, ToolRun) {
-    if !allowed {
-        let msg = format!(
-            "error (denied): denied (layer 3): tool `{}` is not available to agent `{}`",
-            call.name,
-            inv.agent_id.as_deref().unwrap_or_default()
-        );
-        let run = ToolRun {
-            tool: call.name.clone(),
-            status: "denied".into(),
-            elapsed_ms: 0.0,
-            request_id: String::new(),
-        };
-        return (tool_message(&call, msg), run);
-    }
     let r = invoker.invoke(inv).await;
     let content = if r.ok() {
         match &r.value {

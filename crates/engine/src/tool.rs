@@ -244,6 +244,9 @@ pub struct ToolContext {
     pub env: Arc<RuntimeEnv>,
     /// Inter-agent depth of the turn that made this call (0 for a person's message).
     pub depth: u32,
+    /// The access policy the Invoker checked this call against: tools that decide more
+    /// (who may be told what, who may change the team) ask it rather than building their own.
+    pub policy: Arc<crate::access::AccessPolicy>,
 }
 
 impl fmt::Debug for ToolContext {

@@ -1,8 +1,8 @@
 //! Control-API tokens: lookup in constant time, scopes, principals.
 
 use sha2::{Digest, Sha256};
-use strata_engine::Principal;
 use strata_engine::config::Access;
+use strata_engine::{Invocation, Principal, Scope, ToolFilter};
 use subtle::ConstantTimeEq;
 
 /// A resolved token.
@@ -66,15 +66,30 @@ impl Caller {
         }
     }
 
-    /// Whether the scope allows `tool`.
-    pub fn may_call(&self, tool: &str) -> bool {
-        match &self.tools {
-            None => true,
-            Some(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => tool.starts_with(prefix),
-                None => p == tool,
-            }),
+    /// The token's tool scope, carried on every call it makes so the Invoker refuses (and
+    /// audits) a call outside it. `None` for an unscoped token.
+    pub fn scope(&self) -> Option<Scope> {
+        let filter = ToolFilter::from_list(self.tools.clone());
+        if filter == ToolFilter::All {
+            return None;
         }
+        Some(match &self.principal {
+            // A CLI agent's own token carries that agent's tool list: layer 3.
+            Principal::Agent { id } => Scope::agent(id.clone(), filter),
+            p => Scope::token(p.to_string(), filter),
+        })
+    }
+
+    /// Whether the scope lets `tool` be listed (the Invoker decides calls).
+    pub fn may_list(&self, tool: &str) -> bool {
+        self.scope().is_none_or(|s| s.filter.allows(tool))
+    }
+
+    /// A call of `tool` by this caller, inside its scope.
+    pub fn invocation(&self, tool: String, args: serde_json::Value) -> Invocation {
+        let mut call = Invocation::new(tool, args, self.principal.clone());
+        call.scopes.extend(self.scope());
+        call
     }
 }
 

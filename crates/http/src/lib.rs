@@ -21,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::{Value, json};
+use strata_engine::Invoker;
 use strata_engine::runtime::{AgentManager, TurnRequest};
-use strata_engine::{Invocation, Invoker};
 
 pub use auth::{Caller, Token};
 pub use openapi::{ROUTES, openapi};
@@ -181,7 +181,7 @@ async fn tools(State(st): State<Arc<HttpState>>, Extension(caller): Extension<Ca
     let list = st.invoker.registry().list();
     let tools: Vec<Value> = list
         .iter()
-        .filter(|t| caller.may_call(&t.spec().name))
+        .filter(|t| caller.may_list(&t.spec().name))
         .filter(|t| st.invoker.policy().callable_by(&caller.principal, t.spec()))
         .map(|t| serde_json::to_value(t.listing()).unwrap_or(Value::Null))
         .collect();
@@ -277,16 +277,17 @@ async fn invoke(
             "unknown field `{k}`; expected `tool`, `args`, `request_id`"
         )));
     }
-    if !caller.may_call(&tool) {
+    let mut call = caller.invocation(tool, args);
+    call.request_id = request_id;
+    let result = st.invoker.invoke(call).await;
+    // Outside the token's scope: refused and audited by the Invoker, answered 403 here.
+    if result.out_of_scope {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("this token may not call `{tool}`"),
+            result.error.unwrap_or_default(),
         ));
     }
-    let mut call = Invocation::new(tool, args, caller.principal.clone());
-    call.request_id = request_id;
-    let result = st.invoker.invoke(call).await;
     Ok(ok(serde_json::to_value(result).unwrap_or(Value::Null)))
 }
 

@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
-use strata_engine::{Invocation, Invoker, Principal};
+use strata_engine::{Invoker, Principal};
 
 /// The header a CLI agent's MCP calls carry their turn id in (set by the Claude Code
 /// provider from `CompletionRequest::turn`).
@@ -91,7 +91,7 @@ impl ServerHandler for StrataMcp {
             .iter()
             .filter(|t| {
                 caller.as_ref().is_some_and(|c| {
-                    c.may_call(&t.spec().name)
+                    c.may_list(&t.spec().name)
                         && self.invoker.policy().callable_by(&c.principal, t.spec())
                 })
             })
@@ -116,14 +116,8 @@ impl ServerHandler for StrataMcp {
             return Ok(CallToolResult::error(vec![ContentBlock::text("unauthenticated")]).into());
         };
         let name = request.name.to_string();
-        if !caller.may_call(&name) {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                "forbidden: this token may not call `{name}`"
-            ))])
-            .into());
-        }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let mut inv = Invocation::new(name, args, caller.principal.clone());
+        let mut inv = caller.invocation(name, args);
         // An agent's own token (a CLI agent calling back): the call is that agent's, and with
         // the turn header it runs as a call of that turn — its sender, session and depth.
         if let Principal::Agent { id } = &caller.principal {

@@ -4,12 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use strata_engine::ToolFilter;
 use strata_engine::agent::Agent;
 use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
 use strata_engine::audit::AuditSink;
 use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
-use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter};
+use strata_engine::runtime::{AgentManager, LlmAgent};
 use strata_engine::{Invoker, Registry, RuntimeEnv};
 use strata_store::SqliteStore;
 
@@ -115,7 +116,7 @@ pub fn build_agent(
     let base = ToolFilter::from_config(agent.tools.as_ref());
     let filter = match &overrides.tools {
         None => base,
-        Some(list) => ToolFilter::List(list.iter().filter(|t| base.allows(t)).cloned().collect()),
+        Some(list) => base.narrow(list),
     };
     let project_dir = agent
         .project_dir

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use strata_engine::ToolFilter;
 use strata_engine::llm::*;
-use strata_engine::runtime::ToolFilter;
 use strata_engine::secret::Secret;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 

@@ -48,7 +48,7 @@ pub struct AgentContext {
     /// Working directory for CLI providers.
     pub project_dir: std::path::PathBuf,
     /// The agent's tools.
-    pub tools: strata_engine::runtime::ToolFilter,
+    pub tools: strata_engine::ToolFilter,
     /// Names of every tool in the registry (CLI providers map the filter onto them).
     pub registry_tools: Vec<String>,
     /// An MCP client config pointing at the engine's own MCP endpoint (Claude Code's
@@ -62,7 +62,7 @@ impl AgentContext {
         AgentContext {
             agent_id: agent_id.to_owned(),
             project_dir: std::path::PathBuf::from("."),
-            tools: strata_engine::runtime::ToolFilter::None,
+            tools: strata_engine::ToolFilter::None,
             registry_tools: Vec::new(),
             mcp_config: None,
         }

@@ -233,7 +233,7 @@ async fn send_message(
 #[tool(capabilities = [read], side_effects = none, timeout_secs = 10)]
 async fn list_capabilities(ctx: &ToolContext) -> Result<Value, ToolError> {
     let env = &ctx.env;
-    let policy = strata_engine::access::AccessPolicy::from_config(&env.config);
+    let policy = &ctx.policy;
     let mut tools = Vec::new();
     if let Some(reg) = env.registry() {
         for t in reg.list() {

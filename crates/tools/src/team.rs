@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use strata_engine::access::{AccessPolicy, Tier};
+use strata_engine::access::Tier;
 use strata_engine::config::{Access, AgentTier, Person, TeamAgent, TeamConfig};
 use strata_engine::schemars::JsonSchema;
 use strata_engine::{ToolContext, ToolError, tool};
@@ -82,7 +82,7 @@ fn check_id(id: &str) -> Result<(), ToolError> {
 }
 
 fn require_owner(ctx: &ToolContext, what: &str) -> Result<(), ToolError> {
-    let policy = AccessPolicy::from_config(&ctx.env.config);
+    let policy = &ctx.policy;
     if policy.tier(&ctx.principal) == Tier::Person(Access::Owner) {
         Ok(())
     } else {

@@ -30,6 +30,9 @@ pub fn ctx(env: Arc<RuntimeEnv>) -> ToolContext {
         channel_id: None,
         principal: strata_engine::Principal::Operator,
         request_id: "test".into(),
+        policy: Arc::new(strata_engine::access::AccessPolicy::from_config(
+            &env.config,
+        )),
         env,
         depth: 0,
     }

@@ -5,11 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
+use strata_engine::ToolFilter;
 use strata_engine::agent::{Agent, AgentError, Message, Reply, TurnContext};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
-use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest, is_no_reply};
+use strata_engine::runtime::{AgentManager, LlmAgent, TurnRequest, is_no_reply};
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, async_trait, tool};
 
@@ -509,4 +510,53 @@ async fn a_turn_is_registered_while_it_runs_and_only_then() {
     assert_eq!(seen.sender, Principal::Person { id: "p1".into() });
     assert_eq!(seen.depth, 2);
     assert!(env.turns().is_empty(), "removed when the turn ended");
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_agents_list_is_refused_by_the_invoker_and_audited() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let audit = Arc::new(
+        strata_engine::audit::JsonlAudit::open(&dir.path().join("audit.jsonl")).expect("audit"),
+    );
+    let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
+    let inv = Arc::new(Invoker::new(reg, env(), audit.clone()));
+    let p = Scripted::new(vec![
+        calls(&[
+            ("x", "shout", json!({"word": "a"})),
+            ("y", "no_such_tool", json!({})),
+        ]),
+        text("done"),
+    ]);
+    let a = LlmAgent::new("main", "t", p.clone(), "m-1", inv)
+        .with_tools(ToolFilter::List(vec!["broken_tool".into()]));
+    let r = a
+        .handle(turn_ctx(), Message::text("try"))
+        .await
+        .expect("turn");
+    assert_eq!(r.tool_runs[0].status, "denied");
+    assert!(
+        !r.tool_runs[0].request_id.is_empty(),
+        "an invoked call has an id"
+    );
+    // A name outside the list is refused the same way whether or not such a tool exists.
+    assert_eq!(r.tool_runs[1].status, "denied");
+    audit.close();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(audit.path())
+        .expect("audit file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, tool) in lines.iter().zip(["shout", "no_such_tool"]) {
+        assert_eq!(line["tool"], tool);
+        assert_eq!(line["status"], "denied");
+        assert_eq!(line["agent_id"], "main");
+        assert_eq!(line["principal"], "person:p1");
+        assert!(
+            line["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("denied (layer 3)")),
+            "{line}"
+        );
+    }
 }

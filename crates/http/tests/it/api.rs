@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use strata_engine::ToolFilter;
 use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{Access, Config, LlmConfig};
-use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter};
+use strata_engine::runtime::{AgentManager, LlmAgent};
 use strata_engine::session::InMemoryStore;
 use strata_engine::{Invoker, Registry, RuntimeEnv, ToolError, tool};
 use strata_http::{HttpState, Token};
@@ -223,6 +224,18 @@ async fn scoped_tokens_see_and_call_only_their_tools() {
     }
     let (st, body) = post(&s, "/api/invoke", Some(SCOPED), r#"{"tool":"admin_reset"}"#).await;
     assert_eq!((st, body["code"].as_str()), (403, Some("forbidden")));
+    // The Invoker refused it (not the route), so the refusal is in the audit log.
+    let (_, ev, _) = get(&s, "/api/events?limit=1", Some(FULL)).await;
+    let refused = &ev["value"]["events"][0];
+    assert_eq!(refused["tool"], "admin_reset");
+    assert_eq!(refused["status"], "denied");
+    assert_eq!(refused["principal"], "token:ci");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("denied (layer 2): token:ci may not call `admin_reset`")),
+        "{refused}"
+    );
     let (st, body) = post(
         &s,
         "/api/invoke",

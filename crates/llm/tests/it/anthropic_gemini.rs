@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use strata_engine::ToolFilter;
 use strata_engine::agent::{Agent, Message, TurnContext};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{CompletionRequest, LlmError};
-use strata_engine::runtime::{LlmAgent, ToolFilter};
+use strata_engine::runtime::LlmAgent;
 use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, tool};
 use strata_llm::AgentContext;
 use strata_test_support::{FakeServer, anthropic, gemini};

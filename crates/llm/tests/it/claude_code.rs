@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
+use strata_engine::ToolFilter;
 use strata_engine::config::LlmConfig;
 use strata_engine::llm::{ChatMessage, CompletionRequest, LlmError, LlmProvider, Role};
-use strata_engine::runtime::ToolFilter;
 use strata_llm::AgentContext;
 
 fn script() -> PathBuf {

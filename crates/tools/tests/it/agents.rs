@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, AgentTier, Config, Person, TeamAgent};
@@ -12,7 +13,7 @@ use strata_engine::connector::{
     ChannelRef, Connector, ConnectorError, InboundMessage, OutboundMessage,
 };
 use strata_engine::llm::*;
-use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, ToolFilter, TurnRequest};
+use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, TurnRequest};
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, async_trait};
 
