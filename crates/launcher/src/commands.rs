@@ -870,7 +870,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let mcp_clients = rt.block_on(strata_http::mcp_client::start(
         &c.config.mcp.servers,
         l.registry.clone(),
-        None,
+        runtime.invoker.env().vault.clone(),
     ));
     if !c.config.mcp.servers.is_empty() {
         tracing::info!(

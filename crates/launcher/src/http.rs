@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use strata_engine::RuntimeEnv;
 use strata_engine::config::{Access, LoadedConfig};
-use strata_engine::secret::resolve_ref;
 use strata_http::{HttpState, Token};
 
 use crate::runtime::Runtime;
@@ -43,7 +43,11 @@ fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
 }
 
 /// The control tokens from config, or a per-boot one (printed once, written to the data dir).
-pub fn tokens(cfg: &LoadedConfig, addr: &SocketAddr) -> anyhow::Result<Vec<Token>> {
+pub fn tokens(
+    cfg: &LoadedConfig,
+    env: &RuntimeEnv,
+    addr: &SocketAddr,
+) -> anyhow::Result<Vec<Token>> {
     let configured = &cfg.config.server.tokens;
     if configured.is_empty() {
         // `bind` already refused a public address without configured tokens.
@@ -61,7 +65,8 @@ pub fn tokens(cfg: &LoadedConfig, addr: &SocketAddr) -> anyhow::Result<Vec<Token
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let secret = resolve_ref(&t.token, None, &format!("server.tokens[{i}].token"))
+            let secret = env
+                .secret(&t.token, &format!("server.tokens[{i}].token"))
                 .map_err(|e| anyhow::anyhow!(e))?;
             if secret.expose().len() < 16 {
                 bail!(
@@ -106,14 +111,15 @@ pub fn state(
     addr: &SocketAddr,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
-    let mut tokens = tokens(cfg, addr)?;
+    let env = runtime.invoker.env();
+    let mut tokens = tokens(cfg, env, addr)?;
     for (agent, secret, scope) in &runtime.internal_tokens {
         tokens.push(Token::for_agent(agent, secret, scope.clone()));
     }
     let execute_key = s
         .execute_api_key
         .as_deref()
-        .map(|v| resolve_ref(v, None, "server.execute_api_key"))
+        .map(|v| env.secret(v, "server.execute_api_key"))
         .transpose()
         .map_err(|e| anyhow::anyhow!(e))?
         .map(|k| k.expose().to_owned());

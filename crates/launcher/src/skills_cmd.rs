@@ -177,8 +177,15 @@ pub async fn run(
                 tools: skill.def.tools.clone(),
                 max_rounds: skill.def.max_rounds,
             };
-            let agent =
-                crate::runtime::build_agent(cfg, &agent_id, a, &invoker, None, &overrides, None)?;
+            let agent = crate::runtime::build_agent(
+                cfg,
+                &agent_id,
+                a,
+                &invoker,
+                env.vault.as_deref(),
+                &overrides,
+                None,
+            )?;
             let turn = TurnContext::new(
                 &agent_id,
                 format!("skill:{}", skill.name),

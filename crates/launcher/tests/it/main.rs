@@ -8,5 +8,6 @@ mod common;
 mod mcp;
 mod memory;
 mod remote;
+mod secrets;
 mod security;
 mod skills_repl;
