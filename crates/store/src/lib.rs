@@ -218,8 +218,24 @@ impl SqliteStore {
             )?;
         }
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql)?;
+        reader.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        // Turning a new file to WAL needs it to itself, and SQLite answers "locked" at once
+        // instead of waiting when another process is opening it too: retry for a while.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if matches!(
+                        f.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(sql(e)),
+            }
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON")
@@ -335,13 +351,27 @@ fn migrate(conn: &Connection) -> Result<(), MigrateError> {
     }
     for (i, m) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let v = i as i64 + 1;
-        // One transaction per step: a failed step leaves the previous version intact.
-        let batch = format!("BEGIN IMMEDIATE; {m}; PRAGMA user_version = {v}; COMMIT;");
-        if let Err(e) = conn.execute_batch(&batch) {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(MigrateError::Sql(e));
+        // One transaction per step: a failed step leaves the previous version intact. The
+        // version is read again under the write lock: another process opening the same new
+        // file (`strata approvals list` beside a running command) may have applied it first.
+        let step = || -> rusqlite::Result<bool> {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            let now: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now >= v {
+                conn.execute_batch("COMMIT")?;
+                return Ok(false);
+            }
+            conn.execute_batch(&format!("{m}; PRAGMA user_version = {v}; COMMIT;"))?;
+            Ok(true)
+        };
+        match step() {
+            Ok(true) => tracing::info!(version = v, "database migrated"),
+            Ok(false) => {}
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(MigrateError::Sql(e));
+            }
         }
-        tracing::info!(version = v, "database migrated");
     }
     Ok(())
 }

@@ -266,3 +266,28 @@ async fn a_restarted_runtime_resumes_every_session() {
         "seen 2 earlier messages"
     );
 }
+
+/// Two processes (here: threads with their own connections) opening the same new file at
+/// once: both migrate it or find it migrated; neither fails with "table already exists"
+/// (`strata approvals list` beside a `strata skill run` waiting for approval hit this).
+#[test]
+fn concurrent_opens_of_a_new_file_both_succeed() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("strata.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (p, b) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    b.wait();
+                    strata_store::SqliteStore::open(&p).map(|_| ())
+                })
+            })
+            .collect();
+        for h in handles {
+            let r = h.join().expect("thread");
+            assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+        }
+    }
+}
