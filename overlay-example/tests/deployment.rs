@@ -173,7 +173,7 @@ fn docs_tools_md_lists_every_core_and_module_tool() {
         .as_array()
         .expect("tools")
         .iter()
-        .filter(|t| t["layer"] != "overlay")
+        .filter(|t| t["layer"] != "overlay" && t["layer"] != "runtime")
         .filter_map(|t| t["name"].as_str())
         .filter(|n| !doc.contains(&format!("| `{n}`")))
         .collect();

@@ -51,15 +51,9 @@ pub struct Services {
     pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
     /// What running turns are doing, for progress messages.
     pub activity: Option<Arc<strata_engine::runtime::ActivityBoard>>,
-    /// Runs command skills (the launcher's runner); without it they are refused.
-    pub commands: Option<Arc<dyn CommandRunner>>,
-}
-
-/// Runs a command skill's rendered command line (the same runner as `strata skill run`).
-#[async_trait]
-pub trait CommandRunner: Send + Sync {
-    /// Runs `command` with `timeout`; the output, or why it failed.
-    async fn run(&self, command: &str, timeout: std::time::Duration) -> Result<String, String>;
+    /// Runs command skills as their tools (`skill__<name>`) with the sender as principal;
+    /// without it they are refused.
+    pub invoker: Option<Arc<strata_engine::Invoker>>,
 }
 
 /// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
@@ -247,7 +241,7 @@ pub fn start(
         approvals,
         skills,
         activity,
-        commands: command_runner,
+        invoker: command_runner,
     } = services;
 
     let cfg = &config.connectors.discord;
@@ -408,7 +402,7 @@ struct AccountCtx {
     policy: Arc<strata_engine::access::AccessPolicy>,
     resync_secs: u64,
     progress: Option<Progress>,
-    command_runner: Option<Arc<dyn CommandRunner>>,
+    command_runner: Option<Arc<strata_engine::Invoker>>,
 }
 
 /// The activity board and how long a turn runs before its progress message appears.
@@ -1010,7 +1004,7 @@ async fn slash(
     directory: Arc<dyn AgentDirectory>,
     (skills, runner): (
         Option<Arc<strata_engine::skills::SkillSet>>,
-        Option<Arc<dyn CommandRunner>>,
+        Option<Arc<strata_engine::Invoker>>,
     ),
     agents: Vec<String>,
     msg: InboundMessage,
@@ -1098,40 +1092,42 @@ async fn slash(
                     {
                         Err(e) => e,
                         Ok(OwnedAction::Invalid(e)) => e,
-                        Ok(OwnedAction::Command(command)) => {
-                            // A command runs on the host: owners and admins only.
-                            let tier = policy.tier(&sender);
-                            let allowed = matches!(
-                                tier,
-                                strata_engine::access::Tier::Person(
-                                    strata_engine::config::Access::Owner
-                                        | strata_engine::config::Access::Admin
-                                )
-                            );
-                            match (&runner, allowed) {
-                                (_, false) => format!(
-                                    "`{}` runs a command on the host: only owners and admins may run it.",
-                                    skill.name
-                                ),
-                                (None, true) => format!(
-                                    "`{}` is a command skill: run it with `strata skill run {}`.",
-                                    skill.name, skill.name
-                                ),
-                                (Some(r), true) => {
-                                    let timeout = std::time::Duration::from_secs(
-                                        skill.def.timeout_secs.unwrap_or(60).clamp(1, 3600),
-                                    );
-                                    match r.run(&command, timeout).await {
-                                        Ok(out) if out.trim().is_empty() => "Done.".to_owned(),
-                                        Ok(out) => format!(
-                                            "```\n{}\n```",
-                                            out.chars().take(1900).collect::<String>()
-                                        ),
-                                        Err(e) => format!("`{}` failed: {e}", skill.name),
+                        Ok(OwnedAction::Command) => match &runner {
+                            None => format!(
+                                "`{}` is a command skill: run it with `strata skill run {}`.",
+                                skill.name, skill.name
+                            ),
+                            // Its tool, as the sender: access control, rate limits, approval
+                            // (here in the approval channel), audit and the sandbox apply.
+                            Some(invoker) => {
+                                let mut call = strata_engine::Invocation::new(
+                                    strata_engine::skills::tool_name(&skill.name),
+                                    skill.args_from_strings(&given),
+                                    sender.clone(),
+                                );
+                                call.session_id = Some(session.clone());
+                                call.channel_id = Some(session.clone());
+                                let r = invoker.invoke(call).await;
+                                match (&r.value, r.ok()) {
+                                    (serde_json::Value::String(out), true)
+                                        if out.trim().is_empty() =>
+                                    {
+                                        "Done.".to_owned()
                                     }
+                                    (serde_json::Value::String(out), true) => format!(
+                                        "```\n{}\n```",
+                                        out.chars().take(1900).collect::<String>()
+                                    ),
+                                    (v, true) => v.to_string(),
+                                    (_, false) => format!(
+                                        "`{}` {}: {}",
+                                        skill.name,
+                                        r.status.as_str(),
+                                        r.error.as_deref().unwrap_or("no message")
+                                    ),
                                 }
                             }
-                        }
+                        },
                         Ok(OwnedAction::Prompt(prompt)) => {
                             match directory
                                 .run_turn(TurnRequest {
@@ -1166,7 +1162,7 @@ async fn slash(
 /// A rendered skill, owned.
 enum OwnedAction {
     Prompt(String),
-    Command(String),
+    Command,
     Invalid(String),
 }
 
@@ -1178,7 +1174,7 @@ impl IntoOwned for strata_engine::skills::SkillAction<'_> {
     fn into_owned_action(self) -> OwnedAction {
         match self {
             strata_engine::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
-            strata_engine::skills::SkillAction::Command(c) => OwnedAction::Command(c),
+            strata_engine::skills::SkillAction::Command(_) => OwnedAction::Command,
             strata_engine::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
         }
     }

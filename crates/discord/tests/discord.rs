@@ -12,7 +12,6 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
-use strata_engine::audit::NoAudit;
 use strata_engine::config::{
     Access, AgentConfig, Config, DiscordAccount, DiscordRouting, Person, RoutingConfig,
 };
@@ -423,7 +422,11 @@ async fn world_with(
         Ok(strata_engine::ToolOutput(json!("report ready")))
     })
     .expect("register");
-    let inv = Invoker::new(reg, env.clone(), Arc::new(NoAudit)).with_alert_sink(Arc::new(
+    let audit = Arc::new(
+        strata_engine::audit::JsonlAudit::open(&dir.path().join("data/audit.jsonl"))
+            .expect("audit"),
+    );
+    let inv = Invoker::new(reg, env.clone(), audit).with_alert_sink(Arc::new(
         strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),
     ));
     let approvals = Arc::new(
@@ -466,6 +469,10 @@ async fn world_with(
             prefix: String::new(),
         },
     ]));
+    // Command skills are tools (`skill__<name>`), as `serve` registers them.
+    strata_tools::skill_tools::sync(invoker.registry(), &skills);
+    std::fs::create_dir_all(dir.path().join("knowledgebase")).expect("kb");
+    std::fs::write(dir.path().join("knowledgebase/notes.md"), "notes\n").expect("kb file");
     let (stop, rx) = tokio::sync::watch::channel(false);
     let dirv: Arc<dyn AgentDirectory> = manager.clone();
     strata_discord::start(
@@ -479,7 +486,7 @@ async fn world_with(
             approvals: Some(approvals.clone()),
             skills: Some(skills.clone()),
             activity: Some(env.activity().clone()),
-            commands: Some(Arc::new(Echo)),
+            invoker: Some(invoker.clone()),
         },
         rx,
     );
@@ -1095,14 +1102,28 @@ fn interaction(id: u64, channel: &str, user: &str, name: &str, options: Value) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_are_slash_commands_and_reset_and_status_work() {
-    let w = world(vec![(
-        "ops",
-        routing(Some(&["100"])),
-        vec![
-            text("Here is a short briefing on backups."),
-            text("remembered?"),
-        ],
-    )])
+    let w = world_with(
+        vec![(
+            "ops",
+            routing(Some(&["100"])),
+            vec![
+                text("Here is a short briefing on backups."),
+                text("remembered?"),
+            ],
+        )],
+        |c| {
+            // The example's disk-usage says `gated: false`; the operator gates it here.
+            c.security.hitl.gated_tools.push("skill__*".into());
+            c.security.rate_limits.tools.insert(
+                "skill__*".into(),
+                strata_engine::config::Limits {
+                    per_minute: Some(1),
+                    ..Default::default()
+                },
+            );
+        },
+        None,
+    )
     .await;
     // Registered per guild: the two built-ins and both skills, options with choices.
     let mut registered = None;
@@ -1163,10 +1184,25 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
         "100",
         "42",
         "disk-usage",
-        json!([{"name": "path", "type": 3, "value": "tmp"}]),
+        json!([{"name": "path", "type": 3, "value": "knowledgebase"}]),
     ));
+    // The command skill is its tool, gated: the request waits in the approval channel
+    // until an approver's ✅.
+    let msg_id = w.reacted_message(0).await;
+    let request = w
+        .posted()
+        .into_iter()
+        .find(|(c, _, _)| c == "555")
+        .map(|(_, t, _)| t)
+        .unwrap_or_default();
+    assert!(request.contains("`skill__disk-usage`"), "{request}");
+    assert!(
+        !answers(&w).iter().any(|(t, _)| t == "tok-13"),
+        "nothing ran before the approval"
+    );
+    push(reaction(&msg_id, "42", false, "✅"));
     let mut got = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..500 {
         got = answers(&w);
         if got.len() >= 3 {
             break;
@@ -1189,8 +1225,11 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
             "Here is a short briefing on backups.".into()
         )
     );
-    // The command skill ran through the runner, parameters shell-quoted.
-    assert!(got[2].1.contains("ran: du -sh 'tmp'"), "{got:?}");
+    // The command skill really ran (in the sandbox, from the overlay directory).
+    assert!(
+        got[2].1.starts_with("```") && got[2].1.contains("\tknowledgebase"),
+        "{got:?}"
+    );
     // Each interaction was acknowledged first (deferred).
     let acks = w
         .fake
@@ -1238,12 +1277,54 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
         json!([{"name": "path", "type": 3, "value": "tmp"}]),
     ));
     eventually(|| answers(&w).len() >= 6).await;
+    // Access control decides it, in the Invoker: staff may use only the safe tools.
     assert!(
         answers(&w)
             .iter()
-            .any(|(t, c)| t == "tok-16" && c.contains("only owners and admins")),
+            .any(|(t, c)| t == "tok-16" && c.contains("denied: denied (layer 2)")),
         "{:?}",
         answers(&w)
+    );
+    // The owner again within the minute: the skill's rate limit refuses before anyone is asked.
+    push(interaction(
+        17,
+        "100",
+        "42",
+        "disk-usage",
+        json!([{"name": "path", "type": 3, "value": "knowledgebase"}]),
+    ));
+    eventually(|| answers(&w).iter().any(|(t, _)| t == "tok-17")).await;
+    assert!(
+        answers(&w)
+            .iter()
+            .any(|(t, c)| t == "tok-17" && c.contains("rate_limited")),
+        "{:?}",
+        answers(&w)
+    );
+    // Each of the three calls left its audit record, with the sender as principal.
+    let audit = w.dir_path.join("data/audit.jsonl");
+    let records = || -> Vec<(String, String)> {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["tool"] == "skill__disk-usage" && v.get("event").is_none())
+            .map(|v| {
+                (
+                    v["principal"].as_str().unwrap_or_default().to_owned(),
+                    v["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    eventually(|| records().len() >= 3).await;
+    assert_eq!(
+        records(),
+        [
+            ("person:discord:42".into(), "ok".into()),
+            ("person:discord:43".into(), "denied".into()),
+            ("person:discord:42".into(), "rate_limited".into()),
+        ]
     );
     w.fake
         .push
@@ -1257,7 +1338,7 @@ async fn skills_are_slash_commands_and_reset_and_status_work() {
             false,
         ))
         .expect("push");
-    w.wait_posted(1).await;
+    eventually(|| w.providers["ops"].requests().len() >= 2).await;
     let req = &w.providers["ops"].requests()[1];
     assert_eq!(
         req.messages.len(),
@@ -1538,14 +1619,4 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
             .any(|(c, t, _)| c == "555" && t.contains("timeout")),
         "{posted:?}"
     );
-}
-
-/// Stands in for the launcher's command runner: says what it would run.
-struct Echo;
-
-#[strata_engine::async_trait]
-impl strata_discord::CommandRunner for Echo {
-    async fn run(&self, command: &str, _timeout: Duration) -> Result<String, String> {
-        Ok(format!("ran: {command}"))
-    }
 }

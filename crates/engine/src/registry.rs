@@ -340,6 +340,27 @@ impl Registry {
         Ok(())
     }
 
+    /// Registers a run-time tool, replacing the run-time tool of the same name if there is one
+    /// (a reloaded command skill). A name held by a compiled-in tool is an error.
+    pub fn replace_runtime(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let name = tool.spec().name.clone();
+        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        if map.get(&name).is_some_and(|t| t.layer != Layer::Runtime) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        map.insert(
+            name,
+            RegisteredTool {
+                tool,
+                layer: Layer::Runtime,
+                origin: "runtime".to_owned(),
+            },
+        );
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// Removes a run-time tool (e.g. an MCP server that went away). Returns whether it existed.
     pub fn unregister(&self, name: &str) -> bool {
         let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());

@@ -88,6 +88,13 @@ pub struct SkillDef {
     /// Command timeout in seconds (default 60).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// Command skills: every call waits for a human's approval (default `true`; `false` lets
+    /// access control alone decide).
+    #[serde(default)]
+    pub gated: Option<bool>,
+    /// Command skills: the command may reach the network (default `false`).
+    #[serde(default)]
+    pub network: Option<bool>,
 }
 
 mod ordered {
@@ -136,6 +143,29 @@ pub struct Skill {
     pub path: PathBuf,
     /// `core`, `module:<m>`, `overlay`, `agent:<id>`.
     pub origin: String,
+}
+
+/// The tool a command skill runs as: `skill__<name>`, with `:` (agent skills) written `__`
+/// and anything else outside `[A-Za-z0-9_-]` as `_`. Names over 64 characters (what every
+/// provider accepts) keep their first 55 and end in `-` and 8 hex digits of a hash of the
+/// whole name, so they stay distinct.
+pub fn tool_name(skill: &str) -> String {
+    let mut name = String::from("skill__");
+    for c in skill.chars() {
+        match c {
+            ':' => name.push_str("__"),
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '-' => name.push(c),
+            _ => name.push('_'),
+        }
+    }
+    if name.len() <= 64 {
+        return name;
+    }
+    // FNV-1a: stable across builds and platforms (std's hasher is not).
+    let hash = skill.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{}-{:08x}", &name[..55], hash as u32)
 }
 
 /// What a skill does.
@@ -211,6 +241,96 @@ impl Skill {
             out.insert(name.clone(), v);
         }
         Ok(out)
+    }
+
+    /// Whether this is a command skill (run as the tool [`tool_name`]).
+    pub fn is_command(&self) -> bool {
+        self.def.command.is_some()
+    }
+
+    /// The JSON Schema of the skill's parameters, as its tool takes them: strings (with
+    /// `enum` for choices), integers, numbers, booleans; required ones listed.
+    pub fn input_schema(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut props = serde_json::Map::new();
+        let mut required = Vec::new();
+        for (name, p) in &self.def.parameters {
+            let mut s = match p.kind {
+                ParamType::String => json!({"type": "string"}),
+                ParamType::Integer => json!({"type": "integer"}),
+                ParamType::Number => json!({"type": "number"}),
+                ParamType::Boolean => json!({"type": "boolean"}),
+            };
+            if !p.description.is_empty() {
+                s["description"] = json!(p.description);
+            }
+            if !p.choices.is_empty() && p.kind == ParamType::String {
+                s["enum"] = json!(p.choices);
+            }
+            props.insert(name.clone(), s);
+            if p.required && p.default.is_none() {
+                required.push(name.clone());
+            }
+        }
+        json!({"type": "object", "properties": props, "required": required,
+               "additionalProperties": false})
+    }
+
+    /// Tool arguments from `key=value` text (the CLI's `--param`, a slash command's options):
+    /// integers, numbers and booleans become JSON of their type when they parse, and stay
+    /// text otherwise (the tool's schema then names the parameter that is wrong).
+    pub fn args_from_strings(&self, given: &BTreeMap<String, String>) -> serde_json::Value {
+        let obj = given
+            .iter()
+            .map(|(k, v)| {
+                let kind = self
+                    .def
+                    .parameters
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, p)| p.kind);
+                let typed = match kind {
+                    Some(ParamType::Integer) => v.parse::<i64>().ok().map(serde_json::Value::from),
+                    Some(ParamType::Number) => v
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(serde_json::Number::from_f64)
+                        .map(serde_json::Value::Number),
+                    Some(ParamType::Boolean) => v.parse::<bool>().ok().map(serde_json::Value::Bool),
+                    _ => None,
+                };
+                (
+                    k.clone(),
+                    typed.unwrap_or_else(|| serde_json::Value::String(v.clone())),
+                )
+            })
+            .collect();
+        serde_json::Value::Object(obj)
+    }
+
+    /// The values a tool call's arguments give, as text for [`Self::bind`].
+    pub fn strings_from_args(
+        &self,
+        args: &serde_json::Value,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let Some(obj) = args.as_object() else {
+            return Err("the arguments must be a JSON object".into());
+        };
+        obj.iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    serde_json::Value::Bool(b) => b.to_string(),
+                    _ => {
+                        return Err(format!(
+                            "parameter `{k}` must be a string, number or boolean"
+                        ));
+                    }
+                };
+                Ok((k.clone(), text))
+            })
+            .collect()
     }
 
     /// The prompt or command with values substituted (shell-quoted for commands).

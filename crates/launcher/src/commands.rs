@@ -21,6 +21,43 @@ use crate::{Exit, Launcher};
 pub(crate) struct Loaded {
     pub(crate) config: LoadedConfig,
     pub(crate) registry: Arc<Registry>,
+    /// The skills; command skills are in `registry` as `skill__<name>` tools.
+    pub(crate) skills: Arc<strata_engine::skills::SkillSet>,
+}
+
+/// The Invoker of a CLI command (`invoke`, `skill run`, `mcp serve --stdio`): the audit log,
+/// the store's rate-limit counters and approval requests, and approval requests shown on
+/// stderr. [`CliInvoker::finish`] saves what is queued.
+pub(crate) struct CliInvoker {
+    pub(crate) invoker: Arc<strata_engine::Invoker>,
+    store: Arc<strata_store::SqliteStore>,
+    audit: Arc<JsonlAudit>,
+}
+
+impl CliInvoker {
+    pub(crate) fn open(l: &Loaded, rt: &tokio::runtime::Runtime) -> anyhow::Result<Self> {
+        let audit = Arc::new(open_audit(l)?);
+        let store = open_store(l)?;
+        let env = rt.block_on(async { make_env(l) })?;
+        let (invoker, approvals) = rt.block_on(async {
+            crate::runtime::invoker(env, l.registry.clone(), audit.clone(), store.clone())
+        });
+        approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
+        Ok(CliInvoker {
+            invoker,
+            store,
+            audit,
+        })
+    }
+
+    /// Waits for queued writes and closes the audit log.
+    pub(crate) fn finish(self, rt: &tokio::runtime::Runtime) {
+        if let Err(e) = rt.block_on(self.store.flush()) {
+            tracing::warn!(error = %e, "rate-limit counters not saved");
+        }
+        drop(self.invoker);
+        self.audit.close();
+    }
 }
 
 fn init_logging(default_level: &str, json: bool) {
@@ -54,7 +91,13 @@ fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Loaded> {
         overrides: g.overrides.clone(),
     })?;
     let registry = Arc::new(Registry::from_inventory(launcher.modules())?);
-    Ok(Loaded { config, registry })
+    let skills = Arc::new(strata_engine::skills::SkillSet::load(config.skill_dirs()));
+    strata_tools::skill_tools::sync(&registry, &skills);
+    Ok(Loaded {
+        config,
+        registry,
+        skills,
+    })
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -224,26 +267,13 @@ fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
-    let audit = match open_audit(l) {
-        Ok(a) => Arc::new(a),
-        Err(e) => return fail(&anyhow::Error::new(e)),
-    };
-    let store = match open_store(l) {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
-    };
     // stderr is free in stdio mode (stdout carries MCP): approval requests are shown there.
-    let env = match rt.block_on(async { make_env(l) }) {
-        Ok(e) => e,
+    let cli = match CliInvoker::open(l, &rt) {
+        Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let (invoker, approvals) = rt.block_on(async {
-        crate::runtime::invoker(env, l.registry.clone(), audit.clone(), store.clone())
-    });
-    approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
-    let r = rt.block_on(strata_http::mcp::serve_stdio(invoker));
-    let _ = rt.block_on(store.flush());
-    audit.close();
+    let r = rt.block_on(strata_http::mcp::serve_stdio(cli.invoker.clone()));
+    cli.finish(&rt);
     match r {
         Ok(()) => Exit::Ok,
         Err(e) => {
@@ -254,9 +284,9 @@ fn mcp_stdio(l: &Loaded, stdio: bool) -> Exit {
 }
 
 fn skill(l: &Loaded, command: SkillCommand) -> Exit {
-    let skills = strata_engine::skills::SkillSet::load(l.config.skill_dirs());
+    let skills = &l.skills;
     match command {
-        SkillCommand::List { json } => out(&crate::skills_cmd::list(&skills, json)),
+        SkillCommand::List { json } => out(&crate::skills_cmd::list(skills, json)),
         SkillCommand::Run {
             name,
             params,
@@ -287,13 +317,15 @@ fn skill(l: &Loaded, command: SkillCommand) -> Exit {
                 Err(e) => return fail(&e),
             };
             let agent_id = agent.map_or_else(|| crate::runtime::default_agent(&l.config), Ok);
-            match rt.block_on(crate::skills_cmd::run(
-                &l.config,
-                l.registry.clone(),
-                &s,
-                &params,
-                agent_id,
-            )) {
+            let cli = match CliInvoker::open(l, &rt) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            let r = rt.block_on(crate::skills_cmd::run(
+                &l.config, &cli, &s, &params, agent_id,
+            ));
+            cli.finish(&rt);
+            match r {
                 Ok(text) => out(&text),
                 Err(e) => {
                     eprintln!("error: skill `{name}`: {e}");
@@ -491,34 +523,18 @@ fn invoke(l: Loaded, tool: &str, raw_args: &str, request_id: Option<String>, jso
             return Exit::Usage;
         }
     };
-    let audit = match open_audit(&l) {
-        Ok(a) => Arc::new(a),
-        Err(e) => return fail(&anyhow::Error::new(e)),
-    };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
-    let store = match open_store(&l) {
-        Ok(s) => s,
+    let cli = match CliInvoker::open(&l, &rt) {
+        Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let env = match rt.block_on(async { make_env(&l) }) {
-        Ok(e) => e,
-        Err(e) => return fail(&e),
-    };
-    let (invoker, approvals) = rt.block_on(async {
-        crate::runtime::invoker(env, l.registry.clone(), audit.clone(), store.clone())
-    });
-    approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
     let mut call = Invocation::new(tool, args, Principal::Operator);
     call.request_id = request_id;
-    let result = rt.block_on(invoker.invoke(call));
-    if let Err(e) = rt.block_on(store.flush()) {
-        tracing::warn!(error = %e, "rate-limit counters not saved");
-    }
-    drop(invoker);
-    audit.close();
+    let result = rt.block_on(cli.invoker.invoke(call));
+    cli.finish(&rt);
     let code = if result.ok() { Exit::Ok } else { Exit::Failure };
     if json {
         let printed = out(&serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -857,9 +873,9 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     if let Some(hint) = provider_hint(c) {
         tracing::warn!("{hint}");
     }
-    let skills = Arc::new(strata_engine::skills::SkillSet::load(c.skill_dirs()));
+    let skills = l.skills.clone();
     tracing::info!(skills = skills.snapshot().len(), "skills loaded");
-    let _watcher = crate::skills_cmd::watch(skills.clone());
+    let _watcher = crate::skills_cmd::watch(skills.clone(), l.registry.clone());
     // Signal handlers before the first child process starts (and after the vault, whose
     // terminal prompt Ctrl-C must still interrupt): a SIGTERM from here on is kept and handled
     // by the orderly shutdown below, which also stops the MCP servers.
@@ -893,6 +909,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
     let discord_cfg = c.config.clone();
     let approvals = runtime.approvals.clone();
     let discord_skills = skills.clone();
+    let skill_invoker = runtime.invoker.clone();
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
@@ -907,9 +924,7 @@ fn serve(l: Loaded) -> anyhow::Result<Exit> {
                 approvals: Some(approvals),
                 skills: Some(discord_skills),
                 activity: Some(env.activity().clone()),
-                commands: Some(std::sync::Arc::new(crate::skills_cmd::HostCommands(
-                    env.overlay_dir.clone(),
-                ))),
+                invoker: Some(skill_invoker),
             },
             stop_rx.clone(),
         );

@@ -1,95 +1,15 @@
-//! `strata skill list|run`, the command-skill runner, and the skills watcher.
+//! `strata skill list|run` and the skills watcher.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
 use strata_engine::skills::{Skill, SkillAction, SkillSet};
-use strata_engine::{Principal, Registry};
-use tokio::io::AsyncReadExt;
+use strata_engine::{Invocation, Principal, Registry};
 
 use crate::runtime::AgentOverrides;
-
-/// Output of a command skill.
-#[derive(Debug)]
-pub struct CommandOutput {
-    /// Exit code (`None` when killed).
-    pub code: Option<i32>,
-    /// Standard output (capped).
-    pub stdout: String,
-    /// Standard error (capped).
-    pub stderr: String,
-    /// Killed at the timeout.
-    pub timed_out: bool,
-}
-
-const OUTPUT_CAP: usize = 256 * 1024;
-
-/// Runs `sh -c command` in `cwd` with a clean environment, its own process group (killed at
-/// the timeout), and capped output.
-pub async fn run_command(
-    command: &str,
-    cwd: &Path,
-    timeout: Duration,
-) -> std::io::Result<CommandOutput> {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    for k in ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER"] {
-        if let Ok(v) = std::env::var(k) {
-            cmd.env(k, v);
-        }
-    }
-    let mut child = cmd.spawn()?;
-    let pid = child.id();
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let read = async {
-        let mut o = Vec::new();
-        let mut e = Vec::new();
-        if let Some(s) = out.as_mut() {
-            let _ = s.take(OUTPUT_CAP as u64).read_to_end(&mut o).await;
-        }
-        if let Some(s) = err.as_mut() {
-            let _ = s.take(OUTPUT_CAP as u64).read_to_end(&mut e).await;
-        }
-        let status = child.wait().await;
-        (o, e, status)
-    };
-    match tokio::time::timeout(timeout, read).await {
-        Ok((o, e, status)) => Ok(CommandOutput {
-            code: status?.code(),
-            stdout: String::from_utf8_lossy(&o).into_owned(),
-            stderr: String::from_utf8_lossy(&e).into_owned(),
-            timed_out: false,
-        }),
-        Err(_) => {
-            if let Some(p) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-            }
-            Ok(CommandOutput {
-                code: None,
-                stdout: String::new(),
-                stderr: format!(
-                    "timed out after {}s; the command was killed",
-                    timeout.as_secs()
-                ),
-                timed_out: true,
-            })
-        }
-    }
-}
 
 /// Parses `key=value` pairs.
 pub fn parse_params(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
@@ -135,10 +55,13 @@ pub fn list(skills: &SkillSet, json_out: bool) -> String {
         .join("\n")
 }
 
-/// Runs a skill; returns the text to print.
-pub async fn run(
+/// Runs a skill; returns the text to print. A command skill is a call of its tool
+/// (`skill__<name>`) through the Invoker as the operator: audited, rate-limited, gated unless
+/// the skill says `gated: false`, and run in the sandbox. A prompt skill is a turn of an agent
+/// built with the skill's overrides, whose tool calls go through the same Invoker.
+pub(crate) async fn run(
     cfg: &strata_engine::config::LoadedConfig,
-    registry: Arc<Registry>,
+    cli: &crate::commands::CliInvoker,
     skill: &Skill,
     params: &BTreeMap<String, String>,
     agent_id: Result<String, String>,
@@ -146,9 +69,22 @@ pub async fn run(
     let values = skill.bind(params)?;
     match skill.render(&values) {
         SkillAction::Invalid(why) => Err(why.to_owned()),
-        SkillAction::Command(command) => {
-            let timeout = Duration::from_secs(skill.def.timeout_secs.unwrap_or(60).clamp(1, 3600));
-            run_checked(&command, &cfg.overlay_dir, timeout).await
+        SkillAction::Command(_) => {
+            let tool = strata_engine::skills::tool_name(&skill.name);
+            let call = Invocation::new(tool, skill.args_from_strings(params), Principal::Operator);
+            let r = cli.invoker.invoke(call).await;
+            if r.ok() {
+                Ok(match r.value {
+                    serde_json::Value::String(s) => s,
+                    v => v.to_string(),
+                })
+            } else {
+                Err(format!(
+                    "{}: {}",
+                    r.status.as_str(),
+                    r.error.as_deref().unwrap_or("no message")
+                ))
+            }
         }
         SkillAction::Prompt(prompt) => {
             let agent_id = agent_id?;
@@ -157,21 +93,7 @@ pub async fn run(
                 .agents
                 .get(&agent_id)
                 .ok_or_else(|| format!("unknown agent `{agent_id}`"))?;
-            let (env, _memory) = crate::runtime::env(cfg).map_err(|e| e.to_string())?;
-            let audit = Arc::new(
-                strata_engine::audit::JsonlAudit::open_rotating(
-                    &cfg.data_dir.join(&cfg.config.tools.audit_log),
-                    (&cfg.config.security.audit).into(),
-                )
-                .map_err(|e| e.to_string())?,
-            );
-            let store = Arc::new(
-                strata_store::SqliteStore::open(&cfg.data_dir.join(&cfg.config.sessions.database))
-                    .map_err(|e| e.to_string())?,
-            );
-            let (invoker, approvals) =
-                crate::runtime::invoker(env.clone(), registry, audit.clone(), store.clone());
-            approvals.add_channel(Arc::new(crate::runtime::StderrApprovals));
+            let env = cli.invoker.env().clone();
             let overrides = AgentOverrides {
                 llm: skill.def.llm.clone(),
                 tools: skill.def.tools.clone(),
@@ -181,7 +103,7 @@ pub async fn run(
                 cfg,
                 &agent_id,
                 a,
-                &invoker,
+                &cli.invoker,
                 env.vault.as_deref(),
                 &overrides,
                 None,
@@ -193,21 +115,21 @@ pub async fn run(
                 Principal::Operator,
                 env,
             );
-            let r = agent
+            agent
                 .handle(turn, Message::text(prompt))
                 .await
-                .map_err(|e| e.to_string());
-            let _ = store.flush().await;
-            audit.close();
-            r.map(|r| r.text)
+                .map(|r| r.text)
+                .map_err(|e| e.to_string())
         }
     }
 }
 
-/// Watches the skill directories and reloads on change (debounced). The returned guard
+/// Watches the skill directories and reloads on change (debounced), keeping the command
+/// skills' tools in `registry` in step. The returned guard
 /// stops the watcher when dropped.
 pub fn watch(
     skills: Arc<SkillSet>,
+    registry: Arc<Registry>,
 ) -> Option<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>> {
     use notify::RecursiveMode;
     let s = skills.clone();
@@ -216,6 +138,7 @@ pub fn watch(
         move |res: notify_debouncer_mini::DebounceEventResult| {
             if res.is_ok() {
                 let errors = s.reload();
+                strata_tools::skill_tools::sync(&registry, &s);
                 tracing::info!(
                     skills = s.snapshot().len(),
                     errors = errors.len(),
@@ -240,34 +163,4 @@ pub fn watch(
         }
     }
     Some(debouncer)
-}
-
-/// Command skills for the Discord connector: the same runner as `strata skill run`, in the
-/// overlay directory.
-pub struct HostCommands(pub std::path::PathBuf);
-
-#[strata_engine::async_trait]
-impl strata_discord::CommandRunner for HostCommands {
-    async fn run(&self, command: &str, timeout: Duration) -> Result<String, String> {
-        run_checked(command, &self.0, timeout).await
-    }
-}
-
-/// [`run_command`], with a timeout or a non-zero exit turned into an error.
-async fn run_checked(command: &str, cwd: &Path, timeout: Duration) -> Result<String, String> {
-    let out = run_command(command, cwd, timeout)
-        .await
-        .map_err(|e| format!("cannot run the command: {e}"))?;
-    if out.timed_out {
-        return Err(out.stderr);
-    }
-    if out.code != Some(0) {
-        return Err(format!(
-            "command exited with {}: {}",
-            out.code
-                .map_or_else(|| "a signal".to_owned(), |c| c.to_string()),
-            out.stderr.trim()
-        ));
-    }
-    Ok(out.stdout.trim_end().to_owned())
 }

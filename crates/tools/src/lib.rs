@@ -10,6 +10,7 @@ pub mod memory;
 pub mod notes;
 pub mod search;
 pub mod shell;
+pub mod skill_tools;
 pub mod team;
 mod time;
 pub mod web;

@@ -114,6 +114,24 @@ fn spec(
     }
     let workspace = env.overlay_dir.join(&cfg.workspace).join(agent);
     let cwd = resolve_cwd(&workspace, cwd)?;
+    let network = cfg.network || cfg.network_agents.iter().any(|a| a == agent);
+    Ok(confined(
+        env, cfg, command, workspace, cwd, network, timeout,
+    ))
+}
+
+/// The sandbox every command we run on a model's or a person's behalf gets (`terminal_exec`,
+/// command skills): `tools.terminal`'s read roots, limits, environment allow-list and backend;
+/// the overlay's `config/` and the data directory hidden; writes only in `workspace`.
+pub(crate) fn confined(
+    env: &strata_engine::RuntimeEnv,
+    cfg: &TerminalConfig,
+    command: String,
+    workspace: PathBuf,
+    cwd: PathBuf,
+    network: bool,
+    timeout: Duration,
+) -> Spec {
     let read_roots = cfg
         .read_roots
         .iter()
@@ -126,13 +144,13 @@ fn spec(
         .filter_map(|k| std::env::var(&k).ok().map(|v| (k, v)))
         .collect();
     let secs = timeout.as_secs();
-    Ok(Spec {
+    Spec {
         command,
         workspace,
         cwd,
         read_roots,
         hidden: vec![env.overlay_dir.join("config"), env.data_dir.clone()],
-        network: cfg.network || cfg.network_agents.iter().any(|a| a == agent),
+        network,
         env: vars,
         timeout,
         max_output: cfg.max_output_bytes.max(1024),
@@ -144,7 +162,7 @@ fn spec(
             open_files: 1024,
         },
         mode: mode(cfg.sandbox),
-    })
+    }
 }
 
 /// Runs a shell command (`/bin/sh -c`) in your workspace, isolated: writes persist only in

@@ -183,7 +183,7 @@ fn sh(command: &str) -> String {
 }
 
 fn command_skill(template: &str, params: &[&str]) -> strata_engine::skills::Skill {
-    let mut yaml = format!("name: t\ndescription: d\nparameters:\n");
+    let mut yaml = String::from("name: t\ndescription: d\nparameters:\n");
     for p in params {
         yaml.push_str(&format!("  {p}: {{type: string}}\n"));
     }

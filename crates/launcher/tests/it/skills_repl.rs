@@ -26,7 +26,7 @@ fn overlay(url: &str) -> tempfile::TempDir {
     write(
         d,
         "skills/shout.yaml",
-        "name: shout\ndescription: Upper-cases text.\nparameters:\n  text: {type: string, required: true}\ncommand: printf '%s' {text} | tr a-z A-Z\n",
+        "name: shout\ndescription: Upper-cases text.\nparameters:\n  text: {type: string, required: true}\ncommand: printf '%s' {text} | tr a-z A-Z\ngated: false\n",
     );
     write(
         d,
@@ -36,7 +36,7 @@ fn overlay(url: &str) -> tempfile::TempDir {
     write(
         d,
         "agents/main/skills/hello.yaml",
-        "name: hello\ndescription: Agent skill.\ncommand: echo hi from main\n",
+        "name: hello\ndescription: Agent skill.\ncommand: echo hi from main\ngated: false\n",
     );
     dir
 }
@@ -184,7 +184,11 @@ fn the_watcher_reloads_changed_skills() {
         origin: "overlay".into(),
         prefix: String::new(),
     }]));
-    let _guard = strata_launcher::skills_cmd::watch(skills.clone()).expect("watcher");
+    let registry = Arc::new(strata_engine::Registry::empty());
+    strata_tools::skill_tools::sync(&registry, &skills);
+    assert!(registry.get("skill__a").is_some());
+    let _guard =
+        strata_launcher::skills_cmd::watch(skills.clone(), registry.clone()).expect("watcher");
     write(
         dir.path(),
         "skills/a.yaml",
@@ -198,7 +202,14 @@ fn the_watcher_reloads_changed_skills() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let snap = skills.snapshot();
-        if snap.get("a").is_some_and(|s| s.def.description == "two") && snap.contains_key("b") {
+        let tools_follow = registry
+            .get("skill__a")
+            .is_some_and(|t| t.spec().description.starts_with("two"))
+            && registry.get("skill__b").is_some();
+        if snap.get("a").is_some_and(|s| s.def.description == "two")
+            && snap.contains_key("b")
+            && tools_follow
+        {
             break;
         }
         assert!(
@@ -208,4 +219,89 @@ fn the_watcher_reloads_changed_skills() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A command skill run from the CLI is a call of its tool through the Invoker: it waits for
+/// a human (gated by default), runs in the sandbox (the overlay read-only, `config/` hidden,
+/// writes only in its workspace), leaves audit records, and counts against rate limits.
+#[test]
+fn a_command_skill_from_the_cli_is_gated_sandboxed_audited_and_rate_limited() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    write(
+        d,
+        "config/config.yaml",
+        "security:\n  rate_limits:\n    tools:\n      \"skill__*\": {per_minute: 1}\n",
+    );
+    write(
+        d,
+        "skills/stamp.yaml",
+        "name: stamp\ndescription: Stamps a word.\nparameters:\n  word: {type: string, required: true}\ncommand: |\n  printf 'stamped %s' {word}\n  touch escaped 2>/dev/null\n  touch \"$HOME/kept\"\n  cat config/config.yaml 2>/dev/null || printf ' (config hidden)'\n",
+    );
+    let mut run = common::strata(d)
+        .args(["skill", "run", "stamp", "--param", "word=x"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // It waits for an approval, which another process gives.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let o = common::strata(d)
+            .args(["approvals", "list", "--json"])
+            .output()
+            .expect("list");
+        let last = format!("{:?}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if let Some(row) = v["approvals"].as_array().and_then(|a| a.first()) {
+            assert_eq!(row["tool"], "skill__stamp", "{row}");
+            assert_eq!(row["principal"], "operator", "{row}");
+            break row["id"].as_str().expect("id").to_owned();
+        }
+        if run.try_wait().ok().flatten().is_some() {
+            let o = run.wait_with_output().expect("output");
+            panic!("skill run ended without asking: {:?}", text(&o));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no approval request appeared; last list: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let o = common::strata(d)
+        .args(["approvals", "approve", &id])
+        .output()
+        .expect("approve");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run.wait_with_output().expect("skill run");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(out.trim(), "stamped x (config hidden)");
+    assert!(!d.join("escaped").exists(), "the overlay is not writable");
+    assert!(
+        d.join("tmp/workspaces/skills/skill__stamp/kept").exists(),
+        "the skill's workspace is"
+    );
+
+    // A second run inside the minute is refused by the rate limit before anyone is asked.
+    let o = common::strata(d)
+        .args(["skill", "run", "stamp", "--param", "word=y"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("second run");
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("rate_limited"), "{err}");
+
+    let audit = std::fs::read_to_string(d.join("data/audit.jsonl")).expect("audit log");
+    let calls: Vec<serde_json::Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["tool"] == "skill__stamp" && v.get("event").is_none())
+        .collect();
+    let statuses: Vec<&str> = calls.iter().filter_map(|v| v["status"].as_str()).collect();
+    assert_eq!(statuses, ["ok", "rate_limited"], "{audit}");
+    assert_eq!(calls[0]["args"]["word"], "x");
+    assert_eq!(calls[0]["principal"], "operator");
 }
