@@ -258,3 +258,23 @@ fn p(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
 }
+
+#[test]
+fn skill_tool_names_stay_within_what_every_provider_accepts() {
+    use strata_engine::skills::tool_name;
+    assert_eq!(tool_name("disk-usage"), "skill__disk-usage");
+    assert_eq!(tool_name("main:hello"), "skill__main__hello");
+    let long_a = format!("agent:{}", "a".repeat(80));
+    let long_b = format!("agent:{}b", "a".repeat(79));
+    let (a, b) = (tool_name(&long_a), tool_name(&long_b));
+    assert_ne!(a, b, "long names stay distinct");
+    for n in [&a, &b] {
+        assert!(n.len() <= 64, "{n}");
+        assert!(
+            n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{n}"
+        );
+    }
+    assert_eq!(tool_name(&long_a), a, "stable");
+}
