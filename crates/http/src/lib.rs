@@ -416,109 +416,113 @@ struct ArtifactQuery {
     max_bytes: Option<String>,
 }
 
-fn is_secret_file(path: &std::path::Path) -> bool {
-    strata_engine::paths::is_secret_file(path)
+/// `rel` when it names something under one of `server.artifact_roots` (lexically: no `..`;
+/// absolute paths must lie inside a root). The file tools then confine it for real.
+fn artifact_path(st: &HttpState, rel: &str) -> Result<String, ApiError> {
+    use std::path::{Component, Path};
+    let forbidden = || {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("`{rel}` is outside `server.artifact_roots`"),
+        )
+    };
+    let p = Path::new(rel);
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(forbidden());
+    }
+    let full = st.overlay_dir.join(p);
+    if st.artifact_roots.iter().any(|r| full.starts_with(r)) {
+        Ok(rel.to_owned())
+    } else {
+        Err(forbidden())
+    }
+}
+
+/// Runs a file tool for an artifact route as the caller (scope, access control, rate limits,
+/// audit: like any call) and maps a refusal onto HTTP.
+async fn artifact_call(
+    st: &HttpState,
+    caller: &Caller,
+    tool: &str,
+    args: Value,
+) -> Result<Value, ApiError> {
+    let r = st
+        .invoker
+        .invoke(caller.invocation(tool.into(), args))
+        .await;
+    let message = r.error.clone().unwrap_or_default();
+    match r.status {
+        strata_engine::Status::Ok => Ok(r.value),
+        strata_engine::Status::Denied | strata_engine::Status::ApprovalDenied => {
+            Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message))
+        }
+        strata_engine::Status::RateLimited => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            message,
+        )),
+        strata_engine::Status::ValidationError => Err(ApiError::bad_request(message)),
+        strata_engine::Status::UnknownTool => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("{message} (artifacts are served by the core file tools)"),
+        )),
+        strata_engine::Status::Error => {
+            Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message))
+        }
+    }
 }
 
 async fn artifacts_list(
     State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<ArtifactQuery>,
 ) -> Result<Response, ApiError> {
-    let limit = parse_limit(q.limit.as_deref(), 200, 5000)? as u32;
-    let (overlay, roots) = (st.overlay_dir.clone(), st.artifact_roots.clone());
-    let protected = vec![st.data_dir.clone()];
-    let listed = tokio::task::spawn_blocking(move || {
-        strata_tools::files::list(
-            &overlay,
-            &roots,
-            &protected,
-            q.under.as_deref(),
-            q.glob.as_deref(),
-            Some(limit),
-        )
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-    .map_err(|e| match e {
-        strata_engine::ToolError::InvalidArgs { .. } => ApiError::bad_request(e.to_string()),
-        _ if e.to_string().contains("outside the allowed roots")
-            || e.to_string().contains("protected") =>
-        {
-            ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string())
-        }
-        _ => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-    })?;
-    let entries: Vec<_> = listed
-        .entries
-        .into_iter()
-        .filter(|e| !is_secret_file(std::path::Path::new(&e.path)))
-        .collect();
-    Ok(ok(
-        json!({"entries": entries, "truncated": listed.truncated}),
-    ))
+    let limit = parse_limit(q.limit.as_deref(), 200, 5000)?;
+    let mut args = json!({ "limit": limit });
+    let under = q.under.as_deref().filter(|u| !u.trim().is_empty());
+    if let Some(u) = under {
+        args["path"] = json!(artifact_path(&st, u)?);
+    }
+    if let Some(g) = &q.glob {
+        args["glob"] = json!(g);
+    }
+    let mut listed = artifact_call(&st, &caller, "list_files", args).await?;
+    // Without `under`, list_files walks every `tools.roots` entry: keep the artifact roots.
+    if under.is_none()
+        && let Some(entries) = listed.get_mut("entries").and_then(Value::as_array_mut)
+    {
+        entries.retain(|e| {
+            e["path"]
+                .as_str()
+                .is_some_and(|p| artifact_path(&st, p).is_ok())
+        });
+    }
+    Ok(ok(json!({
+        "entries": listed["entries"], "truncated": listed["truncated"],
+    })))
 }
 
 async fn artifact_read(
     State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
     axum::extract::Path(rel): axum::extract::Path<String>,
     Query(q): Query<ArtifactQuery>,
 ) -> Result<Response, ApiError> {
     let max = parse_limit(q.max_bytes.as_deref(), 65_536, 1_048_576)?;
-    let resolved = strata_engine::paths::resolve_guarded(
-        std::path::Path::new(&rel),
-        &st.overlay_dir,
-        &st.artifact_roots,
-        std::slice::from_ref(&st.data_dir),
+    let path = artifact_path(&st, &rel)?;
+    let v = artifact_call(
+        &st,
+        &caller,
+        "read_file",
+        json!({"path": path, "max_bytes": max, "binary": true}),
     )
-    .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, "forbidden", e.to_string()))?;
-    if is_secret_file(&resolved) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "secret files are never served",
-        ));
-    }
-    let meta = tokio::fs::metadata(&resolved).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no artifact `{rel}`"),
-        )
-    })?;
-    if !meta.is_file() {
-        return Err(ApiError::bad_request(format!(
-            "`{rel}` is not a file; list it with GET /api/artifacts?under="
-        )));
-    }
-    let bytes = {
-        use tokio::io::AsyncReadExt;
-        let f = tokio::fs::File::open(&resolved)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
-        let mut buf = Vec::new();
-        f.take(max as u64)
-            .read_to_end(&mut buf)
-            .await
-            .map_err(|e| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            })?;
-        buf
-    };
-    let truncated = meta.len() > bytes.len() as u64;
-    let (encoding, content) = match String::from_utf8(bytes) {
-        Ok(s) if !s.contains('\0') => ("utf-8", s),
-        Ok(s) => ("base64", base64_encode(s.as_bytes())),
-        Err(e) => ("base64", base64_encode(e.as_bytes())),
-    };
+    .await?;
     Ok(ok(json!({
-        "path": rel, "size": meta.len(), "truncated": truncated,
-        "encoding": encoding, "content": content,
+        "path": rel, "size": v["size"], "truncated": v["truncated"],
+        "encoding": v["encoding"], "content": v["content"],
     })))
-}
-
-fn base64_encode(b: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(b)
 }
 
 async fn api_state(State(st): State<Arc<HttpState>>) -> Response {

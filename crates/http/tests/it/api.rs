@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const FULL: &str = "full-access-token-0123456789";
 const SCOPED: &str = "scoped-token-abcdefghijklmnop";
+const NO_FILES: &str = "echo-only-token-abcdefghijklm";
 
 /// Echoes its text.
 #[tool]
@@ -46,11 +47,14 @@ fn write(dir: &Path, rel: &str, text: &str) {
 }
 
 async fn server() -> Server {
+    // The core file tools serve /api/artifacts.
+    let _ = strata_tools::link();
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
     write(d, "tmp/report.txt", "quarterly report");
     write(d, "tmp/sub/data.csv", "a,b\n1,2\n");
     write(d, "tmp/secrets.enc", "ciphertext");
+    std::fs::write(d.join("tmp/blob.bin"), [0u8, 1, 2, 255]).expect("blob");
     write(d, "agents/main/AGENTS.md", "# Main");
     write(d, "outside.txt", "TOP-SECRET-OUTSIDE");
     #[cfg(unix)]
@@ -88,6 +92,7 @@ async fn server() -> Server {
         skipped: vec![("ghost".into(), "no LLM provider".into())],
         tokens: vec![
             Token::new("ops", FULL, None, Access::Owner),
+            Token::new("echoer", NO_FILES, Some(vec!["echo".into()]), Access::Owner),
             Token::new(
                 "ci",
                 SCOPED,
@@ -392,6 +397,35 @@ async fn artifacts_list_read_and_refuse_escapes() {
     let (st, v, _) = get(&s, "/api/artifacts/tmp/report.txt", Some(FULL)).await;
     assert_eq!(st, 200);
     assert_eq!(v["value"]["content"], "quarterly report");
+    assert_eq!(v["value"]["encoding"], "utf-8");
+    // The read was a call of `read_file` through the Invoker, audited as the token.
+    let (_, ev, _) = get(&s, "/api/events?limit=1", Some(FULL)).await;
+    let rec = &ev["value"]["events"][0];
+    assert_eq!(
+        (
+            rec["tool"].as_str(),
+            rec["status"].as_str(),
+            rec["principal"].as_str()
+        ),
+        (Some("read_file"), Some("ok"), Some("token:ops")),
+        "{rec}"
+    );
+    assert_eq!(rec["args"]["path"], "tmp/report.txt");
+    // A token whose scope leaves out the file tools reads no artifacts (and is audited).
+    let (st, v, _) = get(&s, "/api/artifacts/tmp/report.txt", Some(NO_FILES)).await;
+    assert_eq!((st, v["code"].as_str()), (403, Some("forbidden")), "{v}");
+    let (_, ev, _) = get(&s, "/api/events?limit=1", Some(FULL)).await;
+    assert_eq!(ev["value"]["events"][0]["status"], "denied");
+    // Binary files come back as base64.
+    let (st, v, _) = get(&s, "/api/artifacts/tmp/blob.bin", Some(FULL)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (
+            v["value"]["encoding"].as_str(),
+            v["value"]["content"].as_str()
+        ),
+        (Some("base64"), Some("AAEC/w=="))
+    );
     let (_, v, _) = get(&s, "/api/artifacts/tmp/report.txt?max_bytes=9", Some(FULL)).await;
     assert_eq!(
         (
