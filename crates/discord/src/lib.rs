@@ -941,19 +941,27 @@ impl Attachments {
                 kept.push(line.to_owned());
                 continue;
             };
-            let resolved = strata_engine::paths::resolve_guarded(
+            // Opened beneath its root: a symlink swapped in after the check is not followed.
+            let opened = strata_engine::paths::open_guarded(
                 std::path::Path::new(path),
                 &self.overlay,
                 &self.roots,
                 std::slice::from_ref(&self.data_dir),
             );
-            let loaded = match resolved {
-                Ok(p) if files.len() < 10 => match tokio::fs::metadata(&p).await {
-                    Ok(m) if m.is_file() && m.len() <= self.max_bytes => {
-                        tokio::fs::read(&p).await.ok().map(|b| (p, b))
+            let loaded = match opened {
+                Ok((f, p)) if files.len() < 10 => {
+                    let mut f = tokio::fs::File::from_std(f);
+                    match f.metadata().await {
+                        Ok(m) if m.is_file() && m.len() <= self.max_bytes => {
+                            let mut b = Vec::new();
+                            tokio::io::AsyncReadExt::read_to_end(&mut f, &mut b)
+                                .await
+                                .ok()
+                                .map(|_| (p, b))
+                        }
+                        _ => None,
                     }
-                    _ => None,
-                },
+                }
                 _ => None,
             };
             match loaded {

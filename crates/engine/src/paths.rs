@@ -126,6 +126,110 @@ pub fn resolve_guarded(
     Ok(resolved)
 }
 
+/// Opens `path` for reading under the rules of [`resolve_guarded`], with no window between
+/// the check and the open: the checked path is opened again *beneath* a handle on its root,
+/// refusing any symlink or `..` met on the way (`openat2` with `RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS`, or component by component with `O_NOFOLLOW` on kernels without it).
+/// The checked path has no symlinks left in it, so one found now was swapped in after the
+/// check — by a process that can write inside a root — and the open fails instead of
+/// following it out. Returns the open file and the checked path.
+pub fn open_guarded(
+    path: &Path,
+    base: &Path,
+    roots: &[PathBuf],
+    protected: &[PathBuf],
+) -> Result<(std::fs::File, PathBuf), PathError> {
+    use rustix::fs::{Mode, OFlags};
+    let resolved = resolve_guarded(path, base, roots, protected)?;
+    let unresolvable = |reason: String| PathError::Unresolvable {
+        path: path.display().to_string(),
+        reason,
+    };
+    // The deepest root holding the checked path (roots may nest).
+    let root = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .filter(|r| resolved.starts_with(r))
+        .max_by_key(|r| r.components().count())
+        .ok_or_else(|| PathError::OutsideRoots {
+            path: path.display().to_string(),
+            resolved: resolved.display().to_string(),
+            roots: join_roots(roots),
+        })?;
+    let rel = resolved
+        .strip_prefix(&root)
+        .map_err(|e| unresolvable(e.to_string()))?;
+    let dir = rustix::fs::open(
+        &root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| unresolvable(format!("cannot open its root {}: {e}", root.display())))?;
+    let fd = open_beneath(&dir, rel, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY).map_err(
+        |e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::XDEV | rustix::io::Errno::NOTDIR => {
+                unresolvable(format!(
+                    "it changed while being opened (a symlink or `..` appeared under {}); refused",
+                    root.display()
+                ))
+            }
+            e => unresolvable(e.to_string()),
+        },
+    )?;
+    Ok((std::fs::File::from(fd), resolved))
+}
+
+/// Opens `rel` (no `..`, no symlinks, never leaving `dir`) relative to `dir`.
+fn open_beneath(
+    dir: &rustix::fd::OwnedFd,
+    rel: &Path,
+    flags: rustix::fs::OFlags,
+) -> Result<rustix::fd::OwnedFd, rustix::io::Errno> {
+    use rustix::fs::{Mode, ResolveFlags};
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve) {
+        Err(rustix::io::Errno::NOSYS) => open_walk(dir, rel, flags),
+        r => r,
+    }
+}
+
+/// [`open_beneath`] before Linux 5.6: one component at a time, never following a symlink.
+fn open_walk(
+    dir: &rustix::fd::OwnedFd,
+    rel: &Path,
+    flags: rustix::fs::OFlags,
+) -> Result<rustix::fd::OwnedFd, rustix::io::Errno> {
+    use rustix::fs::{Mode, OFlags};
+    let mut current: Option<rustix::fd::OwnedFd> = None;
+    let comps: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(Ok(n)),
+            Component::CurDir => None,
+            _ => Some(Err(rustix::io::Errno::XDEV)),
+        })
+        .collect::<Result<_, _>>()?;
+    let last = comps.len().saturating_sub(1);
+    for (i, name) in comps.iter().enumerate() {
+        let at = current.as_ref().unwrap_or(dir);
+        let f = if i == last {
+            flags | OFlags::NOFOLLOW
+        } else {
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+        };
+        current = Some(rustix::fs::openat(at, *name, f, Mode::empty())?);
+    }
+    match current {
+        Some(fd) => Ok(fd),
+        None => rustix::fs::openat(dir, ".", flags, Mode::empty()),
+    }
+}
+
 /// Canonicalises the longest existing prefix of `p` and appends the rest, refusing `..` in the
 /// non-existing rest (it cannot be resolved safely before the directories exist).
 fn resolve_lenient(p: &Path) -> std::io::Result<PathBuf> {
@@ -170,6 +274,33 @@ fn resolve_lenient(p: &Path) -> std::io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_walk_for_old_kernels_refuses_symlinks_and_parent_steps() {
+        use rustix::fs::{Mode, OFlags};
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("d")).expect("mkdir");
+        std::fs::write(root.join("d/f"), "inside").expect("w");
+        std::fs::write(tmp.path().join("f"), "outside").expect("w");
+        std::os::unix::fs::symlink(tmp.path(), root.join("link")).expect("ln");
+        std::os::unix::fs::symlink(tmp.path().join("f"), root.join("d/flink")).expect("ln");
+        let dir =
+            rustix::fs::open(&root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).expect("root");
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let read = |rel: &str| {
+            open_walk(&dir, Path::new(rel), flags).map(|fd| {
+                let mut s = String::new();
+                let mut f = std::fs::File::from(fd);
+                std::io::Read::read_to_string(&mut f, &mut s).expect("read");
+                s
+            })
+        };
+        assert_eq!(read("d/f").expect("plain"), "inside");
+        assert!(read("link/f").is_err(), "a symlinked directory");
+        assert!(read("d/flink").is_err(), "a symlinked file");
+        assert!(read("d/../../f").is_err(), "a parent step");
+    }
 
     #[test]
     fn inside_outside_and_missing() {

@@ -283,6 +283,21 @@ impl ToolContext {
             std::slice::from_ref(&self.env.data_dir),
         )
     }
+
+    /// Opens a caller's path for reading under the rules of [`Self::resolve_path`], with no
+    /// window between check and open ([`crate::paths::open_guarded`]). Tools that read a
+    /// file open it through this, never by the resolved path.
+    pub fn open_path(
+        &self,
+        path: &str,
+    ) -> Result<(std::fs::File, PathBuf), crate::paths::PathError> {
+        crate::paths::open_guarded(
+            std::path::Path::new(path),
+            &self.env.overlay_dir,
+            &self.env.tool_roots(),
+            std::slice::from_ref(&self.env.data_dir),
+        )
+    }
 }
 
 /// Process-wide handles every tool call shares: config, resolved directories, and the vault

@@ -20,8 +20,11 @@ pub struct ReadFileOutput {
     pub size: u64,
     /// Whether `content` stops before the end of the file.
     pub truncated: bool,
-    /// The text (UTF-8; invalid sequences replaced).
+    /// The text (UTF-8; invalid sequences replaced), or base64 when `encoding` says so.
     pub content: String,
+    /// With `binary: true` only: `utf-8` for text, `base64` for anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<&'static str>,
 }
 
 /// Reads a text file inside the allowed roots (`tools.roots`: by default the overlay's
@@ -35,6 +38,8 @@ async fn read_file(
     path: String,
     /// Most bytes to return (default 65536, at most 1048576).
     max_bytes: Option<u64>,
+    /// Return binary files too, as base64 (`encoding` then says which); default false.
+    binary: Option<bool>,
 ) -> Result<ReadFileOutput, ToolError> {
     let limit = max_bytes.unwrap_or(DEFAULT_READ);
     if limit == 0 || limit > MAX_READ {
@@ -43,8 +48,11 @@ async fn read_file(
             format!("must be between 1 and {MAX_READ}"),
         ));
     }
-    let resolved = ctx.resolve_path(&path)?;
-    let meta = tokio::fs::metadata(&resolved)
+    // Opened beneath its root, so a symlink swapped in after the check is never followed.
+    let (file, _) = ctx.open_path(&path)?;
+    let file = tokio::fs::File::from_std(file);
+    let meta = file
+        .metadata()
         .await
         .map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
     if meta.is_dir() {
@@ -53,9 +61,30 @@ async fn read_file(
         )));
     }
     let size = meta.len();
-    let mut bytes = read_prefix(&resolved, limit)
+    let mut bytes = read_prefix(file, limit)
         .await
         .map_err(|e| ToolError::failed(format!("cannot read `{path}`: {e}")))?;
+    if binary == Some(true) {
+        let truncated = size > bytes.len() as u64;
+        // A text cut inside a UTF-8 sequence is still text: drop the partial character.
+        let cut = std::str::from_utf8(&bytes)
+            .err()
+            .filter(|e| e.error_len().is_none());
+        if truncated && let Some(e) = cut {
+            bytes.truncate(e.valid_up_to());
+        }
+        return Ok(match String::from_utf8(bytes) {
+            Ok(text) if !text.contains('\0') => ReadFileOutput {
+                path,
+                size,
+                truncated,
+                content: text,
+                encoding: Some("utf-8"),
+            },
+            Ok(text) => base64_output(path, size, truncated, text.as_bytes()),
+            Err(e) => base64_output(path, size, truncated, e.as_bytes()),
+        });
+    }
     if bytes[..bytes.len().min(8192)].contains(&0) {
         return Err(ToolError::failed(format!(
             "`{path}` looks binary ({size} bytes); read_file returns text only"
@@ -75,12 +104,23 @@ async fn read_file(
         size,
         truncated,
         content: String::from_utf8_lossy(&bytes).into_owned(),
+        encoding: None,
     })
 }
 
-async fn read_prefix(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+fn base64_output(path: String, size: u64, truncated: bool, bytes: &[u8]) -> ReadFileOutput {
+    use base64::Engine;
+    ReadFileOutput {
+        path,
+        size,
+        truncated,
+        content: base64::engine::general_purpose::STANDARD.encode(bytes),
+        encoding: Some("base64"),
+    }
+}
+
+async fn read_prefix(file: tokio::fs::File, limit: u64) -> std::io::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
-    let file = tokio::fs::File::open(path).await?;
     let mut buf = Vec::new();
     file.take(limit).read_to_end(&mut buf).await?;
     Ok(buf)

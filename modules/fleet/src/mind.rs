@@ -680,10 +680,13 @@ async fn upload_file_to_cms(
     folder: Option<String>,
 ) -> Result<Value, ToolError> {
     let cfg = crate::config(ctx)?;
-    let path = ctx
-        .resolve_path(&file_path)
+    // Opened beneath its root: a symlink swapped in after the check is never followed.
+    let (file, path) = ctx
+        .open_path(&file_path)
         .map_err(|e| ToolError::invalid("file_path", e.to_string()))?;
-    let meta = tokio::fs::metadata(&path)
+    let mut file = tokio::fs::File::from_std(file);
+    let meta = file
+        .metadata()
         .await
         .map_err(|e| ToolError::invalid("file_path", format!("{file_path}: {e}")))?;
     if !meta.is_file() {
@@ -709,7 +712,8 @@ async fn upload_file_to_cms(
         .unwrap_or("upload")
         .to_owned();
     let mind = Mind::from_ctx(ctx)?;
-    let bytes = tokio::fs::read(&path)
+    let mut bytes = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut file, &mut bytes)
         .await
         .map_err(|e| ToolError::failed(format!("reading {file_path}: {e}")))?;
     let title = title

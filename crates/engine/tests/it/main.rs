@@ -4,6 +4,7 @@ mod access;
 mod approval;
 mod config;
 mod invoker;
+mod paths;
 mod runtime;
 mod safety;
 mod schema;
