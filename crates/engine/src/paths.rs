@@ -179,6 +179,62 @@ pub fn open_guarded(
     Ok((std::fs::File::from(fd), resolved))
 }
 
+/// For writing `path` under the rules of [`resolve_guarded`]: a handle on its parent
+/// directory, reached (and created where missing) beneath the root without following any
+/// symlink, and the file's name in it. Writers create, replace and rename relative to the
+/// handle (`openat`, `renameat`), so a directory swapped for a symlink after the check cannot
+/// send the write outside. Returns (parent handle, file name, checked path).
+pub fn open_parent_guarded(
+    path: &Path,
+    base: &Path,
+    roots: &[PathBuf],
+    protected: &[PathBuf],
+) -> Result<(std::os::fd::OwnedFd, std::ffi::OsString, PathBuf), PathError> {
+    use rustix::fs::{Mode, OFlags};
+    let resolved = resolve_guarded(path, base, roots, protected)?;
+    let unresolvable = |reason: String| PathError::Unresolvable {
+        path: path.display().to_string(),
+        reason,
+    };
+    let root = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .filter(|r| resolved.starts_with(r) && resolved != *r)
+        .max_by_key(|r| r.components().count())
+        .ok_or_else(|| PathError::OutsideRoots {
+            path: path.display().to_string(),
+            resolved: resolved.display().to_string(),
+            roots: join_roots(roots),
+        })?;
+    let rel = resolved
+        .strip_prefix(&root)
+        .map_err(|e| unresolvable(e.to_string()))?;
+    let name = rel
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)
+        .ok_or_else(|| unresolvable("it names no file".into()))?;
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(&root, dir_flags, Mode::empty())
+        .map_err(|e| unresolvable(format!("cannot open its root {}: {e}", root.display())))?;
+    for comp in rel.parent().into_iter().flat_map(Path::components) {
+        let Component::Normal(part) = comp else {
+            return Err(unresolvable("it has a `..` or a root in it".into()));
+        };
+        match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(unresolvable(e.to_string())),
+        }
+        dir = rustix::fs::openat(&dir, part, dir_flags, Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => unresolvable(format!(
+                "it changed while being opened (a symlink appeared under {}); refused",
+                root.display()
+            )),
+            e => unresolvable(e.to_string()),
+        })?;
+    }
+    Ok((dir, name, resolved))
+}
+
 /// Opens `rel` (no `..`, no symlinks, never leaving `dir`) relative to `dir`.
 fn open_beneath(
     dir: &rustix::fd::OwnedFd,

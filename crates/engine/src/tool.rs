@@ -284,6 +284,20 @@ impl ToolContext {
         )
     }
 
+    /// The parent directory (created where missing) and file name for writing a caller's
+    /// path, reached without following symlinks ([`crate::paths::open_parent_guarded`]).
+    pub fn open_parent(
+        &self,
+        path: &str,
+    ) -> Result<(std::os::fd::OwnedFd, std::ffi::OsString, PathBuf), crate::paths::PathError> {
+        crate::paths::open_parent_guarded(
+            std::path::Path::new(path),
+            &self.env.overlay_dir,
+            &self.env.tool_roots(),
+            std::slice::from_ref(&self.env.data_dir),
+        )
+    }
+
     /// Opens a caller's path for reading under the rules of [`Self::resolve_path`], with no
     /// window between check and open ([`crate::paths::open_guarded`]). Tools that read a
     /// file open it through this, never by the resolved path.

@@ -349,61 +349,91 @@ async fn write_file(
             ),
         ));
     }
-    let target = ctx.resolve_path(&path)?;
+    // The parent is reached (and made) beneath its root without following symlinks; every
+    // step below is relative to its handle, so a directory swapped for a symlink after the
+    // check cannot redirect the write.
+    let (dir, name, _) = ctx.open_parent(&path)?;
     let append = append.unwrap_or(false);
-    tokio::task::spawn_blocking(move || write_atomic(&target, &path, content.as_bytes(), append))
-        .await
-        .map_err(|e| ToolError::failed(format!("write failed: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        write_atomic(&dir, &name, &path, content.as_bytes(), append)
+    })
+    .await
+    .map_err(|e| ToolError::failed(format!("write failed: {e}")))?
 }
 
 fn write_atomic(
-    target: &Path,
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
     shown: &str,
     content: &[u8],
     append: bool,
 ) -> Result<WriteFileOutput, ToolError> {
-    use std::io::Write;
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::io::{Read, Write};
     let fail =
         |what: &str, e: std::io::Error| ToolError::failed(format!("cannot {what} `{shown}`: {e}"));
-    if target.is_dir() {
-        return Err(ToolError::failed(format!("`{shown}` is a directory")));
-    }
-    let parent = target
-        .parent()
-        .ok_or_else(|| ToolError::failed(format!("`{shown}` has no parent directory")))?;
-    std::fs::create_dir_all(parent).map_err(|e| fail("create the directory of", e))?;
-    let existing = match std::fs::read(target) {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(fail("read", e)),
+    let errno = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
+    let current = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Some(st),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(e) => return Err(fail("read", errno(e))),
     };
-    let created = existing.is_none();
-    let mut data = if append {
-        existing.unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    data.extend_from_slice(content);
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(&data)?;
-        f.sync_all()?;
-        // Keep the permissions of a file we replace.
-        if let Ok(meta) = std::fs::metadata(target) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
+    if let Some(st) = &current {
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::Directory => {
+                return Err(ToolError::failed(format!("`{shown}` is a directory")));
+            }
+            rustix::fs::FileType::RegularFile => {}
+            _ => {
+                return Err(ToolError::failed(format!(
+                    "`{shown}` is not a regular file (a symlink or device); refused"
+                )));
+            }
         }
-        std::fs::rename(&tmp, target)
+    }
+    let existing = match (&current, append) {
+        (Some(_), true) => {
+            let fd = rustix::fs::openat(
+                dir,
+                name,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| fail("read", errno(e)))?;
+            let mut b = Vec::new();
+            std::fs::File::from(fd)
+                .read_to_end(&mut b)
+                .map_err(|e| fail("read", e))?;
+            b
+        }
+        _ => Vec::new(),
+    };
+    let created = current.is_none();
+    let mut data = existing;
+    data.extend_from_slice(content);
+    let mut tmp = std::ffi::OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    // A new file gets 0666 less the umask, like any; a replaced one keeps its permissions.
+    let keep = current.map(|st| Mode::from_raw_mode(st.st_mode & 0o7777));
+    let result = (|| -> std::io::Result<()> {
+        let fd = rustix::fs::openat(
+            dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(errno)?;
+        let mut f = std::fs::File::from(fd);
+        f.write_all(&data)?;
+        if let Some(m) = keep {
+            rustix::fs::fchmod(&f, m).map_err(errno)?;
+        }
+        f.sync_all()?;
+        rustix::fs::renameat(dir, &tmp, dir, name).map_err(errno)
     })();
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
         return Err(fail("write", e));
     }
     Ok(WriteFileOutput {

@@ -273,3 +273,61 @@ async fn writes_atomically_inside_roots_and_nowhere_else() {
     let r = call(&o, "write_file", json!({"path": "tmp", "content": "x"})).await;
     assert_eq!(r.status, Status::Error, "a directory is not a file");
 }
+
+/// A writer inside a root flips `tmp/d` between a directory and a symlink to a directory
+/// outside the roots while `read_file` and `write_file` run through the Invoker: no read
+/// returns the outside file and no write lands outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_swapped_in_during_reads_and_writes_is_never_followed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let o = overlay();
+    let d = o.dir.path().to_path_buf();
+    let outside = d.join("elsewhere");
+    std::fs::create_dir_all(d.join("tmp/d")).expect("mkdir");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::fs::write(d.join("tmp/d/f"), "inside").expect("w");
+    std::fs::write(outside.join("f"), "OUTSIDE").expect("w");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (d, outside, stop) = (d.clone(), outside.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (dir, real) = (d.join("tmp/d"), d.join("tmp/d.real"));
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if std::fs::rename(&dir, &real).is_ok() {
+                    let _ = std::os::unix::fs::symlink(&outside, &dir);
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(&dir);
+                    let _ = std::fs::rename(&real, &dir);
+                    flips += 1;
+                }
+            }
+            flips
+        })
+    };
+    let mut ok_reads = 0;
+    for i in 0..1500 {
+        let r = call(&o, "read_file", json!({"path": "tmp/d/f"})).await;
+        if r.ok() {
+            assert_eq!(r.value["content"], "inside", "a read escaped");
+            ok_reads += 1;
+        }
+        let w = call(
+            &o,
+            "write_file",
+            json!({"path": format!("tmp/d/w{}", i % 7), "content": "x"}),
+        )
+        .await;
+        let _ = w;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().expect("flipper");
+    assert!(flips > 0 && ok_reads > 0, "flips {flips}, reads {ok_reads}");
+    let escaped: Vec<_> = std::fs::read_dir(&outside)
+        .expect("outside")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "f")
+        .collect();
+    assert!(escaped.is_empty(), "writes landed outside: {escaped:?}");
+}
