@@ -123,9 +123,19 @@ fn search(
             {
                 continue;
             }
+            // Opened beneath its notes folder: a file swapped for a symlink after the walk saw
+            // it is skipped, not followed.
+            let Ok((file, _)) = strata_engine::paths::open_guarded(
+                path,
+                overlay,
+                dirs,
+                std::slice::from_ref(&protected.to_path_buf()),
+            ) else {
+                continue;
+            };
             files += 1;
             let mut sink = Collect::default();
-            if searcher.search_path(&matcher, path, &mut sink).is_err() {
+            if searcher.search_file(&matcher, &file, &mut sink).is_err() {
                 continue;
             }
             let rel = path
