@@ -9,6 +9,7 @@ mod runtime;
 mod safety;
 mod schema;
 mod skills;
+mod tidy;
 
 use std::sync::Arc;
 

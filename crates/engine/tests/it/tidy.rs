@@ -1,0 +1,192 @@
+//! Tidy tests: the invariants the architecture rests on, checked over the workspace's source
+//! (`docs/ARCHITECTURE.md` names the test that guards each).
+//!
+//! - Only the Invoker calls `Tool::call`: every tool call passes the pipeline.
+//! - Surface crates (`strata-http`, `strata-discord`, `strata-launcher`) decide no tool
+//!   permission themselves: no access-policy decisions, no hand-written `prefix*` matching —
+//!   they put a [`strata_engine::Scope`] on the `Invocation` and map the Invoker's answer.
+//! - `name`/`prefix*` is read in one place (`scope.rs`).
+//! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
+//! - The engine depends on no HTTP server or client, database or chat client, even
+//!   transitively.
+
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// Every `.rs` file under the `src/` of a workspace crate, with its path relative to the
+/// workspace root. Test code (`tests/`, `#[cfg(test)]` modules at the end of a file) is left
+/// out: tests may call tools directly.
+fn sources() -> Vec<(String, String)> {
+    let root = workspace();
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = ["crates", "modules"]
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_dir(root.join(d))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path().join("src"))
+        .chain([root.join("overlay-example/src"), root.join("benches/src")])
+        .collect();
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("read source");
+                let code = match text.find("#[cfg(test)]") {
+                    Some(i) => text[..i].to_owned(),
+                    None => text,
+                };
+                let rel = p
+                    .strip_prefix(&root)
+                    .expect("inside")
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((rel, code));
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        out.len() > 50,
+        "found only {} source files: is the workspace layout still crates/*/src?",
+        out.len()
+    );
+    out
+}
+
+/// (file, line number, line) of every line matching `re` outside `allowed` files.
+fn offenders(re: &str, allowed: &[&str], only_in: &[&str]) -> Vec<String> {
+    let re = regex::Regex::new(re).expect("regex");
+    let mut found = Vec::new();
+    for (file, code) in sources() {
+        if allowed.iter().any(|a| file == *a) {
+            continue;
+        }
+        if !only_in.is_empty() && !only_in.iter().any(|p| file.starts_with(p)) {
+            continue;
+        }
+        for (i, line) in code.lines().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("//") {
+                continue;
+            }
+            if re.is_match(line) {
+                found.push(format!("{file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_invoker_calls_a_tool() {
+    // `x.call(&ctx, …)`, `tool.call(…)`, `Tool::call(…)`.
+    let found = offenders(
+        r"(\b(tool|t)\.call\(|\.call\(\s*&?\s*\w*ctx\b|Tool::call\()",
+        &["crates/engine/src/invoker.rs"],
+        &[],
+    );
+    assert!(
+        found.is_empty(),
+        "Tool::call outside the Invoker (every call must pass the pipeline):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn surfaces_decide_no_tool_permission_themselves() {
+    let surfaces = ["crates/http/", "crates/discord/", "crates/launcher/"];
+    let found = offenders(
+        r"(\bpolicy(\(\))?\.decide\(|matches_any\(|\.ceiling\(|Tier::Person\b|policy(\(\))?\.tier\()",
+        &[],
+        &surfaces,
+    );
+    assert!(
+        found.is_empty(),
+        "a surface decides a tool permission itself; carry a Scope on the Invocation and \
+         let the Invoker refuse (and audit) instead:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn tool_patterns_are_read_in_one_place() {
+    let found = offenders(
+        r#"strip_suffix\(\s*['"]\*['"]\s*\)"#,
+        &["crates/engine/src/scope.rs"],
+        &[],
+    );
+    assert!(
+        found.is_empty(),
+        "`prefix*` matched by hand; use strata_engine::ToolPattern:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_secret_reference_is_resolved_without_the_vault() {
+    let found = offenders(r"resolve_ref\([^)]*,\s*None\s*,", &[], &[]);
+    assert!(
+        found.is_empty(),
+        "a `vault:` reference resolved with no vault (use RuntimeEnv::secret):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_engine_has_no_server_database_or_chat_dependency() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "strata-engine",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let banned = ["axum", "hyper", "reqwest", "rusqlite", "twilight", "rmcp"];
+    let found: Vec<&str> = tree
+        .lines()
+        .filter(|l| {
+            let name = l.split_whitespace().next().unwrap_or_default();
+            banned
+                .iter()
+                .any(|b| name == *b || name.starts_with(&format!("{b}-")))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "strata-engine depends on {found:?}: servers, clients and databases live in the \
+         crates that implement the engine's traits"
+    );
+    assert!(
+        tree.contains("serde"),
+        "cargo tree printed the tree: {tree}"
+    );
+}
