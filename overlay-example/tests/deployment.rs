@@ -1,5 +1,8 @@
 //! The example deployment binary: every layer linked, precedence visible, config valid.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

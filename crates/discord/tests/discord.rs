@@ -3,6 +3,9 @@
 //! (`/api/v10/...`, every request recorded). Agents are real `LlmAgent`s under a real
 //! `AgentManager`; only the model is scripted.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,9 @@
 //! The network guard against a table of SSRF tricks (no traffic leaves the machine: names
 //! resolve through a fixed test resolver) and real loopback servers that redirect.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;

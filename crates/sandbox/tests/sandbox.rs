@@ -2,6 +2,9 @@
 //! is missing here is skipped with a printed reason (CI installs bubblewrap; the kernel has
 //! Landlock), never silently passed.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

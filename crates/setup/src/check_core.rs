@@ -22,9 +22,13 @@ pub struct Finding {
     pub excerpt: String,
 }
 
+// The patterns below are constants of this file: compiling them cannot fail at run time
+// (the unit tests compile every one).
+#[allow(clippy::expect_used)]
 static SNOWFLAKE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|[^0-9A-Za-z_.])([0-9]{17,20})(?:$|[^0-9A-Za-z_])").expect("regex")
 });
+#[allow(clippy::expect_used)]
 static KEYS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
     [
         (
@@ -45,10 +49,12 @@ static KEYS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
     .map(|(k, r)| (k, Regex::new(r).expect("regex")))
     .collect()
 });
+#[allow(clippy::expect_used)]
 static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b[A-Za-z0-9._%+\-]+@([A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,})\b")
         .expect("regex")
 });
+#[allow(clippy::expect_used)]
 static HOME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:/home|/Users)/([A-Za-z0-9._\-]+)").expect("regex"));
 

@@ -4,6 +4,9 @@
 //! from injected failures, and refused on a bad token. Plus check-core, remote
 //! neutralisation and module scaffolding.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

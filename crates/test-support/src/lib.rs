@@ -6,6 +6,9 @@
 //! answer. The [`openai`], [`anthropic`] and [`gemini`] modules build response bodies in each
 //! vendor's wire format. [`scripted`] is the in-process provider for agent-loop tests.
 
+// Test support: a failed bind or a broken fixture should stop the test that asked for it.
+#![allow(clippy::expect_used)]
+
 pub mod scripted;
 
 use std::collections::{BTreeMap, VecDeque};

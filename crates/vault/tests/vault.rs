@@ -1,6 +1,9 @@
 //! The vault against Python's `cryptography` (the format existing vaults were written in),
 //! both ways, plus wrong passphrases, atomic 0600 writes and secrets kept out of `Debug`.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 

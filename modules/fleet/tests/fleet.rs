@@ -1,6 +1,9 @@
 //! The fleet tools against a fake Directus on 127.0.0.1 that records every request (method,
 //! path, query, bearer, body) and answers in Directus' shapes, errors included.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

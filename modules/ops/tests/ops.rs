@@ -1,5 +1,8 @@
 //! Ops tools against real sockets on 127.0.0.1.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};

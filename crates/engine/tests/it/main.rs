@@ -1,5 +1,8 @@
 //! Integration tests of the engine's public API (one test binary, several modules).
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 mod access;
 mod approval;
 mod config;

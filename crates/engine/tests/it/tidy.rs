@@ -7,6 +7,7 @@
 //!   they put a [`strata_engine::Scope`] on the `Invocation` and map the Invoker's answer.
 //! - `name`/`prefix*` is read in one place (`scope.rs`).
 //! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
+//! - `unsafe` is allowed in one file (the sandbox's pre-exec hook).
 //! - The engine depends on no HTTP server or client, database or chat client, even
 //!   transitively.
 
@@ -133,6 +134,20 @@ fn tool_patterns_are_read_in_one_place() {
     assert!(
         found.is_empty(),
         "`prefix*` matched by hand; use strata_engine::ToolPattern:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn unsafe_is_allowed_in_one_file() {
+    let found = offenders(
+        r"allow\(\s*unsafe_code\s*\)",
+        &["crates/sandbox/src/child.rs"],
+        &[],
+    );
+    assert!(
+        found.is_empty(),
+        "unsafe code is allowed only in the sandbox's fork/exec hook:\n{}",
         found.join("\n")
     );
 }

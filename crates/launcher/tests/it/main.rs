@@ -1,6 +1,9 @@
 //! The `strata` binary and the launcher, driven as a user would: one test binary (each
 //! file here used to link the whole dependency tree on its own).
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 mod chat;
 mod claude_mcp;
 mod cli;

@@ -1,4 +1,7 @@
 //! The SQLite store: sessions and security state: one test binary.
 
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used)]
+
 mod security;
 mod sessions;
