@@ -10,7 +10,7 @@ use strata_engine::RuntimeEnv;
 use strata_engine::config::{Access, LoadedConfig};
 use strata_http::{HttpState, Token};
 
-use crate::runtime::Runtime;
+use crate::wiring::Wired;
 
 /// A 32-byte URL-safe token.
 pub fn generate_token() -> anyhow::Result<String> {
@@ -107,13 +107,13 @@ pub async fn bind(cfg: &LoadedConfig) -> anyhow::Result<tokio::net::TcpListener>
 /// The shared state of the HTTP surfaces.
 pub fn state(
     cfg: &LoadedConfig,
-    runtime: &Runtime,
+    wired: &Wired,
     addr: &SocketAddr,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
-    let env = runtime.invoker.env();
+    let env = wired.invoker.env();
     let mut tokens = tokens(cfg, env, addr)?;
-    for (agent, secret, scope) in &runtime.internal_tokens {
+    for (agent, secret, scope) in &wired.internal_tokens {
         tokens.push(Token::for_agent(agent, secret, scope.clone()));
     }
     let execute_key = s
@@ -124,15 +124,15 @@ pub fn state(
         .map_err(|e| anyhow::anyhow!(e))?
         .map(|k| k.expose().to_owned());
     Ok(Arc::new(HttpState {
-        invoker: runtime.invoker.clone(),
-        manager: (!runtime.manager.agent_ids().is_empty()).then(|| runtime.manager.clone()),
-        default_agent: crate::runtime::default_agent(cfg).ok(),
-        skipped: runtime.skipped.clone(),
+        invoker: wired.invoker.clone(),
+        manager: (!wired.manager.agent_ids().is_empty()).then(|| wired.manager.clone()),
+        default_agent: crate::wiring::default_agent(cfg).ok(),
+        skipped: wired.skipped.clone(),
         tokens,
         execute_key,
         max_body_bytes: s.max_body_bytes,
         read_timeout: Duration::from_secs(s.read_timeout_secs.max(1)),
-        audit_path: runtime.audit.path().to_path_buf(),
+        audit_path: wired.audit.path().to_path_buf(),
         artifact_roots: s
             .artifact_roots
             .iter()
@@ -140,7 +140,7 @@ pub fn state(
             .collect(),
         overlay_dir: cfg.overlay_dir.clone(),
         data_dir: cfg.data_dir.clone(),
-        sessions: Some(runtime.store.clone()),
+        sessions: Some(wired.store.clone()),
         started: Instant::now(),
     }))
 }

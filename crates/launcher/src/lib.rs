@@ -15,15 +15,14 @@
 //! registry from everything linked in, and runs the subcommand.
 
 mod cli;
-mod commands;
+mod cmd;
 mod http;
-mod memory_cmd;
 mod preflight;
 mod remote;
-mod repl;
-pub mod runtime;
-mod security_cmd;
-pub mod skills_cmd;
+pub mod wiring;
+
+/// Skills from the command line and the watcher `serve` runs.
+pub use cmd::skill as skills_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,7 +108,7 @@ impl Launcher {
                 };
             }
         };
-        commands::dispatch(&self, cli)
+        cmd::dispatch(&self, cli)
     }
 
     pub(crate) fn modules(&self) -> &[String] {

@@ -1,15 +1,71 @@
-//! `strata skill list|run` and the skills watcher.
+//! `strata skill list|run`, running a skill (a command skill as its tool through the
+//! Invoker, a prompt skill as an agent turn), and the skills watcher.
 
+use crate::wiring::AgentOverrides;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
 use strata_engine::skills::{Skill, SkillAction, SkillSet};
 use strata_engine::{Invocation, Principal, Registry};
 
-use crate::runtime::AgentOverrides;
+use super::context::*;
+use crate::Exit;
+use crate::cli::SkillCommand;
+
+pub(crate) fn skill(l: &Context, command: SkillCommand) -> Exit {
+    let skills = &l.skills;
+    match command {
+        SkillCommand::List { json } => out(&crate::cmd::skill::list(skills, json)),
+        SkillCommand::Run {
+            name,
+            params,
+            agent,
+        } => {
+            let Some(s) = skills.get(&name) else {
+                let names: Vec<String> = skills.snapshot().keys().cloned().collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let hint = strata_engine::config::suggest(&name, &refs)
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                eprintln!("error: unknown skill `{name}`{hint} (see `strata skill list`)");
+                return Exit::Usage;
+            };
+            let params = match crate::cmd::skill::parse_params(&params) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            };
+            if let Err(e) = s.bind(&params) {
+                eprintln!("error: {e}");
+                return Exit::Usage;
+            }
+            let rt = match tokio_runtime() {
+                Ok(rt) => rt,
+                Err(e) => return fail(&e),
+            };
+            let agent_id = agent.map_or_else(|| crate::wiring::default_agent(&l.config), Ok);
+            let cli = match CliInvoker::open(l, &rt) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            let r = rt.block_on(crate::cmd::skill::run(
+                &l.config, &cli, &s, &params, agent_id,
+            ));
+            cli.finish(&rt);
+            match r {
+                Ok(text) => out(&text),
+                Err(e) => {
+                    eprintln!("error: skill `{name}`: {e}");
+                    Exit::Failure
+                }
+            }
+        }
+    }
+}
 
 /// Parses `key=value` pairs.
 pub fn parse_params(raw: &[String]) -> Result<BTreeMap<String, String>, String> {
@@ -61,7 +117,7 @@ pub fn list(skills: &SkillSet, json_out: bool) -> String {
 /// built with the skill's overrides, whose tool calls go through the same Invoker.
 pub(crate) async fn run(
     cfg: &strata_engine::config::LoadedConfig,
-    cli: &crate::commands::CliInvoker,
+    cli: &crate::cmd::context::CliInvoker,
     skill: &Skill,
     params: &BTreeMap<String, String>,
     agent_id: Result<String, String>,
@@ -99,7 +155,7 @@ pub(crate) async fn run(
                 tools: skill.def.tools.clone(),
                 max_rounds: skill.def.max_rounds,
             };
-            let agent = crate::runtime::build_agent(
+            let agent = crate::wiring::build_agent(
                 cfg,
                 &agent_id,
                 a,

@@ -12,7 +12,7 @@ use strata_memory::{Backend, SqliteMemory};
 
 use crate::Exit;
 use crate::cli::MemoryCommand;
-use crate::commands::Loaded;
+use crate::cmd::context::Context;
 
 fn fail(msg: impl std::fmt::Display) -> Exit {
     eprintln!("error: {msg}");
@@ -110,7 +110,7 @@ fn parse_import(v: Value) -> Result<NewMemory, String> {
 }
 
 /// Runs a memory command.
-pub fn run(l: &Loaded, command: MemoryCommand) -> Exit {
+pub fn run(l: &Context, command: MemoryCommand) -> Exit {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

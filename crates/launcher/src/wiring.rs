@@ -15,7 +15,7 @@ use strata_engine::{Invoker, Registry, RuntimeEnv};
 use strata_store::SqliteStore;
 
 /// Everything a running Strata holds.
-pub struct Runtime {
+pub struct Wired {
     /// Runs turns.
     pub manager: Arc<AgentManager>,
     /// Runs tool calls.
@@ -181,7 +181,7 @@ pub fn build(
     cfg: &LoadedConfig,
     registry: Arc<Registry>,
     mcp_url: Option<&str>,
-) -> anyhow::Result<Runtime> {
+) -> anyhow::Result<Wired> {
     ensure_data_dir(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     let audit = Arc::new(JsonlAudit::open_rotating(
@@ -230,7 +230,7 @@ pub fn build(
     let directory: std::sync::Weak<dyn strata_engine::runtime::AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
     env.attach_agents(directory);
-    Ok(Runtime {
+    Ok(Wired {
         manager,
         invoker,
         store,

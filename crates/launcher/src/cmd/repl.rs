@@ -18,7 +18,7 @@ pub(crate) fn run(
     agent: Option<String>,
     session: &str,
 ) -> Exit {
-    let agent_id = match agent.map_or_else(|| crate::runtime::default_agent(cfg), Ok) {
+    let agent_id = match agent.map_or_else(|| crate::wiring::default_agent(cfg), Ok) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");
@@ -35,21 +35,21 @@ pub(crate) fn run(
             return Exit::Failure;
         }
     };
-    let runtime = match rt.block_on(async { crate::runtime::build(cfg, registry, None) }) {
+    let wired = match rt.block_on(async { crate::wiring::build(cfg, registry, None) }) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e:#}");
             return Exit::Failure;
         }
     };
-    runtime
+    wired
         .approvals
-        .add_channel(std::sync::Arc::new(crate::runtime::StderrApprovals));
-    if let Some((_, why)) = runtime.skipped.iter().find(|(id, _)| *id == agent_id) {
+        .add_channel(std::sync::Arc::new(crate::wiring::StderrApprovals));
+    if let Some((_, why)) = wired.skipped.iter().find(|(id, _)| *id == agent_id) {
         eprintln!("error: agent `{agent_id}` cannot start: {why}");
         return Exit::Failure;
     }
-    if runtime.manager.agent(&agent_id).is_none() {
+    if wired.manager.agent(&agent_id).is_none() {
         eprintln!("error: unknown agent `{agent_id}`");
         return Exit::Usage;
     }
@@ -83,14 +83,14 @@ pub(crate) fn run(
         match text {
             "/quit" | "/exit" => break,
             "/help" => println!("{HELP}"),
-            "/reset" => match rt.block_on(runtime.manager.reset(&agent_id, session)) {
+            "/reset" => match rt.block_on(wired.manager.reset(&agent_id, session)) {
                 Ok(()) => println!("(session reset)"),
                 Err(e) => println!("error: {e}"),
             },
-            "/skills" => println!("{}", crate::skills_cmd::list(&skills, false)),
+            "/skills" => println!("{}", crate::cmd::skill::list(&skills, false)),
             t if t.starts_with('/') => println!("unknown command {t}; {HELP}"),
             t => {
-                let reply = rt.block_on(runtime.manager.turn(TurnRequest {
+                let reply = rt.block_on(wired.manager.turn(TurnRequest {
                     agent_id: agent_id.clone(),
                     session_id: session.to_owned(),
                     channel_id: "repl".into(),
@@ -109,6 +109,6 @@ pub(crate) fn run(
     if let Err(e) = editor.save_history(&history) {
         tracing::debug!(error = %e, "history not saved");
     }
-    runtime.audit.close();
+    wired.audit.close();
     Exit::Ok
 }

@@ -10,7 +10,7 @@ use strata_engine::safety::{ContentSafety, Scan};
 
 use crate::Exit;
 use crate::cli::ApprovalsCommand;
-use crate::commands::{Loaded, open_store};
+use crate::cmd::context::{Context, open_store};
 
 fn rt() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_current_thread()
@@ -64,7 +64,7 @@ pub(crate) fn print_list(rows: &[ApprovalRecord], json: bool) -> Exit {
 
 /// Runs an approvals command on the local data dir (the running server's waiters notice the
 /// decision within half a second) or, with `--remote`, through the control API.
-pub fn approvals(loaded: Option<&Loaded>, command: ApprovalsCommand) -> Exit {
+pub fn approvals(loaded: Option<&Context>, command: ApprovalsCommand) -> Exit {
     let remote = match &command {
         ApprovalsCommand::List { remote, .. }
         | ApprovalsCommand::Approve { remote, .. }
@@ -194,7 +194,7 @@ fn scan_json(scan: &Scan) -> Value {
 }
 
 /// `strata safety scan FILE|- [--json|--jsonl]`.
-pub fn safety_scan(loaded: &Loaded, input: &str, json: bool, jsonl: bool) -> Exit {
+pub fn safety_scan(loaded: &Context, input: &str, json: bool, jsonl: bool) -> Exit {
     let cfg = loaded.config.config.security.content_safety.clone();
     let policy = serde_json::to_value(cfg.policy)
         .ok()

@@ -1,0 +1,65 @@
+//! `strata chat`: one turn.
+
+use std::sync::Arc;
+
+use strata_engine::Principal;
+
+use super::context::*;
+use crate::Exit;
+
+pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: String) -> Exit {
+    let agent_id = match agent.map_or_else(|| crate::wiring::default_agent(&l.config), Ok) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    if !l.config.config.agents.contains_key(&agent_id) {
+        let ids: Vec<&str> = l.config.config.agents.keys().map(String::as_str).collect();
+        eprintln!(
+            "error: unknown agent `{agent_id}`; agents: {}",
+            if ids.is_empty() {
+                "none".to_owned()
+            } else {
+                ids.join(", ")
+            }
+        );
+        return Exit::Usage;
+    }
+    let rt = match tokio_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let result = rt.block_on(async {
+        let wired = crate::wiring::build(&l.config, l.registry.clone(), None)?;
+        wired
+            .approvals
+            .add_channel(Arc::new(crate::wiring::StderrApprovals));
+        if let Some((_, why)) = wired.skipped.iter().find(|(id, _)| *id == agent_id) {
+            anyhow::bail!("agent `{agent_id}` cannot start: {why}");
+        }
+        let reply = wired
+            .manager
+            .turn(strata_engine::runtime::TurnRequest {
+                agent_id: agent_id.clone(),
+                session_id: session.to_owned(),
+                channel_id: "cli".into(),
+                sender: Principal::Operator,
+                message: strata_engine::agent::Message::text(message),
+                depth: 0,
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"));
+        wired.audit.close();
+        reply
+    });
+    match result {
+        Ok(reply) if reply.silent => {
+            eprintln!("({agent_id} chose not to reply)");
+            Exit::Ok
+        }
+        Ok(reply) => out(&reply.text),
+        Err(e) => fail(&e),
+    }
+}

@@ -1,0 +1,134 @@
+//! `strata doctor [--online]`: the deployment preflight.
+
+use super::context::*;
+use super::serve::provider_hint;
+use super::tools::layer_summary;
+use crate::Exit;
+
+pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
+    let mut fatal = false;
+    let mut lines = Vec::new();
+    let mut ok = |m: String| lines.push(format!("ok   {m}"));
+    let c = &l.config;
+    ok(format!(
+        "config loads (overlay {})",
+        c.overlay_dir.display()
+    ));
+    let mut warns = Vec::new();
+    let mut fails = Vec::new();
+    if !c.overlay_dir.join("config").is_dir() {
+        warns.push(format!(
+            "no config/ directory in {}",
+            c.overlay_dir.display()
+        ));
+    }
+    for id in c.config.agents.keys() {
+        let p = c.overlay_dir.join("agents").join(id).join("AGENTS.md");
+        if !p.is_file() {
+            warns.push(format!("agent `{id}` has no {}", p.display()));
+        }
+    }
+    for r in c.config.tools.roots.iter().map(|r| c.overlay_dir.join(r)) {
+        if !r.is_dir() {
+            warns.push(format!(
+                "tool root {} does not exist (file tools skip it)",
+                r.display()
+            ));
+        }
+    }
+    match check_writable(&c.data_dir) {
+        Ok(()) => lines.push(format!(
+            "ok   data dir {} is writable",
+            c.data_dir.display()
+        )),
+        Err(e) => fails.push(format!("data dir {}: {e}", c.data_dir.display())),
+    }
+    lines.push(format!(
+        "ok   {} tools linked ({})",
+        l.registry.len(),
+        layer_summary(&l.registry)
+    ));
+    for s in l.registry.shadowed() {
+        lines.push(format!(
+            "info tool `{}`: {} shadows {}",
+            s.name, s.winner, s.hidden
+        ));
+    }
+    // The vault: opens with the passphrase from the environment?
+    let config_dir = c.overlay_dir.join("config");
+    let has_vault = strata_vault::FileVault::exists(&config_dir);
+    let mut vault = None;
+    if has_vault {
+        match crate::wiring::open_vault(&config_dir) {
+            Ok(Some(v)) => {
+                lines.push(format!(
+                    "ok   vault {} opens ({} keys)",
+                    config_dir.join("secrets.enc").display(),
+                    strata_engine::secret::Vault::keys(&v).len()
+                ));
+                vault = Some(v);
+            }
+            Ok(None) => warns.push(format!(
+                "vault {} is here but no passphrase was given (STRATA_VAULT_KEY_FILE or STRATA_VAULT_PASSPHRASE)",
+                config_dir.join("secrets.enc").display()
+            )),
+            Err(e) => fails.push(format!("vault: {e}")),
+        }
+    }
+    let vault_dyn = vault
+        .as_ref()
+        .map(|v| v as &dyn strata_engine::secret::Vault);
+    let mut pf = crate::preflight::Findings::default();
+    crate::preflight::vault_refs(c, vault_dyn, has_vault, &mut pf);
+    crate::preflight::data_dir_private(c, &mut pf);
+    crate::preflight::units(c, &mut pf);
+    if online {
+        match tokio_runtime() {
+            Ok(rt) => rt.block_on(crate::preflight::online(c, vault_dyn, &mut pf)),
+            Err(e) => fails.push(format!("--online: {e}")),
+        }
+    }
+    lines.extend(pf.ok.into_iter().map(|m| format!("ok   {m}")));
+    lines.extend(pf.info.into_iter().map(|m| format!("info {m}")));
+    warns.extend(pf.warn);
+    fails.extend(pf.fail);
+    // The terminal sandbox: what this machine offers, and whether the configured mode works.
+    let probe = strata_sandbox::probe();
+    for line in probe.report() {
+        lines.push(format!("info sandbox: {line}"));
+    }
+    let mode = match c.config.tools.terminal.sandbox {
+        strata_engine::config::SandboxMode::Auto => strata_sandbox::Mode::Auto,
+        strata_engine::config::SandboxMode::Bubblewrap => strata_sandbox::Mode::Bubblewrap,
+        strata_engine::config::SandboxMode::Landlock => strata_sandbox::Mode::Landlock,
+        strata_engine::config::SandboxMode::None => strata_sandbox::Mode::None,
+    };
+    match probe.choose(mode) {
+        Ok(strata_sandbox::Backend::None) => warns.push(
+            "sandbox: terminal_exec runs without isolation (tools.terminal.sandbox: none)".into(),
+        ),
+        Ok(b) => lines.push(format!("ok   sandbox: terminal_exec runs under {}", b.as_str())),
+        Err(_) => warns.push(format!(
+            "sandbox: no isolation available for tools.terminal.sandbox: {mode:?}; terminal_exec will refuse to run (install bubblewrap)"
+        )),
+    }
+    if provider_hint(c).is_some() {
+        warns.push("no LLM provider configured: tools work, agents cannot answer yet (see README, \"Providers\")".into());
+    }
+    for w in warns {
+        lines.push(format!("warn {w}"));
+    }
+    for f in fails {
+        fatal = true;
+        lines.push(format!("FAIL {f}"));
+    }
+    let code = out(&lines.join("\n"));
+    if fatal { Exit::Failure } else { code }
+}
+
+pub(crate) fn check_writable(dir: &std::path::Path) -> std::io::Result<()> {
+    crate::wiring::ensure_data_dir(dir)?;
+    let probe = dir.join(format!(".strata-doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"probe")?;
+    std::fs::remove_file(&probe)
+}

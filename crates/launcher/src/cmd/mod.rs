@@ -1,0 +1,124 @@
+//! The subcommands, one file each (as cargo lays out its own), and the dispatch between
+//! them. `context.rs` holds what they share.
+
+mod audit;
+mod chat;
+mod config;
+pub(crate) mod context;
+mod doctor;
+mod mcp;
+pub(crate) mod memory;
+pub(crate) mod repl;
+pub(crate) mod security;
+mod serve;
+pub mod skill;
+mod tools;
+mod vault;
+
+use crate::cli::{
+    ApprovalsCommand, AuditCommand, Cli, Command, ConfigCommand, McpCommand, SafetyCommand,
+};
+use crate::{Exit, Launcher};
+use context::{fail, init_logging, load, parse_args_json};
+
+/// Commands aimed at a running server (`--remote`) need no local overlay.
+fn dispatch_remote(cli: &Cli) -> Option<Exit> {
+    let pick = |r: &crate::cli::RemoteArgs| match (&r.remote, &r.token) {
+        (Some(u), Some(t)) => Some((u.clone(), t.clone())),
+        _ => None,
+    };
+    match &cli.command {
+        Command::Tools { json, remote } => {
+            pick(remote).map(|(u, t)| crate::remote::tools(&u, &t, *json))
+        }
+        Command::Inspect { tool, remote, .. } => {
+            pick(remote).map(|(u, t)| crate::remote::inspect(&u, &t, tool))
+        }
+        Command::Events {
+            limit,
+            follow,
+            remote,
+        } => pick(remote).map(|(u, t)| crate::remote::events(&u, &t, *limit, *follow)),
+        Command::Invoke {
+            tool,
+            args,
+            request_id,
+            json,
+            remote,
+        } => pick(remote).map(|(u, t)| match parse_args_json(args) {
+            Ok(a) => crate::remote::invoke(&u, &t, tool, a, request_id.clone(), *json),
+            Err(e) => {
+                eprintln!("error: {e}");
+                Exit::Usage
+            }
+        }),
+        Command::Approvals { command } => {
+            let r = match command {
+                ApprovalsCommand::List { remote, .. }
+                | ApprovalsCommand::Approve { remote, .. }
+                | ApprovalsCommand::Deny { remote, .. } => remote,
+            };
+            pick(r).map(|(u, t)| crate::remote::approvals(&u, &t, command))
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
+    if let Some(exit) = dispatch_remote(&cli) {
+        return exit;
+    }
+    let quiet = !matches!(cli.command, Command::Serve);
+    // CLI commands keep stdout for their output and stderr for warnings only.
+    if quiet {
+        init_logging("warn", false);
+    }
+    let loaded = match load(launcher, &cli.global) {
+        Ok(l) => l,
+        Err(e) => {
+            if matches!(cli.command, Command::Doctor { .. }) {
+                println!("FAIL config: {e:#}");
+                return Exit::Failure;
+            }
+            return fail(&e);
+        }
+    };
+    match cli.command {
+        Command::Serve => serve::serve(loaded).unwrap_or_else(|e| fail(&e)),
+        Command::Tools { json, .. } => tools::tools(&loaded, json),
+        Command::Inspect { tool, json, .. } => tools::inspect(&loaded, &tool, json),
+        Command::Events { limit, follow, .. } => audit::events(&loaded, limit, follow),
+        Command::Invoke {
+            tool,
+            args,
+            request_id,
+            json,
+            ..
+        } => tools::invoke(loaded, &tool, &args, request_id, json),
+        Command::Config {
+            command: ConfigCommand::Show { origin, json },
+        } => config::config_show(&loaded, origin, json),
+        Command::Doctor { online } => doctor::doctor(&loaded, online),
+        Command::Vault { command } => vault::vault(&loaded, command),
+        Command::Chat {
+            agent,
+            session,
+            message,
+        } => chat::chat(&loaded, agent, &session, message),
+        Command::Skill { command } => skill::skill(&loaded, command),
+        Command::Audit {
+            command: AuditCommand::Verify { file },
+        } => audit::audit_verify(&loaded, file),
+        Command::Mcp {
+            command: McpCommand::Serve { stdio },
+        } => mcp::mcp_stdio(&loaded, stdio),
+        Command::Approvals { command } => security::approvals(Some(&loaded), command),
+        Command::Memory { command } => memory::run(&loaded, command),
+        Command::Safety {
+            command: SafetyCommand::Scan { input, json, jsonl },
+        } => security::safety_scan(&loaded, &input, json, jsonl),
+        Command::Repl { agent, session } => {
+            repl::run(&loaded.config, loaded.registry.clone(), agent, &session)
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! `strata serve`: everything running until SIGINT/SIGTERM.
+
+use strata_engine::config::LoadedConfig;
+
+use super::context::*;
+use super::tools::layer_summary;
+use crate::Exit;
+
+/// `Some(hint)` when no agent can reach a model.
+pub(crate) fn provider_hint(c: &LoadedConfig) -> Option<&'static str> {
+    let any = c.config.defaults.llm.is_some() || c.config.agents.values().any(|a| a.llm.is_some());
+    (!any).then_some(
+        "No LLM provider is configured, so agents cannot answer yet; tools still work \
+         (`strata tools`, `strata invoke`). To add one, set `defaults.llm` in \
+         config/config.yaml, e.g.\n  defaults:\n    llm:\n      provider: openai\n      \
+         model: gpt-4o-mini\n      api_key: vault:openai-key\n(see README, \"Providers\", for \
+         Anthropic, Gemini, a local llama.cpp/Ollama server or the Claude Code CLI).",
+    )
+}
+
+/// The per-instance lock `data/strata-<profile>.lock` (`main` without a profile), held with
+/// `flock` for the life of the process; its text is the holder's pid.
+pub(crate) fn instance_lock(
+    data_dir: &std::path::Path,
+    profile: Option<&str>,
+) -> anyhow::Result<std::fs::File> {
+    use std::io::Write as _;
+    crate::wiring::ensure_data_dir(data_dir)?;
+    let name = profile.unwrap_or("main");
+    let path = data_dir.join(format!("strata-{name}.lock"));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        anyhow::bail!(
+            "another `strata serve` of profile `{name}` is running on {} (pid {}, lock {}); \
+             stop it first, or start this one with another --profile",
+            data_dir.display(),
+            holder.trim(),
+            path.display()
+        );
+    }
+    f.set_len(0)?;
+    writeln!(f, "{}", std::process::id())?;
+    Ok(f)
+}
+
+pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
+    let level = l.config.config.log.level.clone();
+    let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
+    init_logging(&level, json);
+    let rt = tokio_runtime()?;
+    let c = &l.config;
+    tracing::info!(
+        overlay = %c.overlay_dir.display(),
+        profile = c.profile.as_deref().unwrap_or("-"),
+        data_dir = %c.data_dir.display(),
+        "config loaded"
+    );
+    // One instance per profile: a second `serve` of the same profile on the same data dir
+    // stops here (the lock is released by the kernel when this process ends, however).
+    let _instance = instance_lock(&c.data_dir, c.profile.as_deref())?;
+    crate::wiring::PASSPHRASE_FROM_STDIN.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in l.registry.shadowed() {
+        tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
+    }
+    let listener = rt.block_on(crate::http::bind(c))?;
+    let local = listener.local_addr()?;
+    let mcp_host = if local.ip().is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        local.ip().to_string()
+    };
+    let mcp_url = format!("http://{mcp_host}:{}/mcp", local.port());
+    let wired =
+        rt.block_on(async { crate::wiring::build(c, l.registry.clone(), Some(&mcp_url)) })?;
+    crate::wiring::warn_missing_vault_refs(c, wired.invoker.env().vault.as_deref());
+    tracing::info!(
+        tools = l.registry.len(),
+        layers = %layer_summary(&l.registry),
+        modules = %l.registry.modules().join(","),
+        audit = %wired.audit.path().display(),
+        sessions = %wired.store.path().display(),
+        "registry loaded"
+    );
+    tracing::info!(agents = %wired.manager.agent_ids().join(","), "agents ready");
+    // Requests left pending by a previous run whose time is up: their callers are gone.
+    match rt.block_on(wired.approvals.sweep()) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(requests = n, "stale approval requests marked timeout"),
+        Err(e) => tracing::warn!(error = %e, "approval requests not swept"),
+    }
+    for (id, why) in &wired.skipped {
+        tracing::warn!(agent = %id, "agent not started: {why}");
+    }
+    if let Some(hint) = provider_hint(c) {
+        tracing::warn!("{hint}");
+    }
+    let skills = l.skills.clone();
+    tracing::info!(skills = skills.snapshot().len(), "skills loaded");
+    let _watcher = crate::cmd::skill::watch(skills.clone(), l.registry.clone());
+    // Signal handlers before the first child process starts (and after the vault, whose
+    // terminal prompt Ctrl-C must still interrupt): a SIGTERM from here on is kept and handled
+    // by the orderly shutdown below, which also stops the MCP servers.
+    let signal = {
+        let _rt = rt.enter();
+        shutdown_signal()
+    };
+    let mcp_clients = rt.block_on(strata_http::mcp_client::start(
+        &c.config.mcp.servers,
+        l.registry.clone(),
+        wired.invoker.env().vault.clone(),
+    ));
+    if !c.config.mcp.servers.is_empty() {
+        tracing::info!(
+            servers = c.config.mcp.servers.len(),
+            tools = l.registry.len(),
+            "MCP servers started"
+        );
+    }
+    let http_state = crate::http::state(c, &wired, &local)?;
+    tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
+    let manager = wired.manager.clone();
+    let decay_hours = c.config.memory.decay.interval_hours;
+    let memory_sqlite = match &wired.memory {
+        Some(strata_memory::Backend::Sqlite(m)) if decay_hours > 0 => Some(m.clone()),
+        _ => None,
+    };
+    let env = wired.invoker.env().clone();
+    let directory: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory> =
+        wired.manager.clone();
+    let discord_cfg = c.config.clone();
+    let approvals = wired.approvals.clone();
+    let discord_skills = skills.clone();
+    let skill_invoker = wired.invoker.clone();
+    rt.block_on(async move {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // Discord accounts (none unless `connectors.discord.accounts` lists some).
+        let discord = strata_discord::start(
+            &discord_cfg,
+            &env.overlay_dir,
+            &env.data_dir,
+            env.vault.as_deref(),
+            strata_discord::Services {
+                directory,
+                hub: env.connectors().clone(),
+                approvals: Some(approvals),
+                skills: Some(discord_skills),
+                activity: Some(env.activity().clone()),
+                invoker: Some(skill_invoker),
+            },
+            stop_rx.clone(),
+        );
+        if !discord.is_empty() {
+            tracing::info!(accounts = discord.len(), "Discord connector started");
+        }
+        let http = tokio::spawn(async move {
+            let mut rx = stop_rx;
+            let shutdown = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            if let Err(e) = strata_http::serve(listener, http_state, shutdown).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        });
+        // Memory decay runs every `memory.decay.interval_hours`.
+        let decayer = memory_sqlite.map(|mem| {
+            let hours = decay_hours;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(hours * 3600));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    match mem.decay(false).await {
+                        Ok(r) => tracing::info!(
+                            decayed = r.decayed,
+                            archived = r.archived.len(),
+                            purged = r.purged.len(),
+                            "memory decay"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "memory decay failed"),
+                    }
+                }
+            })
+        });
+        // Session retention runs hourly.
+        let pruner = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+            loop {
+                tick.tick().await;
+                match manager.prune().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(sessions = n, "pruned idle sessions"),
+                    Err(e) => tracing::warn!(error = %e, "session pruning failed"),
+                }
+            }
+        });
+        tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
+        signal.await;
+        tracing::info!("shutting down; finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        if tokio::time::timeout(std::time::Duration::from_secs(30), http)
+            .await
+            .is_err()
+        {
+            tracing::warn!("in-flight requests did not finish within 30 s");
+        }
+        for d in discord {
+            if tokio::time::timeout(std::time::Duration::from_secs(5), d)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a Discord account did not close within 5 s");
+            }
+        }
+        pruner.abort();
+        if let Some(d) = decayer {
+            d.abort();
+        }
+        mcp_clients.shutdown().await;
+    });
+    if let Err(e) = rt.block_on(wired.store.flush()) {
+        tracing::warn!(error = %e, "last database writes not confirmed");
+    }
+    wired.audit.close();
+    tracing::info!("stopped");
+    Ok(Exit::Ok)
+}
+
+/// Installs SIGINT/SIGTERM handlers now and returns a future that resolves on either.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+                (t, i) => {
+                    if let Err(e) = t.and(i) {
+                        tracing::warn!(error = %e, "cannot listen for signals; Ctrl-C only");
+                    }
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
