@@ -29,7 +29,6 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use strata_engine::config::NetworkConfig;
 use url::{Host, Url};
 
 /// Why a URL was not fetched.
@@ -346,17 +345,39 @@ pub struct NetGuard {
     timeout: Duration,
 }
 
+/// What the guard lets through and how far it goes: the shape of `security.network` in the
+/// engine's config, kept here so this crate stands on its own (callers copy the fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPolicy {
+    /// Hosts (exact names) or CIDRs that may be reached although they are internal.
+    pub allow: Vec<String>,
+    /// Redirect hops followed, each re-checked.
+    pub max_redirects: u32,
+    /// Largest response body read (bytes).
+    pub max_response_bytes: u64,
+    /// Whole-request time limit (seconds).
+    pub timeout_secs: u64,
+}
+
+impl Default for NetPolicy {
+    fn default() -> Self {
+        NetPolicy {
+            allow: Vec::new(),
+            max_redirects: 5,
+            max_response_bytes: 5 * 1024 * 1024,
+            timeout_secs: 30,
+        }
+    }
+}
+
 impl NetGuard {
-    /// A guard configured by `security.network`, resolving with the system resolver.
-    pub fn new(cfg: &NetworkConfig) -> Result<Self, NetError> {
+    /// A guard with `cfg`, resolving with the system resolver.
+    pub fn new(cfg: &NetPolicy) -> Result<Self, NetError> {
         Self::with_resolver(cfg, Arc::new(SystemResolver))
     }
 
     /// A guard with a custom resolver (tests: names that resolve to private addresses).
-    pub fn with_resolver(
-        cfg: &NetworkConfig,
-        resolver: Arc<dyn Resolver>,
-    ) -> Result<Self, NetError> {
+    pub fn with_resolver(cfg: &NetPolicy, resolver: Arc<dyn Resolver>) -> Result<Self, NetError> {
         let mut allow_hosts = Vec::new();
         let mut allow_nets = Vec::new();
         for entry in &cfg.allow {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use strata_engine::config::NetworkConfig;
+use strata_net::NetPolicy as NetworkConfig;
 use strata_net::{FetchRequest, NetError, NetGuard, Resolver};
 
 /// A resolver with a fixed table; unknown names fail like NXDOMAIN.

@@ -20,9 +20,19 @@ pub(crate) fn guard(cfg: &NetworkConfig) -> Result<Arc<NetGuard>, ToolError> {
     {
         return Ok(g.clone());
     }
-    let g = Arc::new(NetGuard::new(cfg).map_err(net)?);
+    let g = Arc::new(NetGuard::new(&net_policy(cfg)).map_err(net)?);
     *c = Some((cfg.clone(), g.clone()));
     Ok(g)
+}
+
+/// `security.network` as the guard takes it.
+pub fn net_policy(n: &NetworkConfig) -> strata_net::NetPolicy {
+    strata_net::NetPolicy {
+        allow: n.allow.clone(),
+        max_redirects: n.max_redirects,
+        max_response_bytes: n.max_response_bytes,
+        timeout_secs: n.timeout_secs,
+    }
 }
 
 fn net(e: NetError) -> ToolError {

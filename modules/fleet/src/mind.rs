@@ -638,8 +638,15 @@ async fn ai_models(
                 .ok_or_else(|| {
                     ToolError::failed(format!("model `{id}` has no spec_url in The Mind"))
                 })?;
-            let guard = strata_net::NetGuard::new(&ctx.env.config.security.network)
-                .map_err(|e| ToolError::failed(e.to_string()))?;
+            let n = &ctx.env.config.security.network;
+            let policy = strata_net::NetPolicy {
+                allow: n.allow.clone(),
+                max_redirects: n.max_redirects,
+                max_response_bytes: n.max_response_bytes,
+                timeout_secs: n.timeout_secs,
+            };
+            let guard =
+                strata_net::NetGuard::new(&policy).map_err(|e| ToolError::failed(e.to_string()))?;
             let r = guard
                 .fetch(strata_net::FetchRequest {
                     method: reqwest::Method::GET,

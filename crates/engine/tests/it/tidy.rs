@@ -9,7 +9,7 @@
 //! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
 //! - `unsafe` is allowed in one file (the sandbox's pre-exec hook).
 //! - The engine depends on no HTTP server or client, database or chat client, even
-//!   transitively.
+//!   transitively; `strata-net` does not depend on the engine.
 
 use std::path::{Path, PathBuf};
 
@@ -162,19 +162,11 @@ fn no_secret_reference_is_resolved_without_the_vault() {
     );
 }
 
-#[test]
-fn the_engine_has_no_server_database_or_chat_dependency() {
+/// The normal (non-dev) dependency tree of `package`, one `name vX.Y.Z` per line.
+fn tree(package: &str) -> String {
     let out = std::process::Command::new(env!("CARGO"))
         .args([
-            "tree",
-            "-p",
-            "strata-engine",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
+            "tree", "-p", package, "-e", "normal", "--prefix", "none", "--format", "{p}",
         ])
         .current_dir(workspace())
         .output()
@@ -184,7 +176,21 @@ fn the_engine_has_no_server_database_or_chat_dependency() {
         "cargo tree failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tree = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_ssrf_guard_stands_on_its_own() {
+    let t = tree("strata-net");
+    assert!(
+        !t.lines().any(|l| l.starts_with("strata-engine ")),
+        "strata-net depends on the engine again; it takes its own NetPolicy:\n{t}"
+    );
+}
+
+#[test]
+fn the_engine_has_no_server_database_or_chat_dependency() {
+    let tree = tree("strata-engine");
     let banned = ["axum", "hyper", "reqwest", "rusqlite", "twilight", "rmcp"];
     let found: Vec<&str> = tree
         .lines()
