@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strata_engine::{ToolContext, ToolError, tool};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `modules.ops` configuration.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -30,7 +29,7 @@ pub struct Service {
     /// `host:port` to connect to.
     #[serde(default)]
     pub tcp: Option<String>,
-    /// `http://host:port/path` to GET.
+    /// `http://` or `https://` URL to GET (up for 2xx and 3xx).
     #[serde(default)]
     pub http: Option<String>,
 }
@@ -261,63 +260,53 @@ async fn tcp_check(addr: &str, timeout: Duration) -> Result<String, String> {
     }
 }
 
-/// A plain HTTP/1.1 GET that reads only the status line. HTTPS needs the shared HTTP client
-/// that arrives with the providers; until then an `https` target is reported as unsupported.
+/// A GET with the workspace's HTTP client (reqwest with rustls: `http` and `https`, no
+/// proxy from the environment, no redirects followed — a redirect is an answer). Up for
+/// 2xx and 3xx. The targets are the operator's own services from config, not URLs from a
+/// model, so the SSRF guard (which refuses internal addresses) does not apply.
 async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("bad URL `{url}`: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some(other) => {
-            return Err(format!(
-                "`{other}` checks are not supported yet; use `http` or `tcp`"
-            ));
-        }
-        None => return Err(format!("bad URL `{url}`: no scheme")),
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad URL `{url}`: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "bad URL `{url}`: `{}` is not http or https",
+            parsed.scheme()
+        ));
     }
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("bad URL `{url}`: no host"))?;
-    let port = uri.port_u16().unwrap_or(80);
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let fut = async {
-        let mut stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(|e| e.to_string())?;
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: strata-ops\r\nConnection: close\r\n\r\n"
-        );
-        stream
-            .write_all(req.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut buf = vec![0u8; 1024];
-        let mut n = 0;
-        while n < buf.len() {
-            let k = stream
-                .read(&mut buf[n..])
-                .await
-                .map_err(|e| e.to_string())?;
-            if k == 0 || buf[..n + k].contains(&b'\n') {
-                n += k;
-                break;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout)
+        .user_agent("strata-ops")
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    match client.get(parsed).send().await {
+        Ok(r) => {
+            let s = r.status();
+            let line = format!(
+                "{:?} {} {}",
+                r.version(),
+                s.as_u16(),
+                s.canonical_reason().unwrap_or("")
+            )
+            .trim_end()
+            .to_owned();
+            if s.is_success() || s.is_redirection() {
+                Ok(line)
+            } else {
+                Err(line)
             }
-            n += k;
         }
-        let head = String::from_utf8_lossy(&buf[..n]);
-        let line = head.lines().next().unwrap_or("").trim().to_owned();
-        let code: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| format!("not an HTTP answer: `{line}`"))?;
-        if (200..400).contains(&code) {
-            Ok(line)
-        } else {
-            Err(line)
+        Err(e) if e.is_timeout() => Err(format!("no answer within {} ms", timeout.as_millis())),
+        Err(e) => {
+            // The whole chain: "error sending request" alone says nothing about why.
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                src = s.source();
+            }
+            Err(msg)
         }
-    };
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
     }
 }
