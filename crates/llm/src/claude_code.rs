@@ -1,9 +1,10 @@
 //! The Claude Code CLI as a provider: one `claude --print --output-format stream-json` process
 //! per turn, prompt on stdin, `--resume` for an existing CLI session.
 //!
-//! Claude Code runs its tools itself; ours reach it through the engine's MCP endpoint
-//! (`--mcp-config`, once the surfaces exist), so a turn through this provider returns a final
-//! answer and no tool calls for the engine to run. The child gets a clean environment
+//! Claude Code runs its tools itself; ours reach it through `strata serve`'s MCP endpoint
+//! (`--mcp-config`, a per-agent file naming `/mcp` with the agent's own token; each turn adds
+//! an `X-Strata-Turn` header so the call runs as that turn's), so a turn through this
+//! provider returns a final answer and no tool calls for the engine to run. The child gets a clean environment
 //! (allow-listed variables only), runs in the agent's project directory, in its own process
 //! group, and the whole group is killed when the wall-clock timeout expires.
 
@@ -41,7 +42,8 @@ pub struct ClaudeCodeSettings {
     pub allowed_tools: Vec<String>,
     /// `--disallowedTools` values.
     pub disallowed_tools: Vec<String>,
-    /// `--mcp-config` file, once the engine serves MCP.
+    /// `--mcp-config` file naming our `/mcp` (written by `serve` for each Claude Code agent;
+    /// absent in CLI runs, which serve no MCP).
     pub mcp_config: Option<PathBuf>,
     /// Config path for error messages (`agents.main.llm`).
     pub config_path: String,
