@@ -23,11 +23,12 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use strata_engine::agent::Message;
+use strata_engine::agent::is_no_reply;
 use strata_engine::config::{Config, DiscordConfig};
 use strata_engine::connector::{
     ChannelRef, Connector, ConnectorError, ConnectorHub, InboundMessage, OutboundMessage,
 };
-use strata_engine::runtime::{AgentDirectory, TurnRequest, is_no_reply};
+use strata_engine::turns::{AgentDirectory, TurnRequest};
 use strata_engine::{Principal, async_trait};
 use tokio::sync::{mpsc, watch};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt};
@@ -50,7 +51,7 @@ pub struct Services {
     /// Skills, registered as slash commands.
     pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
     /// What running turns are doing, for progress messages.
-    pub activity: Option<Arc<strata_engine::runtime::ActivityBoard>>,
+    pub activity: Option<Arc<strata_engine::turns::ActivityBoard>>,
     /// Runs command skills as their tools (`skill__<name>`) with the sender as principal;
     /// without it they are refused.
     pub invoker: Option<Arc<strata_engine::Invoker>>,
@@ -407,7 +408,7 @@ struct AccountCtx {
 
 /// The activity board and how long a turn runs before its progress message appears.
 type Progress = (
-    Arc<strata_engine::runtime::ActivityBoard>,
+    Arc<strata_engine::turns::ActivityBoard>,
     std::time::Duration,
 );
 

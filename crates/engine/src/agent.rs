@@ -176,3 +176,11 @@ pub trait Agent: Send + Sync {
         Ok(None)
     }
 }
+
+/// Is this reply the `NO_REPLY` sentinel? It must open the text, optionally behind wrapper
+/// punctuation (`**NO_REPLY**`, `[NO_REPLY]`, `` `NO_REPLY` ``).
+pub fn is_no_reply(text: &str) -> bool {
+    let t = text.trim_start();
+    let t = t.trim_start_matches(|c: char| "*_`[({<\"'".contains(c));
+    t.starts_with("NO_REPLY")
+}

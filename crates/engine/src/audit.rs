@@ -691,10 +691,7 @@ pub fn redact_text(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(s)
 }
 
-/// Current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
+pub use crate::clock::now_rfc3339;
 
 #[cfg(test)]
 mod tests {

@@ -27,12 +27,15 @@
 
 pub mod access;
 pub mod agent;
+pub mod agent_loop;
 pub mod approval;
 pub mod audit;
+pub mod clock;
 pub mod config;
 pub mod connector;
 pub mod invoker;
 pub mod llm;
+pub mod manager;
 pub mod memory;
 pub mod monitor;
 pub mod paths;
@@ -47,6 +50,7 @@ pub mod secret;
 pub mod session;
 pub mod skills;
 mod tool;
+pub mod turns;
 
 pub use async_trait::async_trait;
 pub use invoker::{Guard, Invocation, InvocationResult, Invoker, OutputFilter, Refusal, Status};

@@ -328,10 +328,10 @@ pub struct RuntimeEnv {
     /// Agent memory, when a backend is configured.
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     registry: std::sync::OnceLock<std::sync::Weak<crate::Registry>>,
-    agents: std::sync::OnceLock<std::sync::Weak<dyn crate::runtime::AgentDirectory>>,
+    agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
     connectors: Arc<crate::connector::ConnectorHub>,
-    turns: Arc<crate::runtime::TurnRegistry>,
-    activity: Arc<crate::runtime::ActivityBoard>,
+    turns: Arc<crate::turns::TurnRegistry>,
+    activity: Arc<crate::turns::ActivityBoard>,
 }
 
 impl fmt::Debug for RuntimeEnv {
@@ -375,12 +375,12 @@ impl RuntimeEnv {
 
     /// Makes the running agents reachable from tools (`ask_agent`, `send_to_agent`). Held
     /// weakly; the first one attached stays.
-    pub fn attach_agents(&self, agents: std::sync::Weak<dyn crate::runtime::AgentDirectory>) {
+    pub fn attach_agents(&self, agents: std::sync::Weak<dyn crate::turns::AgentDirectory>) {
         let _ = self.agents.set(agents);
     }
 
     /// The running agents, when there are any.
-    pub fn agents(&self) -> Option<Arc<dyn crate::runtime::AgentDirectory>> {
+    pub fn agents(&self) -> Option<Arc<dyn crate::turns::AgentDirectory>> {
         self.agents.get().and_then(std::sync::Weak::upgrade)
     }
 
@@ -390,13 +390,13 @@ impl RuntimeEnv {
         &self.connectors
     }
 
-    /// What running turns are doing (see [`crate::runtime::ActivityBoard`]).
-    pub fn activity(&self) -> &Arc<crate::runtime::ActivityBoard> {
+    /// What running turns are doing (see [`crate::turns::ActivityBoard`]).
+    pub fn activity(&self) -> &Arc<crate::turns::ActivityBoard> {
         &self.activity
     }
 
-    /// Turns in progress (see [`crate::runtime::TurnRegistry`]).
-    pub fn turns(&self) -> &Arc<crate::runtime::TurnRegistry> {
+    /// Turns in progress (see [`crate::turns::TurnRegistry`]).
+    pub fn turns(&self) -> &Arc<crate::turns::TurnRegistry> {
         &self.turns
     }
 

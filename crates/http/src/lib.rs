@@ -22,7 +22,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::{Value, json};
 use strata_engine::Invoker;
-use strata_engine::runtime::{AgentManager, TurnRequest};
+use strata_engine::manager::AgentManager;
+use strata_engine::turns::TurnRequest;
 
 pub use auth::{Caller, Token};
 pub use openapi::{ROUTES, openapi};
@@ -683,7 +684,7 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
     };
     obj.insert(
         "received_at".into(),
-        json!(strata_engine::audit::now_rfc3339()),
+        json!(strata_engine::clock::now_rfc3339()),
     );
     let dir = st.data_dir.join("tasks");
     let path = dir.join(format!("task_{task_id}_payload.json"));

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use strata_engine::ToolFilter;
 use strata_engine::agent::Agent;
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
 use strata_engine::audit::AuditSink;
 use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
-use strata_engine::runtime::{AgentManager, LlmAgent};
+use strata_engine::manager::AgentManager;
 use strata_engine::{Invoker, Registry, RuntimeEnv};
 use strata_store::SqliteStore;
 
@@ -227,7 +228,7 @@ pub fn build(
     }
     let manager = Arc::new(AgentManager::new(agents, store.clone(), env.clone()));
     // Inter-agent tools reach the agents through the environment (weakly: no cycle).
-    let directory: std::sync::Weak<dyn strata_engine::runtime::AgentDirectory> =
+    let directory: std::sync::Weak<dyn strata_engine::turns::AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
     env.attach_agents(directory);
     Ok(Wired {

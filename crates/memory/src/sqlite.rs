@@ -906,7 +906,7 @@ impl MemoryBackend for SqliteMemory {
     ) -> Result<(), MemoryError> {
         if !self.cfg.record_exchanges
             || reply.trim().is_empty()
-            || strata_engine::runtime::is_no_reply(reply)
+            || strata_engine::agent::is_no_reply(reply)
         {
             return Ok(());
         }

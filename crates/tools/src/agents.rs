@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use strata_engine::agent::Message;
-use strata_engine::runtime::TurnRequest;
+use strata_engine::turns::TurnRequest;
 use strata_engine::{Principal, ToolContext, ToolError, tool};
 
 /// Inter-agent calls stop here: a turn at this depth is never started.
@@ -10,7 +10,7 @@ const MAX_DEPTH: u32 = 3;
 
 /// One inter-agent hop that passed the rules: who runs the turn, for whom, how deep.
 struct Hop {
-    dir: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory>,
+    dir: std::sync::Arc<dyn strata_engine::turns::AgentDirectory>,
     agent: String,
     sender: Principal,
     depth: u32,
@@ -197,7 +197,7 @@ async fn send_message(
     if text.chars().count() > 20_000 {
         return Err(ToolError::invalid("text", "longer than 20,000 characters"));
     }
-    if strata_engine::runtime::is_no_reply(&text) {
+    if strata_engine::agent::is_no_reply(&text) {
         return Err(ToolError::invalid("text", "NO_REPLY is never posted"));
     }
     let hub = ctx.env.connectors();

@@ -22,7 +22,7 @@ async fn current_time() -> Result<Now, ToolError> {
         .map_err(|e| ToolError::failed(format!("clock before 1970: {e}")))?
         .as_secs();
     Ok(Now {
-        utc: strata_engine::audit::now_rfc3339(),
+        utc: strata_engine::clock::now_rfc3339(),
         unix,
     })
 }

@@ -41,7 +41,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         }
         let reply = wired
             .manager
-            .turn(strata_engine::runtime::TurnRequest {
+            .turn(strata_engine::turns::TurnRequest {
                 agent_id: agent_id.clone(),
                 session_id: session.to_owned(),
                 channel_id: "cli".into(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustyline::error::ReadlineError;
 use strata_engine::agent::Message;
 use strata_engine::config::LoadedConfig;
-use strata_engine::runtime::TurnRequest;
+use strata_engine::turns::TurnRequest;
 use strata_engine::{Principal, Registry};
 
 use crate::Exit;

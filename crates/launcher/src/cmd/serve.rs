@@ -132,8 +132,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         _ => None,
     };
     let env = wired.invoker.env().clone();
-    let directory: std::sync::Arc<dyn strata_engine::runtime::AgentDirectory> =
-        wired.manager.clone();
+    let directory: std::sync::Arc<dyn strata_engine::turns::AgentDirectory> = wired.manager.clone();
     let discord_cfg = c.config.clone();
     let approvals = wired.approvals.clone();
     let discord_skills = skills.clone();

@@ -1,0 +1,360 @@
+//! The agent loop: [`LlmAgent`], an identity, a model and a tool set, and the rounds between
+//! the model and the tools. Every tool call goes through the [`Invoker`] with the agent's tool
+//! list as a layer-3 [`Scope`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::agent::{Agent, AgentError, Message, Reply, ToolRun, TurnContext, is_no_reply};
+use crate::invoker::{Invocation, Invoker};
+use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
+use crate::principal::Principal;
+use crate::scope::{Scope, ToolFilter};
+use crate::tool::ToolSpec;
+use crate::turns::TurnInfo;
+
+#[derive(Default)]
+struct ToolCache {
+    generation: u64,
+    by_tier: HashMap<crate::access::Tier, Arc<[ToolSpec]>>,
+}
+
+/// The standard agent: an identity, a model, a tool set, and the loop between them.
+pub struct LlmAgent {
+    id: String,
+    identity: String,
+    provider: Arc<dyn LlmProvider>,
+    model: String,
+    tools: ToolFilter,
+    max_rounds: u32,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+    invoker: Arc<Invoker>,
+    /// The specs the model sees, per sender tier — rebuilt when the registry changes.
+    tool_cache: StdMutex<ToolCache>,
+}
+
+impl LlmAgent {
+    /// An agent `id` speaking through `provider`/`model`, running tools through `invoker`.
+    /// `identity` is its system instruction (the runtime appends context and memory).
+    pub fn new(
+        id: impl Into<String>,
+        identity: impl Into<String>,
+        provider: Arc<dyn LlmProvider>,
+        model: impl Into<String>,
+        invoker: Arc<Invoker>,
+    ) -> Self {
+        LlmAgent {
+            id: id.into(),
+            identity: identity.into(),
+            provider,
+            model: model.into(),
+            tools: ToolFilter::None,
+            max_rounds: 10,
+            max_tokens: None,
+            temperature: None,
+            invoker,
+            tool_cache: StdMutex::new(ToolCache::default()),
+        }
+    }
+
+    /// Sets the tools the model may use.
+    pub fn with_tools(mut self, tools: ToolFilter) -> Self {
+        self.tools = tools;
+        self.tool_cache = StdMutex::new(ToolCache::default());
+        self
+    }
+
+    /// Sets the round limit (at least 1).
+    pub fn with_max_rounds(mut self, rounds: u32) -> Self {
+        self.max_rounds = rounds.max(1);
+        self
+    }
+
+    /// Sets sampling options.
+    pub fn with_sampling(mut self, max_tokens: Option<u32>, temperature: Option<f32>) -> Self {
+        self.max_tokens = max_tokens;
+        self.temperature = temperature;
+        self
+    }
+
+    /// The provider's name.
+    pub fn provider_name(&self) -> &str {
+        self.provider.name()
+    }
+
+    /// The specs the model is shown when talking to `sender`: the agent's own tool list
+    /// narrowed by access control (layers 2 and 3) — a tool that would be refused is not
+    /// shown; one that needs approval is. Cached per sender tier until the registry changes.
+    pub fn visible_tools(&self, sender: &Principal) -> Arc<[ToolSpec]> {
+        let generation = self.invoker.registry().generation();
+        let policy = self.invoker.policy();
+        let tier = policy.tier(sender);
+        let mut cache = self.tool_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.generation != generation {
+            cache.generation = generation;
+            cache.by_tier.clear();
+        }
+        if let Some(specs) = cache.by_tier.get(&tier) {
+            return specs.clone();
+        }
+        let specs: Arc<[ToolSpec]> = self
+            .invoker
+            .registry()
+            .list()
+            .into_iter()
+            .filter(|t| self.tools.allows(&t.spec().name))
+            .filter(|t| policy.visible(sender, &self.id, t.spec()))
+            .map(|t| t.spec().clone())
+            .collect();
+        cache.by_tier.insert(tier, specs.clone());
+        specs
+    }
+
+    async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> String {
+        let mut s = self.identity.trim_end().to_owned();
+        s.push_str(&format!(
+            "\n\n[CONTEXT]\nagent: {}\nchannel: {}\nsender: {}\ntime: {}\n[/CONTEXT]",
+            turn.agent_id,
+            turn.channel_id,
+            turn.sender,
+            crate::clock::now_rfc3339()
+        ));
+        if let Some(summary) = &turn.summary {
+            s.push_str(&format!(
+                "\n\n[SUMMARY OF EARLIER CONVERSATION]\n{summary}\n[/SUMMARY]"
+            ));
+        }
+        if let Some(mem) = &turn.env.memory {
+            match mem.context_block(turn, &input.text).await {
+                Ok(Some(block)) => {
+                    s.push_str("\n\n");
+                    s.push_str(&block);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(agent = %self.id, error = %e, "memory unavailable; turn goes on without it")
+                }
+            }
+        }
+        s
+    }
+
+    async fn run_tools(
+        &self,
+        turn: &TurnContext,
+        calls: &[ToolCall],
+    ) -> Vec<(ChatMessage, ToolRun)> {
+        // What this turn is doing, for connectors' progress messages.
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        let board = turn.env.activity().clone();
+        board.set(&self.id, &turn.session_id, Some(names.join(", ")));
+        let out = self.run_tools_inner(turn, calls).await;
+        board.set(&self.id, &turn.session_id, None);
+        out
+    }
+
+    async fn run_tools_inner(
+        &self,
+        turn: &TurnContext,
+        calls: &[ToolCall],
+    ) -> Vec<(ChatMessage, ToolRun)> {
+        let job = |call: ToolCall| {
+            let mut inv = Invocation::new(
+                call.name.clone(),
+                call.arguments.clone(),
+                turn.sender.clone(),
+            );
+            inv.agent_id = Some(self.id.clone());
+            inv.session_id = Some(turn.session_id.clone());
+            inv.channel_id = Some(turn.channel_id.clone());
+            inv.depth = turn.depth;
+            // Layer 3's narrowing for this agent (and skill run): the Invoker refuses and
+            // audits a call outside it, like any other refusal.
+            inv.scopes
+                .push(Scope::agent(self.id.clone(), self.tools.clone()));
+            one_call(self.invoker.clone(), inv, call)
+        };
+        // One call (the common case) runs inline; several run concurrently.
+        if let [call] = calls {
+            return vec![job(call.clone()).await];
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for (i, call) in calls.iter().cloned().enumerate() {
+            let fut = job(call);
+            set.spawn(async move { (i, fut.await) });
+        }
+        let mut out: Vec<(usize, (ChatMessage, ToolRun))> = Vec::with_capacity(calls.len());
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok(x) => out.push(x),
+                Err(e) => tracing::error!(error = %e, "tool task failed"),
+            }
+        }
+        out.sort_by_key(|(i, _)| *i);
+        out.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+/// Runs one tool call for the model and words the result for it.
+async fn one_call(
+    invoker: Arc<Invoker>,
+    inv: Invocation,
+    call: ToolCall,
+) -> (ChatMessage, ToolRun) {
+    let r = invoker.invoke(inv).await;
+    let content = if r.ok() {
+        match &r.value {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        }
+    } else {
+        format!(
+            "error ({}): {}",
+            r.status.as_str(),
+            r.error.as_deref().unwrap_or("no message")
+        )
+    };
+    let run = ToolRun {
+        tool: r.tool,
+        status: r.status.as_str().to_owned(),
+        elapsed_ms: r.elapsed_ms,
+        request_id: r.request_id,
+    };
+    (tool_message(&call, content), run)
+}
+
+fn tool_message(call: &ToolCall, content: String) -> ChatMessage {
+    ChatMessage {
+        role: Role::Tool,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: Some(call.id.clone()),
+    }
+}
+
+#[async_trait]
+impl Agent for LlmAgent {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn provider(&self) -> Option<&str> {
+        Some(self.provider.name())
+    }
+
+    async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+        let system = self.system_prompt(&turn, &input).await;
+        let user = ChatMessage::text(Role::User, input.text.clone());
+        // Tool calls that come back from outside the process find this turn by its ticket.
+        let ticket = turn.env.turns().begin(TurnInfo {
+            agent_id: self.id.clone(),
+            session_id: turn.session_id.clone(),
+            channel_id: turn.channel_id.clone(),
+            sender: turn.sender.clone(),
+            depth: turn.depth,
+        });
+        // The request is built once and grows round by round; nothing is cloned per round.
+        let mut req = CompletionRequest {
+            model: self.model.clone(),
+            system: Some(system),
+            messages: std::mem::take(&mut turn.history),
+            tools: self.visible_tools(&turn.sender),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            provider_state: turn.provider_state.take(),
+            turn: Some(ticket.id().to_owned()),
+        };
+        let first_new = req.messages.len();
+        req.messages.push(user);
+        let mut usage = Usage::default();
+        let mut tool_runs = Vec::new();
+        let mut rounds = 0;
+        let final_text = loop {
+            if rounds >= self.max_rounds {
+                let text = format!(
+                    "I stopped after {} rounds of tool calls without reaching an answer.",
+                    self.max_rounds
+                );
+                req.messages
+                    .push(ChatMessage::text(Role::Assistant, text.clone()));
+                break text;
+            }
+            rounds += 1;
+            let resp = self.provider.complete(&req).await?;
+            usage.input_tokens += resp.usage.input_tokens;
+            usage.output_tokens += resp.usage.output_tokens;
+            if resp.provider_state.is_some() {
+                req.provider_state = resp.provider_state;
+            }
+            let msg = resp.message;
+            let calls = msg.tool_calls.clone();
+            let text = (calls.is_empty()).then(|| msg.content.clone());
+            req.messages.push(msg);
+            if let Some(text) = text {
+                break text;
+            }
+            for (m, run) in self.run_tools(&turn, &calls).await {
+                req.messages.push(m);
+                tool_runs.push(run);
+            }
+        };
+        if let Some(mem) = &turn.env.memory
+            && let Err(e) = mem.record_exchange(&turn, &input.text, &final_text).await
+        {
+            tracing::warn!(agent = %self.id, error = %e, "memory did not record the exchange");
+        }
+        let transcript = req.messages.split_off(first_new);
+        Ok(Reply {
+            silent: is_no_reply(&final_text),
+            text: final_text,
+            transcript,
+            provider_state: req.provider_state,
+            usage,
+            rounds,
+            tool_runs,
+        })
+    }
+
+    async fn summarize(
+        &self,
+        previous: Option<&str>,
+        messages: &[ChatMessage],
+    ) -> Result<Option<String>, AgentError> {
+        let mut text = String::new();
+        if let Some(p) = previous {
+            text.push_str(&format!("Earlier summary:\n{p}\n\n"));
+        }
+        text.push_str("Conversation:\n");
+        for m in messages {
+            let who = m.role.as_str();
+            if !m.content.is_empty() {
+                text.push_str(&format!("{who}: {}\n", m.content));
+            }
+            for c in &m.tool_calls {
+                text.push_str(&format!("{who} called {}({})\n", c.name, c.arguments));
+            }
+        }
+        let req = CompletionRequest {
+            model: self.model.clone(),
+            system: Some(
+                "Summarise the conversation below for your own later reference: facts learned, \
+                 decisions, open questions, the user's preferences. Be concise; no preamble."
+                    .into(),
+            ),
+            messages: vec![ChatMessage::text(Role::User, text)],
+            tools: Arc::from(Vec::new()),
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            provider_state: None,
+            turn: None,
+        };
+        let resp = self.provider.complete(&req).await?;
+        let s = resp.message.content.trim().to_owned();
+        Ok((!s.is_empty()).then_some(s))
+    }
+}

@@ -1,0 +1,272 @@
+//! [`AgentManager`]: runs turns — one at a time per (agent, session), sessions in parallel —
+//! keeps a bounded set of live sessions, stores every turn, and compacts long sessions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::agent::{Agent, AgentError, Reply, TurnContext};
+use crate::config::SessionsConfig;
+use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
+use crate::tool::RuntimeEnv;
+use crate::turns::{AgentDirectory, TurnRequest};
+
+#[async_trait]
+impl AgentDirectory for AgentManager {
+    fn agent_ids(&self) -> Vec<String> {
+        AgentManager::agent_ids(self)
+    }
+
+    async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        self.turn(req).await
+    }
+
+    async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        AgentManager::reset(self, agent_id, session_id).await
+    }
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<SessionState>>>;
+
+struct Live {
+    slots: HashMap<SessionKey, (Slot, u64)>,
+    tick: u64,
+}
+
+/// Runs turns: one at a time per (agent, session), different sessions in parallel; keeps at
+/// most `sessions.max_live` sessions in memory (least recently used leave first, they stay on
+/// disk); compacts long sessions into a summary.
+pub struct AgentManager {
+    policy: crate::access::AccessPolicy,
+    agents: HashMap<String, Arc<dyn Agent>>,
+    store: Arc<dyn SessionStore>,
+    env: Arc<RuntimeEnv>,
+    cfg: SessionsConfig,
+    live: StdMutex<Live>,
+}
+
+impl AgentManager {
+    /// A manager over `agents`, keeping sessions in `store`.
+    pub fn new(
+        agents: Vec<Arc<dyn Agent>>,
+        store: Arc<dyn SessionStore>,
+        env: Arc<RuntimeEnv>,
+    ) -> Self {
+        let cfg = env.config.sessions.clone();
+        AgentManager {
+            policy: crate::access::AccessPolicy::from_config(&env.config),
+            agents: agents.into_iter().map(|a| (a.id().to_owned(), a)).collect(),
+            store,
+            env,
+            cfg,
+            live: StdMutex::new(Live {
+                slots: HashMap::new(),
+                tick: 0,
+            }),
+        }
+    }
+
+    /// Overrides the session settings (tests, embedders).
+    pub fn with_sessions_config(mut self, cfg: SessionsConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Agent ids, sorted.
+    pub fn agent_ids(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.agents.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&Arc<dyn Agent>> {
+        self.agents.get(id)
+    }
+
+    /// Sessions held in memory now.
+    pub fn live_sessions(&self) -> usize {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .slots
+            .len()
+    }
+
+    fn slot(&self, key: &SessionKey) -> Slot {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.tick += 1;
+        let tick = live.tick;
+        let slot = match live.slots.get_mut(key) {
+            Some((slot, t)) => {
+                *t = tick;
+                slot.clone()
+            }
+            None => {
+                let slot: Slot = Arc::new(tokio::sync::Mutex::new(None));
+                live.slots.insert(key.clone(), (slot.clone(), tick));
+                slot
+            }
+        };
+        let cap = self.cfg.max_live.max(1);
+        if live.slots.len() > cap {
+            // Evict idle slots (nobody holds them) from the oldest, down to the cap.
+            let mut idle: Vec<(SessionKey, u64)> = live
+                .slots
+                .iter()
+                .filter(|(_, (s, _))| Arc::strong_count(s) == 1)
+                .map(|(k, (_, t))| (k.clone(), *t))
+                .collect();
+            idle.sort_by_key(|(_, t)| *t);
+            let excess = live.slots.len() - cap;
+            for (k, _) in idle.into_iter().take(excess) {
+                live.slots.remove(&k);
+            }
+        }
+        slot
+    }
+
+    /// Runs one turn and stores it.
+    pub async fn turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        let agent = self.agents.get(&req.agent_id).cloned().ok_or_else(|| {
+            AgentError::Other(format!(
+                "unknown agent `{}`; agents: {}",
+                req.agent_id,
+                self.agent_ids().join(", ")
+            ))
+        })?;
+        self.policy
+            .may_talk(&req.sender, &req.agent_id)
+            .map_err(|e| AgentError::Denied(e.to_string()))?;
+        let key = SessionKey::new(&req.agent_id, &req.session_id);
+        let started = std::time::Instant::now();
+        let slot = self.slot(&key);
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            let loaded = self
+                .store
+                .load(&key)
+                .await
+                .map_err(|e| AgentError::Other(e.to_string()))?;
+            *guard = Some(loaded.unwrap_or_default());
+        }
+        let state = guard.get_or_insert_with(SessionState::default);
+        let mut ctx = TurnContext::new(
+            &req.agent_id,
+            &req.session_id,
+            &req.channel_id,
+            req.sender.clone(),
+            self.env.clone(),
+        );
+        ctx.summary = state.summary.clone();
+        ctx.history = state.messages.clone();
+        ctx.provider_state = state.provider_state.clone();
+        ctx.depth = req.depth;
+        let reply = agent.handle(ctx, req.message).await?;
+        tracing::debug!(
+            agent = %key.agent_id,
+            session = %key.session_id,
+            rounds = reply.rounds,
+            tools = reply.tool_runs.len(),
+            input_tokens = reply.usage.input_tokens,
+            output_tokens = reply.usage.output_tokens,
+            ms = started.elapsed().as_millis() as u64,
+            "turn done"
+        );
+
+        let tool_log: Vec<ToolLogEntry> = reply
+            .tool_runs
+            .iter()
+            .map(|r| ToolLogEntry {
+                key: key.clone(),
+                tool: r.tool.clone(),
+                status: r.status.clone(),
+                elapsed_ms: r.elapsed_ms,
+                request_id: r.request_id.clone(),
+            })
+            .collect();
+        if let Err(e) = self
+            .store
+            .record_turn(
+                &key,
+                &reply.transcript,
+                reply.provider_state.as_ref(),
+                &tool_log,
+            )
+            .await
+        {
+            // The answer exists; losing its storage must not lose the answer.
+            tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %e, "turn not stored");
+        }
+        state.messages.extend(reply.transcript.iter().cloned());
+        state.turns_since_summary += 1;
+        state.provider_state = reply.provider_state.clone();
+        if self.cfg.summarize_after > 0 && state.turns_since_summary >= self.cfg.summarize_after {
+            self.compact(&agent, &key, state).await;
+        }
+        Ok(reply)
+    }
+
+    async fn compact(&self, agent: &Arc<dyn Agent>, key: &SessionKey, state: &mut SessionState) {
+        let cut = turn_boundary(&state.messages, self.cfg.keep_turns as usize);
+        if cut == 0 {
+            return;
+        }
+        match agent
+            .summarize(state.summary.as_deref(), &state.messages[..cut])
+            .await
+        {
+            Ok(Some(summary)) => {
+                let keep = state.messages.len() - cut;
+                match self.store.compact(key, &summary, keep).await {
+                    Ok(()) => {
+                        state.messages.drain(..cut);
+                        state.summary = Some(summary);
+                        state.turns_since_summary = 0;
+                        tracing::info!(agent = %key.agent_id, session = %key.session_id, kept = keep, "session summarised");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "summary not stored"),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(agent = %key.agent_id, error = %e, "summarising failed; session kept as is")
+            }
+        }
+    }
+
+    /// Forgets a session (`/reset`).
+    pub async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        let key = SessionKey::new(agent_id, session_id);
+        let slot = self.slot(&key);
+        let mut guard = slot.lock().await;
+        self.store
+            .reset(&key)
+            .await
+            .map_err(|e| AgentError::Other(e.to_string()))?;
+        *guard = Some(SessionState::default());
+        Ok(())
+    }
+
+    /// Deletes sessions idle longer than `sessions.retention_days` (no-op when 0).
+    pub async fn prune(&self) -> Result<usize, AgentError> {
+        if self.cfg.retention_days == 0 {
+            return Ok(0);
+        }
+        let idle = Duration::from_secs(u64::from(self.cfg.retention_days) * 86_400);
+        let n = self
+            .store
+            .prune(idle)
+            .await
+            .map_err(|e| AgentError::Other(e.to_string()))?;
+        if n > 0 {
+            // Cached copies of pruned sessions would resurrect them: drop idle slots.
+            let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            live.slots.retain(|_, (s, _)| Arc::strong_count(s) > 1);
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,152 @@
+//! Turns as the rest of the engine sees them: the [`AgentDirectory`] tools reach agents
+//! through, a [`TurnRequest`], the [`TurnRegistry`] of turns in progress (for calls that
+//! arrive from outside the process) and the [`ActivityBoard`] of what they are doing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+
+use async_trait::async_trait;
+
+use crate::agent::{AgentError, Message, Reply};
+use crate::principal::Principal;
+
+/// The running agents, as tools see them (`ask_agent`, `send_to_agent`, `list_capabilities`).
+#[async_trait]
+pub trait AgentDirectory: Send + Sync {
+    /// Agent ids, sorted.
+    fn agent_ids(&self) -> Vec<String>;
+    /// Runs a turn (layer 1 applies).
+    async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError>;
+    /// Forgets a session's conversation (`/reset`).
+    async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
+        let _ = (agent_id, session_id);
+        Err(AgentError::Other(
+            "resetting sessions is not supported here".into(),
+        ))
+    }
+}
+
+/// A turn to run.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// Agent id.
+    pub agent_id: String,
+    /// Session id (usually the channel id).
+    pub session_id: String,
+    /// Channel id.
+    pub channel_id: String,
+    /// Who sent it.
+    pub sender: Principal,
+    /// The message.
+    pub message: Message,
+    /// Inter-agent depth.
+    pub depth: u32,
+}
+
+/// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's
+/// MCP callbacks) find it: whose turn it is, for whom, and how deep in an inter-agent chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInfo {
+    /// The agent running the turn.
+    pub agent_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its channel.
+    pub channel_id: String,
+    /// Who the turn is for (access control judges the tool calls by them).
+    pub sender: Principal,
+    /// Inter-agent depth.
+    pub depth: u32,
+}
+
+/// Turns in progress by an unguessable id (`RuntimeEnv::turns`). A CLI provider hands the id
+/// to its tool callbacks (`X-Strata-Turn`), so a call made by the CLI runs as a call of this
+/// turn; the id is only valid while the turn runs.
+#[derive(Debug, Default)]
+pub struct TurnRegistry {
+    live: StdMutex<HashMap<String, TurnInfo>>,
+}
+
+/// Removes its turn from the registry when dropped.
+#[derive(Debug)]
+pub struct TurnTicket {
+    id: String,
+    registry: Arc<TurnRegistry>,
+}
+
+impl TurnTicket {
+    /// The turn's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for TurnTicket {
+    fn drop(&mut self) {
+        let mut m = self.registry.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(&self.id);
+    }
+}
+
+impl TurnRegistry {
+    /// Registers a running turn until the ticket is dropped.
+    pub fn begin(self: &Arc<Self>, info: TurnInfo) -> TurnTicket {
+        let id = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut m = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(id.clone(), info);
+        TurnTicket {
+            id,
+            registry: self.clone(),
+        }
+    }
+
+    /// The running turn with this id.
+    pub fn get(&self, id: &str) -> Option<TurnInfo> {
+        let m = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(id).cloned()
+    }
+
+    /// Turns running now.
+    pub fn len(&self) -> usize {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// No turn is running.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The tools each running turn is using right now, by (agent, session): what a connector's
+/// progress message names.
+#[derive(Debug, Default)]
+pub struct ActivityBoard {
+    now: StdMutex<HashMap<(String, String), String>>,
+}
+
+impl ActivityBoard {
+    /// Records (or with `None` clears) what `agent` is doing in `session`.
+    pub fn set(&self, agent: &str, session: &str, tools: Option<String>) {
+        let mut m = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (agent.to_owned(), session.to_owned());
+        match tools {
+            Some(t) => {
+                m.insert(key, t);
+            }
+            None => {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// The tools `agent` is using in `session`, if any.
+    pub fn get(&self, agent: &str, session: &str) -> Option<String> {
+        let m = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&(agent.to_owned(), session.to_owned())).cloned()
+    }
+}
