@@ -14,7 +14,7 @@ use crate::config::{
     Access, AccessControlConfig, AgentTier, Config, HitlConfig, ToolSelection, UnknownPolicy,
 };
 use crate::principal::Principal;
-use crate::tool::{Capability, SideEffects, ToolSpec};
+use crate::spec::{Capability, SideEffects, ToolSpec};
 
 pub use crate::scope::matches_any;
 

@@ -1,34 +1,14 @@
 //! Agents: something that answers a message.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
-use crate::llm::{ChatMessage, Usage};
+use crate::llm::ChatMessage;
 use crate::principal::Principal;
 use crate::tool::RuntimeEnv;
 
-/// An incoming message as an agent sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    /// The text.
-    pub text: String,
-    /// Files handed to the agent (already in its workspace).
-    #[serde(default)]
-    pub attachments: Vec<PathBuf>,
-}
-
-impl Message {
-    /// A text message.
-    pub fn text(text: impl Into<String>) -> Self {
-        Message {
-            text: text.into(),
-            attachments: Vec::new(),
-        }
-    }
-}
+pub use crate::message::{AgentError, Message, Reply, ToolRun, is_no_reply};
 
 /// Where a turn happens and who asked.
 #[derive(Debug, Clone)]
@@ -54,6 +34,16 @@ pub struct TurnContext {
 }
 
 impl TurnContext {
+    /// The turn as memory backends see it.
+    pub fn memory_turn(&self) -> crate::memory::MemoryTurn<'_> {
+        crate::memory::MemoryTurn {
+            agent_id: &self.agent_id,
+            session_id: &self.session_id,
+            channel_id: &self.channel_id,
+            sender: &self.sender,
+        }
+    }
+
     /// A fresh turn with no history.
     pub fn new(
         agent_id: impl Into<String>,
@@ -74,68 +64,6 @@ impl TurnContext {
             depth: 0,
         }
     }
-}
-
-/// An agent's answer.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Reply {
-    /// The text to send.
-    pub text: String,
-    /// The agent chose not to answer (the `NO_REPLY` sentinel): stored, never sent.
-    pub silent: bool,
-    /// Messages this turn adds to the session: the user's message, assistant tool calls, tool
-    /// results and the final answer. The session manager stores them.
-    #[serde(default)]
-    pub transcript: Vec<ChatMessage>,
-    /// Provider session state to keep for the next turn.
-    #[serde(default)]
-    pub provider_state: Option<serde_json::Value>,
-    /// Tokens used over every round of the turn.
-    #[serde(default)]
-    pub usage: Usage,
-    /// Model calls made.
-    #[serde(default)]
-    pub rounds: u32,
-    /// Tool calls made, in order.
-    #[serde(default)]
-    pub tool_runs: Vec<ToolRun>,
-}
-
-/// One tool call of a turn, for the session's tool log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRun {
-    /// Tool name.
-    pub tool: String,
-    /// Outcome (`ok`, `error`, …).
-    pub status: String,
-    /// Milliseconds.
-    pub elapsed_ms: f64,
-    /// Request id (joins the audit log).
-    pub request_id: String,
-}
-
-impl Reply {
-    /// A plain text reply with no transcript (scripted agents).
-    pub fn text(text: impl Into<String>) -> Self {
-        Reply {
-            text: text.into(),
-            ..Reply::default()
-        }
-    }
-}
-
-/// Agent failures.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AgentError {
-    /// The model provider failed.
-    #[error(transparent)]
-    Llm(#[from] crate::llm::LlmError),
-    /// Access control (layer 1) refused: this sender may not talk to this agent.
-    #[error("{0}")]
-    Denied(String),
-    /// Anything else, with a readable reason.
-    #[error("{0}")]
-    Other(String),
 }
 
 /// Something that answers messages. `LlmAgent` (the runtime issue) is the standard one; a
@@ -175,12 +103,4 @@ pub trait Agent: Send + Sync {
     ) -> Result<Option<String>, AgentError> {
         Ok(None)
     }
-}
-
-/// Is this reply the `NO_REPLY` sentinel? It must open the text, optionally behind wrapper
-/// punctuation (`**NO_REPLY**`, `[NO_REPLY]`, `` `NO_REPLY` ``).
-pub fn is_no_reply(text: &str) -> bool {
-    let t = text.trim_start();
-    let t = t.trim_start_matches(|c: char| "*_`[({<\"'".contains(c));
-    t.starts_with("NO_REPLY")
 }

@@ -130,7 +130,7 @@ impl LlmAgent {
             ));
         }
         if let Some(mem) = &turn.env.memory {
-            match mem.context_block(turn, &input.text).await {
+            match mem.context_block(&turn.memory_turn(), &input.text).await {
                 Ok(Some(block)) => {
                     s.push_str("\n\n");
                     s.push_str(&block);
@@ -304,7 +304,9 @@ impl Agent for LlmAgent {
             }
         };
         if let Some(mem) = &turn.env.memory
-            && let Err(e) = mem.record_exchange(&turn, &input.text, &final_text).await
+            && let Err(e) = mem
+                .record_exchange(&turn.memory_turn(), &input.text, &final_text)
+                .await
         {
             tracing::warn!(agent = %self.id, error = %e, "memory did not record the exchange");
         }

@@ -213,7 +213,6 @@ impl Invoker {
     /// `tools.timeout_secs` from the config in `env`.
     pub fn new(registry: Arc<Registry>, env: Arc<RuntimeEnv>, audit: Arc<dyn AuditSink>) -> Self {
         let default_timeout = Duration::from_secs(env.config.tools.timeout_secs.max(1));
-        env.attach_registry(&registry);
         let sec = &env.config.security;
         Invoker {
             policy: Arc::new(AccessPolicy::from_config(&env.config)),
@@ -449,6 +448,7 @@ impl Invoker {
             env: self.env.clone(),
             depth: call.depth,
             policy: self.policy.clone(),
+            tools: self.registry.clone(),
         };
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         let t = tool.tool.clone();

@@ -37,6 +37,7 @@ pub mod invoker;
 pub mod llm;
 pub mod manager;
 pub mod memory;
+pub mod message;
 pub mod monitor;
 pub mod paths;
 pub mod principal;
@@ -49,6 +50,7 @@ pub mod scope;
 pub mod secret;
 pub mod session;
 pub mod skills;
+pub mod spec;
 mod tool;
 pub mod turns;
 
@@ -61,7 +63,7 @@ pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;
 pub use tool::{
     Capability, Component, ComponentKind, Layer, RuntimeEnv, SideEffects, Tool, ToolContext,
-    ToolError, ToolOutput, ToolRegistration, ToolSpec,
+    ToolDirectory, ToolError, ToolOutput, ToolRegistration, ToolSpec,
 };
 
 /// Items the macros expand to. Not a public API.

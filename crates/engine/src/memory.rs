@@ -13,7 +13,6 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::TurnContext;
 use crate::principal::Principal;
 
 /// Who may see a memory. Written `agent:<id>`, `private:<principal>`, `global`, `group:<name>`.
@@ -345,20 +344,33 @@ pub trait Embedder: Send + Sync {
     fn embed<'a>(&'a self, texts: &'a [String]) -> Embedding<'a>;
 }
 
+/// A turn as memory sees it: which agent, which conversation, who is talking. (Narrower than
+/// the agent's `TurnContext`, so memory sits below the agent loop.)
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryTurn<'a> {
+    /// The agent handling the turn.
+    pub agent_id: &'a str,
+    /// The conversation session.
+    pub session_id: &'a str,
+    /// The connector channel.
+    pub channel_id: &'a str,
+    /// Who sent the message.
+    pub sender: &'a Principal,
+}
+
 /// A memory store. Only `context_block` and `record_exchange` are required; the rest serve the
 /// memory tools and CLI and default to "not supported".
 ///
 /// ```
 /// use strata_engine::memory::*;
-/// use strata_engine::agent::TurnContext;
 ///
 /// /// Remembers nothing.
 /// struct Amnesia;
 ///
 /// #[strata_engine::async_trait]
 /// impl MemoryBackend for Amnesia {
-///     async fn context_block(&self, _: &TurnContext, _: &str) -> Result<Option<String>, MemoryError> { Ok(None) }
-///     async fn record_exchange(&self, _: &TurnContext, _: &str, _: &str) -> Result<(), MemoryError> { Ok(()) }
+///     async fn context_block(&self, _: &MemoryTurn<'_>, _: &str) -> Result<Option<String>, MemoryError> { Ok(None) }
+///     async fn record_exchange(&self, _: &MemoryTurn<'_>, _: &str, _: &str) -> Result<(), MemoryError> { Ok(()) }
 /// }
 /// ```
 #[async_trait]
@@ -366,14 +378,14 @@ pub trait MemoryBackend: Send + Sync {
     /// The block injected into the system instruction before a model call, if any.
     async fn context_block(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         message: &str,
     ) -> Result<Option<String>, MemoryError>;
 
     /// Called after each turn with what was said.
     async fn record_exchange(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError>;

@@ -24,7 +24,7 @@ pub enum Principal {
         /// The token's principal name from config (never the token itself).
         name: String,
         /// The tier the token was given (`server.tokens[].tier`).
-        tier: crate::config::Access,
+        tier: Access,
     },
     /// The local operator at the command line (`strata invoke`).
     Operator,
@@ -42,4 +42,30 @@ impl fmt::Display for Principal {
             Principal::Unknown => f.write_str("unknown"),
         }
     }
+}
+
+/// A person's tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Everything.
+    Owner,
+    /// Everything, gated tools via approval.
+    Admin,
+    /// Safe tools, assistant agents.
+    Staff,
+    /// Read-only.
+    Viewer,
+}
+
+/// An agent's tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentTier {
+    /// May talk to any agent, wide tool access.
+    Privileged,
+    /// Coordinates others.
+    Coordinator,
+    /// Works for people; no inter-agent tools.
+    Assistant,
 }

@@ -419,6 +419,12 @@ impl Registry {
     }
 }
 
+impl crate::tool::ToolDirectory for Registry {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.list().iter().map(|t| t.spec().clone()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::tool::ToolError;
+use crate::spec::ToolError;
 
 /// The JSON Schema (draft 2020-12) of an arguments type, as sent to models and MCP clients:
 /// an object schema without the `$schema` and `title` noise at the top.
@@ -95,9 +95,9 @@ fn backticked(msg: &str, prefix: &str) -> Option<String> {
 }
 
 /// Serialises a tool's return value.
-pub fn to_output<T: serde::Serialize>(v: T) -> Result<crate::tool::ToolOutput, ToolError> {
+pub fn to_output<T: serde::Serialize>(v: T) -> Result<crate::spec::ToolOutput, ToolError> {
     serde_json::to_value(v)
-        .map(crate::tool::ToolOutput)
+        .map(crate::spec::ToolOutput)
         .map_err(|e| ToolError::failed(format!("tool output is not representable as JSON: {e}")))
 }
 

@@ -112,6 +112,51 @@ pub fn resolve_ref(
     Ok(Secret::new(value))
 }
 
+/// Whether a key name looks like it holds a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let flat: String = key
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    const NEEDLES: &[&str] = &[
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "token",
+        "apikey",
+        "credential",
+        "authorization",
+        "privatekey",
+        "accesskey",
+        "cookie",
+    ];
+    if NEEDLES.iter().any(|n| flat.contains(n)) {
+        return true;
+    }
+    // `key`, `api_key`, `X-Api-Key`, `signingKey`: a word `key` on its own.
+    let words = key
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .flat_map(split_camel);
+    words.into_iter().any(|w| w.eq_ignore_ascii_case("key"))
+}
+
+fn split_camel(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in s.chars() {
+        if c.is_ascii_uppercase() && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -458,6 +458,23 @@ pub fn skill_dirs(base: &[SkillDir], overlay: &Path) -> Vec<SkillDir> {
     dirs
 }
 
+/// Skill directories of a loaded configuration in precedence order: modules (declared
+/// order), the overlay's `skills/`, then each `agents/<id>/skills/`.
+pub fn dirs_for(cfg: &crate::config::LoadedConfig) -> Vec<SkillDir> {
+    let base: Vec<SkillDir> = cfg
+        .modules
+        .iter()
+        .filter_map(|m| {
+            m.skills_dir.as_ref().map(|p| SkillDir {
+                path: p.clone(),
+                origin: format!("module:{}", m.name),
+                prefix: String::new(),
+            })
+        })
+        .collect();
+    skill_dirs(&base, &cfg.overlay_dir)
+}
+
 /// The current skills; reloadable. Cheap to share.
 #[derive(Default)]
 pub struct SkillSet {

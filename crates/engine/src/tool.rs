@@ -4,197 +4,13 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Config;
 use crate::principal::Principal;
-
-/// What a tool may touch. Access control (layer 3) uses it to cap what an agent can call:
-/// an agent without `subprocess` never sees shell tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Capability {
-    /// Reads local files or state.
-    Read,
-    /// Creates or changes local files.
-    FileWrite,
-    /// Talks to other hosts.
-    Network,
-    /// Starts processes.
-    Subprocess,
-    /// Reads or writes agent memory.
-    Memory,
-    /// Sends messages to people or agents.
-    Messaging,
-    /// Uses vault secrets.
-    Secrets,
-}
-
-/// How far a call's effects reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SideEffects {
-    /// Changes nothing: safe to retry, safe to call speculatively.
-    #[default]
-    None,
-    /// Changes state on this machine (files, memory, the database).
-    Local,
-    /// Acts on the world outside this machine (sends, posts, buys, deletes remotely).
-    External,
-}
-
-/// Which layer a tool came from. Later layers shadow earlier ones with the same name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layer {
-    /// Engine crates (`crates/`).
-    Core,
-    /// A domain crate under `modules/`, by its module name.
-    Module(String),
-    /// The deployment's own crate.
-    Overlay,
-    /// Registered at run time with [`crate::Registry::register`] (MCP client, embedders).
-    Runtime,
-}
-
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Layer::Core => f.write_str("core"),
-            Layer::Module(m) => write!(f, "module:{m}"),
-            Layer::Overlay => f.write_str("overlay"),
-            Layer::Runtime => f.write_str("runtime"),
-        }
-    }
-}
-
-impl Serialize for Layer {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// Everything a caller needs to know about a tool before calling it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolSpec {
-    /// Unique name (`[A-Za-z0-9_-]+`).
-    pub name: String,
-    /// What it does, for the model and for people.
-    pub description: String,
-    /// JSON Schema (draft 2020-12) of the arguments object.
-    pub input_schema: Value,
-    /// What the tool may touch.
-    pub capabilities: Vec<Capability>,
-    /// How far its effects reach.
-    pub side_effects: SideEffects,
-    /// Every call waits for a human's approval.
-    pub hitl: bool,
-    /// Its output carries content from the web (content safety applies).
-    pub web_facing: bool,
-    /// Per-tool timeout; `None` uses `tools.timeout_secs`. Serialised as `timeout_secs`.
-    #[serde(
-        rename = "timeout_secs",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "ser_secs"
-    )]
-    pub timeout: Option<Duration>,
-}
-
-impl ToolSpec {
-    /// A spec with no capabilities, no side effects, not gated, default timeout.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        input_schema: Value,
-    ) -> Self {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
-            capabilities: Vec::new(),
-            side_effects: SideEffects::None,
-            hitl: false,
-            web_facing: false,
-            timeout: None,
-        }
-    }
-}
-
-fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_f64(d.as_secs_f64()),
-        None => s.serialize_none(),
-    }
-}
-
-/// What a tool returns on success: any JSON value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolOutput(pub Value);
-
-impl From<Value> for ToolOutput {
-    fn from(v: Value) -> Self {
-        ToolOutput(v)
-    }
-}
-
-/// Why a tool call failed. The Invoker maps `InvalidArgs` to `validation_error` and the rest
-/// to `error`; the message goes back to the model verbatim, so make it say what to do.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ToolError {
-    /// The arguments do not fit the tool's schema.
-    #[error("invalid argument `{field}`: {message}")]
-    InvalidArgs {
-        /// Dotted path of the offending field (`.` for the arguments object itself).
-        field: String,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// The tool ran and failed.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl ToolError {
-    /// A failure with a message.
-    pub fn failed(msg: impl fmt::Display) -> Self {
-        ToolError::Failed(msg.to_string())
-    }
-
-    /// An argument problem, naming the field.
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError::InvalidArgs {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl From<String> for ToolError {
-    fn from(s: String) -> Self {
-        ToolError::Failed(s)
-    }
-}
-
-impl From<&str> for ToolError {
-    fn from(s: &str) -> Self {
-        ToolError::Failed(s.to_owned())
-    }
-}
-
-impl From<std::io::Error> for ToolError {
-    fn from(e: std::io::Error) -> Self {
-        ToolError::Failed(e.to_string())
-    }
-}
-
-impl From<crate::paths::PathError> for ToolError {
-    fn from(e: crate::paths::PathError) -> Self {
-        ToolError::Failed(e.to_string())
-    }
-}
+pub use crate::spec::{Capability, Layer, SideEffects, ToolError, ToolOutput, ToolSpec};
 
 /// A tool. Most are written as an `async fn` with [`crate::tool`]; implement this by hand for
 /// tools whose schema is only known at run time and register them with
@@ -247,6 +63,14 @@ pub struct ToolContext {
     /// The access policy the Invoker checked this call against: tools that decide more
     /// (who may be told what, who may change the team) ask it rather than building their own.
     pub policy: Arc<crate::access::AccessPolicy>,
+    /// The tools of the Invoker running this call (`list_capabilities`).
+    pub tools: Arc<dyn ToolDirectory>,
+}
+
+/// The tools a call can see: the registry of the Invoker running it, as a tool sees it.
+pub trait ToolDirectory: Send + Sync {
+    /// Every tool's spec, sorted by name.
+    fn specs(&self) -> Vec<ToolSpec>;
 }
 
 impl fmt::Debug for ToolContext {
@@ -327,7 +151,6 @@ pub struct RuntimeEnv {
     pub vault: Option<Arc<dyn crate::secret::Vault>>,
     /// Agent memory, when a backend is configured.
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
-    registry: std::sync::OnceLock<std::sync::Weak<crate::Registry>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::turns::TurnRegistry>,
@@ -354,23 +177,11 @@ impl RuntimeEnv {
             data_dir,
             vault: None,
             memory: None,
-            registry: std::sync::OnceLock::new(),
             agents: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
             activity: Arc::default(),
         }
-    }
-
-    /// Makes `registry` reachable from tools (`list_capabilities`). The Invoker does this;
-    /// the first one attached stays. Held weakly: the environment never keeps it alive.
-    pub fn attach_registry(&self, registry: &Arc<crate::Registry>) {
-        let _ = self.registry.set(Arc::downgrade(registry));
-    }
-
-    /// The tool registry, when an Invoker runs over this environment.
-    pub fn registry(&self) -> Option<Arc<crate::Registry>> {
-        self.registry.get().and_then(std::sync::Weak::upgrade)
     }
 
     /// Makes the running agents reachable from tools (`ask_agent`, `send_to_agent`). Held

@@ -8,7 +8,7 @@ use std::sync::Mutex as StdMutex;
 
 use async_trait::async_trait;
 
-use crate::agent::{AgentError, Message, Reply};
+use crate::message::{AgentError, Message, Reply};
 use crate::principal::Principal;
 
 /// The running agents, as tools see them (`ask_agent`, `send_to_agent`, `list_capabilities`).

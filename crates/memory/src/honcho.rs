@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use strata_engine::agent::TurnContext;
 use strata_engine::config::{Config, HonchoConfig};
-use strata_engine::memory::{MemoryBackend, MemoryError, private_key};
+use strata_engine::memory::{MemoryBackend, MemoryError, MemoryTurn, private_key};
 
 /// Honcho ids: letters, digits, `-` and `_`.
 fn peer_id(s: &str) -> String {
@@ -88,27 +87,27 @@ impl HonchoMemory {
         Ok(resp.json().await.unwrap_or(Value::Null))
     }
 
-    fn peers(&self, turn: &TurnContext) -> (String, String) {
+    fn peers(&self, turn: &MemoryTurn<'_>) -> (String, String) {
         let human = self
             .cfg
             .human_peer
             .clone()
-            .or_else(|| private_key(&self.team, &turn.sender))
+            .or_else(|| private_key(&self.team, turn.sender))
             .unwrap_or_else(|| "unknown".into());
         let agent = self
             .cfg
             .agent_peer
             .clone()
-            .unwrap_or_else(|| turn.agent_id.clone());
+            .unwrap_or_else(|| turn.agent_id.to_owned());
         (peer_id(&human), peer_id(&agent))
     }
 
-    fn session(&self, turn: &TurnContext) -> String {
+    fn session(&self, turn: &MemoryTurn<'_>) -> String {
         peer_id(&format!("{}-{}", turn.agent_id, turn.session_id))
     }
 
     /// Ensures workspace, both peers and the session exist (once per process and session).
-    async fn ensure(&self, turn: &TurnContext) -> Result<(String, String, String), MemoryError> {
+    async fn ensure(&self, turn: &MemoryTurn<'_>) -> Result<(String, String, String), MemoryError> {
         let (human, agent) = self.peers(turn);
         let session = self.session(turn);
         let key = format!("{session}/{human}/{agent}");
@@ -149,7 +148,7 @@ impl HonchoMemory {
 impl MemoryBackend for HonchoMemory {
     async fn context_block(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         _message: &str,
     ) -> Result<Option<String>, MemoryError> {
         let (human, _, session) = self.ensure(turn).await?;
@@ -191,7 +190,7 @@ impl MemoryBackend for HonchoMemory {
 
     async fn record_exchange(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError> {

@@ -10,11 +10,10 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 use strata_engine::Principal;
-use strata_engine::agent::TurnContext;
 use strata_engine::config::{Config, MemoryConfig};
 use strata_engine::memory::{
-    Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryType, NewMemory,
-    SearchMode, Stored, Viewer, private_key,
+    Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
+    NewMemory, SearchMode, Stored, Viewer, private_key,
 };
 
 use crate::text::{dot, from_blob, normalize, to_blob, word_similarity};
@@ -862,10 +861,10 @@ impl MemoryBackend for SqliteMemory {
 
     async fn context_block(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         message: &str,
     ) -> Result<Option<String>, MemoryError> {
-        let viewer = self.viewer(Some(&turn.agent_id), &turn.sender);
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
         let (vis, args) = Self::visibility(&viewer);
         let pinned: Vec<Memory> = self
             .db(move |c| {
@@ -900,7 +899,7 @@ impl MemoryBackend for SqliteMemory {
 
     async fn record_exchange(
         &self,
-        turn: &TurnContext,
+        turn: &MemoryTurn<'_>,
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError> {
@@ -910,7 +909,7 @@ impl MemoryBackend for SqliteMemory {
         {
             return Ok(());
         }
-        let viewer = self.viewer(Some(&turn.agent_id), &turn.sender);
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
         // What a person said stays theirs: their exchanges go to their private scope.
         let scope = match &viewer.private_key {
             Some(p) => MemoryScope::Private(p.clone()),

@@ -235,9 +235,9 @@ async fn list_capabilities(ctx: &ToolContext) -> Result<Value, ToolError> {
     let env = &ctx.env;
     let policy = &ctx.policy;
     let mut tools = Vec::new();
-    if let Some(reg) = env.registry() {
-        for t in reg.list() {
-            let spec = t.spec();
+    {
+        for spec in ctx.tools.specs() {
+            let spec = &spec;
             let d = policy.decide(&ctx.principal, ctx.agent_id.as_deref(), spec);
             let approval = match d {
                 strata_engine::access::Decision::Deny { .. } => continue,

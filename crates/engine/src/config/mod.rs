@@ -13,6 +13,7 @@
 //!
 //! Values of the form `vault:<key>` are kept verbatim here; the vault resolves them at start.
 
+pub use crate::principal::{Access, AgentTier};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -475,7 +476,7 @@ pub struct AgentConfig {
     /// What the agent's tools may touch (layer 3 of access control); unset =
     /// `security.access_control.default_capabilities` (everything but `subprocess` and
     /// `secrets`).
-    pub capabilities: Option<Vec<crate::tool::Capability>>,
+    pub capabilities: Option<Vec<crate::spec::Capability>>,
     /// Where the agent listens (connectors).
     pub routing: RoutingConfig,
 }
@@ -542,20 +543,6 @@ pub struct Person {
     pub contacts: BTreeMap<String, String>,
 }
 
-/// A person's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Access {
-    /// Everything.
-    Owner,
-    /// Everything, gated tools via approval.
-    Admin,
-    /// Safe tools, assistant agents.
-    Staff,
-    /// Read-only.
-    Viewer,
-}
-
 /// An agent's entry in the team.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -564,18 +551,6 @@ pub struct TeamAgent {
     pub id: String,
     /// Tier.
     pub agent_tier: AgentTier,
-}
-
-/// An agent's tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentTier {
-    /// May talk to any agent, wide tool access.
-    Privileged,
-    /// Coordinates others.
-    Coordinator,
-    /// Works for people; no inter-agent tools.
-    Assistant,
 }
 
 /// `mcp` (from `config/mcp.yaml`).
@@ -772,23 +747,6 @@ pub fn is_config_env(key: &str) -> bool {
 }
 
 impl LoadedConfig {
-    /// Skill directories in precedence order: modules (declared order), overlay `skills/`,
-    /// then each `agents/<id>/skills/`.
-    pub fn skill_dirs(&self) -> Vec<crate::skills::SkillDir> {
-        let base: Vec<crate::skills::SkillDir> = self
-            .modules
-            .iter()
-            .filter_map(|m| {
-                m.skills_dir.as_ref().map(|p| crate::skills::SkillDir {
-                    path: p.clone(),
-                    origin: format!("module:{}", m.name),
-                    prefix: String::new(),
-                })
-            })
-            .collect();
-        crate::skills::skill_dirs(&base, &self.overlay_dir)
-    }
-
     /// Loads and checks every layer.
     pub fn load(opts: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
         let overlay_dir = std::path::absolute(&opts.overlay_dir).map_err(|e| {
@@ -982,7 +940,7 @@ fn mask(v: &mut Value) {
     if let Value::Object(m) = v {
         for (k, val) in m.iter_mut() {
             match val {
-                Value::String(s) if crate::audit::is_secret_key(k) && !s.starts_with("vault:") => {
+                Value::String(s) if crate::secret::is_secret_key(k) && !s.starts_with("vault:") => {
                     *s = "********".into();
                 }
                 other => mask(other),

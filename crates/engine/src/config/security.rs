@@ -40,12 +40,12 @@ pub struct AccessControlConfig {
     /// Tools that reach other agents; assistant-tier agents can never use them.
     pub inter_agent_tools: Vec<String>,
     /// Capabilities an agent has when its `agents.<id>.capabilities` is unset.
-    pub default_capabilities: Vec<crate::tool::Capability>,
+    pub default_capabilities: Vec<crate::spec::Capability>,
 }
 
 impl Default for AccessControlConfig {
     fn default() -> Self {
-        use crate::tool::Capability as C;
+        use crate::spec::Capability as C;
         AccessControlConfig {
             enabled: true,
             unknown_policy: UnknownPolicy::Deny,

@@ -38,6 +38,7 @@ pub fn ctx(env: Arc<RuntimeEnv>) -> ToolContext {
         policy: Arc::new(strata_engine::access::AccessPolicy::from_config(
             &env.config,
         )),
+        tools: Arc::new(strata_engine::Registry::empty()),
         env,
         depth: 0,
     }

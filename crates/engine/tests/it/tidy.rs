@@ -8,6 +8,8 @@
 //! - `name`/`prefix*` is read in one place (`scope.rs`).
 //! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
 //! - `unsafe` is allowed in one file (the sandbox's pre-exec hook).
+//! - The engine is a ladder: each module names only modules on its own rung or below
+//!   (`LADDER`), and no two modules name each other.
 //! - The engine depends on no HTTP server or client, database or chat client, even
 //!   transitively; `strata-net` does not depend on the engine.
 
@@ -210,4 +212,127 @@ fn the_engine_has_no_server_database_or_chat_dependency() {
         tree.contains("serde"),
         "cargo tree printed the tree: {tree}"
     );
+}
+
+/// The engine's rungs, bottom first. A module may name (`crate::x`) modules on its own rung or
+/// below. A new module must be placed here.
+const LADDER: &[(&str, &[&str])] = &[
+    (
+        "plain data",
+        &["clock", "paths", "principal", "secret", "spec", "schema"],
+    ),
+    (
+        "config and pure decisions",
+        &["config", "scope", "access", "safety"],
+    ),
+    (
+        "traits and their data",
+        &[
+            "llm",
+            "message",
+            "memory",
+            "session",
+            "connector",
+            "turns",
+            "audit",
+        ],
+    ),
+    ("the environment a tool sees", &["tool"]),
+    (
+        "machinery",
+        &[
+            "agent",
+            "monitor",
+            "ratelimit",
+            "approval",
+            "skills",
+            "registry",
+            "invoker",
+            "agent_loop",
+            "manager",
+            "runtime",
+            "lib",
+        ],
+    ),
+];
+
+/// For each engine module (file, or `config/` as one), the modules it names.
+fn engine_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let re = regex::Regex::new(r"crate::([a-z_][a-z0-9_]*|[A-Z]\w*)").expect("regex");
+    // Root re-exports named by type, mapped to their module.
+    let by_type = [
+        ("Registry", "registry"),
+        ("RegisteredTool", "registry"),
+        ("Invoker", "invoker"),
+        ("Invocation", "invoker"),
+        ("Principal", "principal"),
+        ("Scope", "scope"),
+        ("ToolFilter", "scope"),
+        ("ToolPattern", "scope"),
+    ];
+    let mut out = std::collections::BTreeMap::new();
+    for (file, code) in sources() {
+        let Some(rel) = file.strip_prefix("crates/engine/src/") else {
+            continue;
+        };
+        let module = match rel.split_once('/') {
+            Some((dir, _)) => dir.to_owned(),
+            None => rel.trim_end_matches(".rs").to_owned(),
+        };
+        let entry: &mut std::collections::BTreeSet<String> = out.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for c in re.captures_iter(line) {
+                let name = &c[1];
+                let target = by_type
+                    .iter()
+                    .find(|(t, _)| *t == name)
+                    .map_or(name, |(_, m)| m);
+                // Types re-exported at the root that are not listed above come from `tool`
+                // or `spec` (the `pub use tool::{…}` list); treat them as `tool`.
+                let target = if target.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    "tool"
+                } else {
+                    target
+                };
+                if target != module && target != "__private" {
+                    entry.insert(target.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_engine_is_a_ladder() {
+    let rung = |m: &str| LADDER.iter().position(|(_, ms)| ms.contains(&m));
+    let imports = engine_imports();
+    let mut wrong = Vec::new();
+    for (module, names) in &imports {
+        let Some(mine) = rung(module) else {
+            wrong.push(format!("`{module}` is on no rung: place it in LADDER"));
+            continue;
+        };
+        for n in names {
+            match rung(n) {
+                Some(theirs) if theirs > mine => wrong.push(format!(
+                    "`{module}` ({}) names `{n}` ({}), a higher rung",
+                    LADDER[mine].0, LADDER[theirs].0
+                )),
+                None if imports.contains_key(n) => {
+                    wrong.push(format!("`{n}` is on no rung: place it in LADDER"))
+                }
+                _ => {}
+            }
+            if imports.get(n).is_some_and(|back| back.contains(module)) && module < n {
+                wrong.push(format!("`{module}` and `{n}` name each other"));
+            }
+        }
+    }
+    assert!(
+        imports.len() > 20,
+        "found only {} engine modules",
+        imports.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -90,7 +90,9 @@ pub(crate) fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Contex
         overrides: g.overrides.clone(),
     })?;
     let registry = Arc::new(Registry::from_inventory(launcher.modules())?);
-    let skills = Arc::new(strata_engine::skills::SkillSet::load(config.skill_dirs()));
+    let skills = Arc::new(strata_engine::skills::SkillSet::load(
+        strata_engine::skills::dirs_for(&config),
+    ));
     strata_tools::skill_tools::sync(&registry, &skills);
     Ok(Context {
         config,

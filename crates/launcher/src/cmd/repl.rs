@@ -53,7 +53,7 @@ pub(crate) fn run(
         eprintln!("error: unknown agent `{agent_id}`");
         return Exit::Usage;
     }
-    let skills = strata_engine::skills::SkillSet::load(cfg.skill_dirs());
+    let skills = strata_engine::skills::SkillSet::load(strata_engine::skills::dirs_for(cfg));
     let mut editor = match rustyline::DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => {

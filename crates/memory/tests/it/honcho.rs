@@ -136,7 +136,7 @@ async fn context_and_exchanges_over_the_v3_routes() {
     .expect("client");
     let t = turn(env(None));
     let block = h
-        .context_block(&t, "what next?")
+        .context_block(&t.memory_turn(), "what next?")
         .await
         .expect("context")
         .expect("block");
@@ -145,11 +145,17 @@ async fn context_and_exchanges_over_the_v3_routes() {
         "[MEMORY]\nKnown about person-discord-4242: person-discord-4242 prefers short answers and works on the billing service.\n\
          Session summary: They discussed the invoice export.\n[/MEMORY]"
     );
-    h.record_exchange(&t, "export the invoices", "Done: 12 invoices.")
-        .await
-        .expect("record");
+    h.record_exchange(
+        &t.memory_turn(),
+        "export the invoices",
+        "Done: 12 invoices.",
+    )
+    .await
+    .expect("record");
     // A second turn does not re-create workspace, peers or session.
-    h.context_block(&t, "and now?").await.expect("context");
+    h.context_block(&t.memory_turn(), "and now?")
+        .await
+        .expect("context");
     let calls = st.calls.lock().expect("lock").clone();
     let names: Vec<&str> = calls.iter().map(|(w, _)| w.as_str()).collect();
     assert_eq!(
@@ -210,7 +216,11 @@ async fn a_slow_or_dead_honcho_never_stops_a_turn() {
     let slow: Arc<dyn MemoryBackend> =
         Arc::new(HonchoMemory::new(&cfg(&url, 300), None, &Config::default()).expect("client"));
     let started = Instant::now();
-    assert!(slow.context_block(&turn(env(None)), "x").await.is_err());
+    assert!(
+        slow.context_block(&turn(env(None)).memory_turn(), "x")
+            .await
+            .is_err()
+    );
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "the timeout is respected"
