@@ -146,13 +146,9 @@ async fn connect(
                 .command
                 .as_deref()
                 .ok_or_else(|| format!("`mcp.servers.{name}.command` is required for stdio"))?;
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(&cfg.args).env_clear();
-            for k in ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER"] {
-                if let Ok(v) = std::env::var(k) {
-                    cmd.env(k, v);
-                }
-            }
+            // Cleared environment + the configured variables, own process group.
+            let mut cmd = strata_sandbox::host::command(command, &[]);
+            cmd.args(&cfg.args);
             cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             let transport = TokioChildProcess::new(cmd)
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;

@@ -20,7 +20,6 @@ use strata_engine::secret::Secret;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// Variables every child gets when set in our environment.
-const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "TMPDIR"];
 
 /// Name of the MCP server our tools appear under in Claude Code (`mcp__strata__<tool>`).
 pub const MCP_SERVER: &str = "strata";
@@ -130,7 +129,8 @@ impl ClaudeCodeProvider {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Outcome, LlmError> {
         let s = &self.settings;
-        let mut cmd = tokio::process::Command::new(&s.command);
+        // Cleared environment + allow-list, own process group, killed when dropped.
+        let mut cmd = strata_sandbox::host::command(&s.command, &s.env_allow);
         cmd.args(["--print", "--output-format", "stream-json", "--verbose"]);
         if !req.model.is_empty() {
             cmd.args(["--model", &req.model]);
@@ -168,21 +168,9 @@ impl ClaudeCodeProvider {
             ))
         })?;
         cmd.current_dir(&s.project_dir)
-            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        for k in BASE_ENV
-            .iter()
-            .copied()
-            .chain(s.env_allow.iter().map(String::as_str))
-        {
-            if let Ok(v) = std::env::var(k) {
-                cmd.env(k, v);
-            }
-        }
+            .stderr(Stdio::piped());
         if let Some(k) = &s.api_key {
             cmd.env("ANTHROPIC_API_KEY", k.expose());
         }
@@ -253,9 +241,7 @@ impl ClaudeCodeProvider {
         {
             Ok(r) => r?,
             Err(_) => {
-                if let Some(pid) = pgid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                }
+                strata_sandbox::host::kill_group(pgid);
                 return Err(self.err(format!(
                     "timed out after {}s; the CLI's process group was killed",
                     s.timeout.as_secs()
@@ -333,22 +319,20 @@ impl LlmProvider for ClaudeCodeProvider {
 
     async fn check(&self) -> Result<String, LlmError> {
         let cmd = &self.settings.command;
-        match tokio::process::Command::new(cmd)
-            .arg("--version")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-        {
-            Ok(o) if o.status.success() => Ok(format!(
+        let mut c = strata_sandbox::host::command(cmd, &self.settings.env_allow);
+        c.arg("--version");
+        match strata_sandbox::host::output(c, None, Duration::from_secs(30), 16 * 1024).await {
+            Ok(o) if o.status.is_some_and(|s| s.success()) => Ok(format!(
                 "claude-code: `{}` runs ({})",
                 cmd.display(),
-                String::from_utf8_lossy(&o.stdout).trim()
+                o.stdout.trim()
             )),
             Ok(o) => Err(LlmError::Other(format!(
-                "claude-code: `{} --version` exited with {}: {}",
+                "claude-code: `{} --version` {}: {}",
                 cmd.display(),
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
+                o.status
+                    .map_or_else(|| "timed out".to_owned(), |s| format!("exited with {s}")),
+                o.stderr.trim()
             ))),
             Err(e) => Err(LlmError::Other(format!(
                 "claude-code: cannot start `{}`: {e}; install Claude Code or set `{}.command`",

@@ -121,32 +121,26 @@ impl GeminiProvider {
                 detail: format!("environment variable `{var}` is not set"),
             })?,
             TokenSource::Command(cmd, allow) => {
-                let mut c = tokio::process::Command::new("sh");
-                c.arg("-c").arg(cmd).env_clear().kill_on_drop(true);
-                for k in ["PATH", "HOME", "LANG", "USER"]
-                    .into_iter()
-                    .chain(allow.iter().map(String::as_str))
-                {
-                    if let Ok(v) = std::env::var(k) {
-                        c.env(k, v);
-                    }
-                }
-                let out = tokio::time::timeout(Duration::from_secs(60), c.output())
+                let mut c = strata_sandbox::host::command("sh", allow);
+                c.arg("-c").arg(cmd);
+                let out = strata_sandbox::host::output(c, None, Duration::from_secs(60), 64 * 1024)
                     .await
-                    .map_err(|_| LlmError::Other("token command timed out after 60s".into()))?
                     .map_err(|e| LlmError::Other(format!("token command failed to start: {e}")))?;
-                if !out.status.success() {
+                let Some(status) = out.status else {
+                    return Err(LlmError::Other("token command timed out after 60s".into()));
+                };
+                if !status.success() {
                     return Err(LlmError::Auth {
                         provider: self.endpoint.provider.clone(),
                         config_key: self.endpoint.credential_key.clone(),
                         detail: format!(
                             "token command exited with {}: {}",
-                            out.status,
-                            String::from_utf8_lossy(&out.stderr).trim()
+                            status,
+                            out.stderr.trim()
                         ),
                     });
                 }
-                String::from_utf8_lossy(&out.stdout).trim().to_owned()
+                out.stdout.trim().to_owned()
             }
         };
         let s = Secret::new(token);

@@ -22,6 +22,7 @@
 
 mod cgroup;
 mod child;
+pub mod host;
 #[cfg(target_os = "linux")]
 mod landlock_rules;
 

@@ -8,6 +8,7 @@
 //! - `name`/`prefix*` is read in one place (`scope.rs`).
 //! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
 //! - `unsafe` is allowed in one file (the sandbox's pre-exec hook).
+//! - Every child process of a running Strata starts through `strata-sandbox`.
 //! - The engine is a ladder: each module names only modules on its own rung or below
 //!   (`LADDER`), and no two modules name each other.
 //! - The engine depends on no HTTP server or client, database or chat client, even
@@ -150,6 +151,38 @@ fn unsafe_is_allowed_in_one_file() {
     assert!(
         found.is_empty(),
         "unsafe code is allowed only in the sandbox's fork/exec hook:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn every_child_process_starts_through_the_sandbox_crate() {
+    // Children started for models, people or config — tools, skills, providers, MCP
+    // servers, external agents — get the sandbox (`strata_sandbox::run`) or its host
+    // confinement (`strata_sandbox::host::command`): cleared environment, own process group,
+    // killed at the deadline. The wizard, benchmarks and test support run tools of the
+    // developer's own machine and are left out.
+    let found = offenders(
+        r"Command::new\(",
+        &[],
+        &[
+            "crates/engine/",
+            "crates/tools/",
+            "crates/llm/",
+            "crates/http/",
+            "crates/launcher/",
+            "crates/discord/",
+            "crates/memory/",
+            "crates/store/",
+            "crates/vault/",
+            "crates/net/",
+            "modules/",
+            "overlay-example/",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "a child process started by hand; use strata_sandbox::run or strata_sandbox::host:\n{}",
         found.join("\n")
     );
 }
