@@ -19,7 +19,6 @@ use strata_engine::llm::*;
 use strata_engine::secret::Secret;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-
 /// Name of the MCP server our tools appear under in Claude Code (`mcp__strata__<tool>`).
 pub const MCP_SERVER: &str = "strata";
 
