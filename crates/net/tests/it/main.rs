@@ -1,0 +1,4 @@
+//! The crate's integration tests: one test binary (each binary links the whole dependency
+//! tree), one module per area.
+
+mod ssrf;
