@@ -1,0 +1,156 @@
+//! `agents.<id>.*` and the `llm` blocks: who the agents are and which model they use.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::RoutingConfig;
+
+/// Which model an agent talks to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// `openai`, `anthropic`, `gemini`, `vertex` or `claude-code`.
+    pub provider: String,
+    /// Model name (`google/` prefixes are stripped for Gemini and Vertex).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// API base URL: any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), or a
+    /// proxy. Defaults to the vendor's.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// API key: `vault:<key>` (from the vault), `env:<VAR>` (from the environment), or literal.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Vertex AI: Google Cloud project.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Vertex AI: region (default `global`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Vertex AI: command whose stdout is a bearer token (e.g. `gcloud auth print-access-token`).
+    #[serde(default)]
+    pub token_command: Option<String>,
+    /// Vertex AI: environment variable holding a bearer token (used when no command is set).
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Claude Code: the `claude` executable (default `claude` on PATH).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Environment variables passed through to the Claude Code CLI or the Vertex token command
+    /// (besides PATH, HOME, LANG and a few basics; nothing else is).
+    #[serde(default)]
+    pub env_allow: Vec<String>,
+    /// Output token cap (Anthropic requires one; default 4096).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Seconds to establish a connection (default 10).
+    #[serde(default)]
+    pub connect_timeout_secs: Option<u64>,
+    /// Seconds for a whole request, or the CLI's wall clock (default 120; 600 for claude-code).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Attempts on 429, 5xx and connection errors (default 3).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// First retry delay in milliseconds, doubled per attempt with jitter (default 500).
+    #[serde(default)]
+    pub retry_base_ms: Option<u64>,
+    /// Stream responses (SSE) where the provider supports it (default false).
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+impl LlmConfig {
+    /// A config for `provider` with every option at its default.
+    pub fn new(provider: impl Into<String>) -> Self {
+        LlmConfig {
+            provider: provider.into(),
+            model: None,
+            base_url: None,
+            api_key: None,
+            project: None,
+            region: None,
+            token_command: None,
+            token_env: None,
+            command: None,
+            env_allow: Vec::new(),
+            max_tokens: None,
+            temperature: None,
+            connect_timeout_secs: None,
+            timeout_secs: None,
+            max_attempts: None,
+            retry_base_ms: None,
+            stream: None,
+        }
+    }
+}
+
+/// One agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// `false` leaves the agent out of this process (a profile turning off an agent the
+    /// base config defines, e.g. the ops instance not running `main`). Default `true`.
+    #[serde(default = "super::yes", skip_serializing_if = "super::is_true")]
+    pub enabled: bool,
+    /// Display name.
+    pub name: Option<String>,
+    /// What the agent is for.
+    pub description: Option<String>,
+    /// Extra instruction appended to `agents/<id>/AGENTS.md`
+    /// (`STRATA_AGENT_<ID>_INSTRUCTION` overrides it).
+    pub instruction: Option<String>,
+    /// Provider; `defaults.llm` when unset. `STRATA_AGENT_<ID>_MODEL` overrides the model.
+    pub llm: Option<LlmConfig>,
+    /// Tools the agent may use: `all` or a list of names (`prefix*` allowed). Default: none.
+    pub tools: Option<ToolSelection>,
+    /// Model ↔ tool rounds per turn before the agent gives up (default 10).
+    pub max_rounds: Option<u32>,
+    /// Working directory for CLI providers (default `agents/<id>`).
+    pub project_dir: Option<PathBuf>,
+    /// What the agent's tools may touch (layer 3 of access control); unset =
+    /// `security.access_control.default_capabilities` (everything but `subprocess` and
+    /// `secrets`).
+    pub capabilities: Option<Vec<crate::spec::Capability>>,
+    /// Where the agent listens (connectors).
+    pub routing: RoutingConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            enabled: true,
+            name: None,
+            description: None,
+            instruction: None,
+            llm: None,
+            tools: None,
+            max_rounds: None,
+            project_dir: None,
+            capabilities: None,
+            routing: RoutingConfig::default(),
+        }
+    }
+}
+
+/// `tools: all` or a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolSelection {
+    /// The word `all`.
+    All(AllTools),
+    /// Names or `prefix*` patterns.
+    List(Vec<String>),
+}
+
+/// The literal `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllTools {
+    /// Every tool.
+    All,
+}

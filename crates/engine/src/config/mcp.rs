@@ -1,0 +1,46 @@
+//! `mcp` (from `config/mcp.yaml`): external MCP servers.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `mcp` (from `config/mcp.yaml`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// External MCP servers by name.
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// One external MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Program (stdio).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments (stdio).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment for the child (stdio); values may be `vault:` refs.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Endpoint (http).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Headers (http); values may be `vault:` refs.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// MCP transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
