@@ -107,7 +107,7 @@ impl AnthropicProvider {
             }
         }
         Ok(CompletionResponse {
-            stop: stop_reason(parsed.stop_reason.as_deref(), !calls.is_empty()),
+            stop: crate::stop::ANTHROPIC.map(parsed.stop_reason.as_deref(), !calls.is_empty()),
             message: ChatMessage {
                 role: Role::Assistant,
                 content: text,
@@ -225,7 +225,7 @@ impl AnthropicProvider {
             on_event(StreamEvent::ToolCall(c.clone()));
         }
         Ok(CompletionResponse {
-            stop: stop_reason(stop.as_deref(), !calls.is_empty()),
+            stop: crate::stop::ANTHROPIC.map(stop.as_deref(), !calls.is_empty()),
             message: ChatMessage {
                 role: Role::Assistant,
                 content: text,
@@ -281,17 +281,6 @@ fn messages(history: &[ChatMessage]) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
-}
-
-fn stop_reason(s: Option<&str>, has_calls: bool) -> StopReason {
-    match s {
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
-        _ if has_calls => StopReason::ToolUse,
-        None => StopReason::EndTurn,
-        Some(_) => StopReason::Other,
-    }
 }
 
 #[async_trait]

@@ -232,12 +232,7 @@ impl GeminiProvider {
         }
         let has_calls = !acc.calls.is_empty();
         Ok(CompletionResponse {
-            stop: match acc.finish.as_deref() {
-                _ if has_calls => StopReason::ToolUse,
-                Some("MAX_TOKENS") => StopReason::MaxTokens,
-                Some("STOP") | None => StopReason::EndTurn,
-                Some(_) => StopReason::Other,
-            },
+            stop: crate::stop::GEMINI.map(acc.finish.as_deref(), has_calls),
             message: ChatMessage {
                 role: Role::Assistant,
                 content: acc.text,

@@ -12,6 +12,7 @@ pub mod claude_code;
 pub mod gemini;
 pub mod http;
 pub mod openai;
+mod stop;
 
 use std::sync::Arc;
 

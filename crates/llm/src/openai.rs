@@ -136,7 +136,7 @@ impl OpenAiProvider {
             })
             .collect();
         Ok(CompletionResponse {
-            stop: stop_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
+            stop: crate::stop::OPENAI.map(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
             message: ChatMessage {
                 role: Role::Assistant,
                 content: choice.message.content.unwrap_or_default(),
@@ -214,7 +214,7 @@ impl OpenAiProvider {
             on_event(StreamEvent::ToolCall(c.clone()));
         }
         Ok(CompletionResponse {
-            stop: stop_reason(finish.as_deref(), !tool_calls.is_empty()),
+            stop: crate::stop::OPENAI.map(finish.as_deref(), !tool_calls.is_empty()),
             message: ChatMessage {
                 role: Role::Assistant,
                 content: text,
@@ -235,17 +235,6 @@ fn parse_arguments(raw: &str) -> Value {
         return json!({});
     }
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-}
-
-fn stop_reason(finish: Option<&str>, has_calls: bool) -> StopReason {
-    match finish {
-        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
-        Some("length") => StopReason::MaxTokens,
-        Some("stop") => StopReason::EndTurn,
-        _ if has_calls => StopReason::ToolUse,
-        None => StopReason::EndTurn,
-        Some(_) => StopReason::Other,
-    }
 }
 
 #[async_trait]
