@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use crate::access::AccessPolicy;
 use crate::config::FailMode;
 use crate::principal::Principal;
+use crate::session::StoreError;
 
 /// Where a request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,15 +91,15 @@ pub struct ApprovalRecord {
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
     /// Stores a new request.
-    async fn insert(&self, r: &ApprovalRecord) -> Result<(), String>;
+    async fn insert(&self, r: &ApprovalRecord) -> Result<(), StoreError>;
     /// One request.
-    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, String>;
+    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError>;
     /// Requests, newest first, optionally only those with `status`.
     async fn list(
         &self,
         status: Option<ApprovalStatus>,
         limit: usize,
-    ) -> Result<Vec<ApprovalRecord>, String>;
+    ) -> Result<Vec<ApprovalRecord>, StoreError>;
     /// Sets the outcome of a *pending* request; `Ok(false)` when it was no longer pending.
     async fn decide(
         &self,
@@ -107,10 +108,10 @@ pub trait ApprovalStore: Send + Sync {
         approver: Option<&str>,
         reason: Option<&str>,
         at: i64,
-    ) -> Result<bool, String>;
+    ) -> Result<bool, StoreError>;
     /// Marks pending requests created at or before `created_before` as `timeout`; returns how
     /// many.
-    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, String>;
+    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, StoreError>;
 }
 
 /// Somewhere approval requests are shown to humans (a Discord channel…). The HTTP API and
@@ -133,14 +134,14 @@ pub struct MemoryApprovalStore {
 
 #[async_trait]
 impl ApprovalStore for MemoryApprovalStore {
-    async fn insert(&self, r: &ApprovalRecord) -> Result<(), String> {
+    async fn insert(&self, r: &ApprovalRecord) -> Result<(), StoreError> {
         self.rows
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(r.clone());
         Ok(())
     }
-    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, String> {
+    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         Ok(rows.iter().find(|r| r.id == id).cloned())
     }
@@ -148,7 +149,7 @@ impl ApprovalStore for MemoryApprovalStore {
         &self,
         status: Option<ApprovalStatus>,
         limit: usize,
-    ) -> Result<Vec<ApprovalRecord>, String> {
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         Ok(rows
             .iter()
@@ -165,7 +166,7 @@ impl ApprovalStore for MemoryApprovalStore {
         approver: Option<&str>,
         reason: Option<&str>,
         at: i64,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, StoreError> {
         let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         match rows
             .iter_mut()
@@ -181,7 +182,7 @@ impl ApprovalStore for MemoryApprovalStore {
             None => Ok(false),
         }
     }
-    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, String> {
+    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, StoreError> {
         let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for r in rows.iter_mut() {
@@ -238,7 +239,7 @@ pub enum DecideError {
     NotApprover(String),
     /// The store failed.
     #[error("approval store: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
 }
 
 /// Unix seconds now.
@@ -328,7 +329,7 @@ impl Approvals {
 
     async fn wait(&self, record: &ApprovalRecord, notify: &Notify) -> ApprovalOutcome {
         if let Err(e) = self.store.insert(record).await {
-            return ApprovalOutcome::Failed(e);
+            return ApprovalOutcome::Failed(e.to_string());
         }
         tracing::info!(id = %record.id, tool = %record.tool, "approval requested: {}", record.description);
         for c in self.channels() {
@@ -342,7 +343,7 @@ impl Approvals {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => return ApprovalOutcome::Failed("the request vanished".into()),
-                Err(e) => return ApprovalOutcome::Failed(e),
+                Err(e) => return ApprovalOutcome::Failed(e.to_string()),
             }
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -370,7 +371,7 @@ impl Approvals {
                         Ok(Some(r)) => outcome_of(&r),
                         _ => ApprovalOutcome::TimedOut,
                     },
-                    Err(e) => ApprovalOutcome::Failed(e),
+                    Err(e) => ApprovalOutcome::Failed(e.to_string()),
                 };
             }
             let nap = self.poll.min(deadline - now);
@@ -412,7 +413,7 @@ impl Approvals {
 
     /// Pending requests older than the timeout become `timeout` (run at start: their callers
     /// are gone). Returns how many.
-    pub async fn sweep(&self) -> Result<usize, String> {
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
         let now = now_secs();
         self.store
             .expire(now - self.timeout.as_secs() as i64, now)

@@ -31,7 +31,7 @@ pub struct RateEvent {
 /// Where recorded calls persist.
 pub trait RateLog: Send + Sync {
     /// Events newer than `since_ms`, any order.
-    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, String>;
+    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, crate::session::StoreError>;
     /// Records one event (may be asynchronous; must not block for long).
     fn append(&self, event: RateEvent);
 }

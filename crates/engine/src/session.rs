@@ -56,9 +56,10 @@ pub struct ToolLogEntry {
     pub request_id: String,
 }
 
-/// Store failures.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("session store: {0}")]
+/// A store's failure (sessions, approvals, rate-limit counters): the one error type the
+/// store traits share, so a backend (SQLite, later Postgres) maps its own errors once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("store: {0}")]
 pub struct StoreError(pub String);
 
 /// Where sessions live. `strata-store` keeps them in SQLite; [`InMemoryStore`] is for tests

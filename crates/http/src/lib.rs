@@ -356,7 +356,7 @@ async fn approvals_list(
         .store()
         .list(status, limit)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(ok(json!({ "approvals": rows })))
 }
 

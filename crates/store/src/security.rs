@@ -1,6 +1,7 @@
 //! Rate-limit events and approval requests in SQLite.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use strata_engine::session::StoreError;
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
@@ -15,11 +16,11 @@ const KEEP_MS: i64 = 24 * 60 * 60 * 1000;
 static APPENDS: AtomicU64 = AtomicU64::new(0);
 
 impl RateLog for SqliteStore {
-    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, String> {
+    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare("SELECT key, tool, ts_ms FROM rate_events WHERE ts_ms > ?1")
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| StoreError(e.to_string()))?;
         let rows = stmt
             .query_map([since_ms], |r| {
                 Ok(RateEvent {
@@ -28,9 +29,9 @@ impl RateLog for SqliteStore {
                     ts_ms: r.get(2)?,
                 })
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| StoreError(e.to_string()))?;
         rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())
+            .map_err(|e| StoreError(e.to_string()))
     }
 
     fn append(&self, e: RateEvent) {
@@ -73,7 +74,7 @@ fn approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
 
 #[async_trait]
 impl ApprovalStore for SqliteStore {
-    async fn insert(&self, a: &ApprovalRecord) -> Result<(), String> {
+    async fn insert(&self, a: &ApprovalRecord) -> Result<(), StoreError> {
         let a = a.clone();
         self.write(move |c| {
             c.execute(
@@ -95,10 +96,10 @@ impl ApprovalStore for SqliteStore {
         })
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(e.to_string()))
     }
 
-    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, String> {
+    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let id = id.to_owned();
         self.with(move |c| {
             c.query_row(
@@ -109,14 +110,14 @@ impl ApprovalStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn list(
         &self,
         status: Option<ApprovalStatus>,
         limit: usize,
-    ) -> Result<Vec<ApprovalRecord>, String> {
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
         self.with(move |c| {
             let limit = limit as i64;
             match status {
@@ -136,7 +137,7 @@ impl ApprovalStore for SqliteStore {
             }
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn decide(
@@ -146,7 +147,7 @@ impl ApprovalStore for SqliteStore {
         approver: Option<&str>,
         reason: Option<&str>,
         at: i64,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, StoreError> {
         let (id, approver, reason) = (
             id.to_owned(),
             approver.map(str::to_owned),
@@ -161,10 +162,10 @@ impl ApprovalStore for SqliteStore {
         })
         .await
         .map(|n| n == 1)
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(e.to_string()))
     }
 
-    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, String> {
+    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, StoreError> {
         self.write(move |c| {
             c.execute(
                 "UPDATE approvals SET status = 'timeout', reason = 'timeout', decided_at = ?2 \
@@ -173,6 +174,6 @@ impl ApprovalStore for SqliteStore {
             )
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(e.to_string()))
     }
 }
