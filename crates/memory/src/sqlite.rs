@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
@@ -222,44 +221,48 @@ impl SqliteMemory {
     /// Opens (creating) the memory database at `path`. `config` supplies `memory.*` and the
     /// team (for private-scope keys).
     pub fn open(path: &Path, config: &Config) -> Result<Self, MemoryError> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(err)?;
-        }
-        let conn =
-            Connection::open(path).map_err(|e| MemoryError(format!("{}: {e}", path.display())))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
-        }
-        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
+        // Opened as every Strata database is (0600, busy timeout, WAL retried while another
+        // process opens the same new file).
+        let conn = strata_store::open_connection(path).map_err(|e| MemoryError(e.to_string()))?;
         // Forgotten content is overwritten on disk, not just unlinked from the b-tree.
         conn.pragma_update(None, "secure_delete", "ON")
             .map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
-        let version: Option<i64> = conn
-            .query_row("SELECT version FROM memory_schema", [], |r| r.get(0))
+        // Schema and version under the write lock: two processes opening a new file at once
+        // would otherwise both find no version row and both insert one.
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(err)?;
+        let version = conn.execute_batch(SCHEMA).and_then(|()| {
+            conn.query_row("SELECT version FROM memory_schema", [], |r| {
+                r.get::<_, i64>(0)
+            })
             .optional()
-            .map_err(err)?;
-        match version {
-            None => {
-                conn.execute(
+        });
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(err(e));
+            }
+        };
+        let checked = match version {
+            None => conn
+                .execute(
                     "INSERT INTO memory_schema (version) VALUES (?1)",
                     [SCHEMA_VERSION],
                 )
-                .map_err(err)?;
+                .map(|_| ())
+                .map_err(err),
+            Some(v) if v > SCHEMA_VERSION => Err(MemoryError(format!(
+                "{} has memory schema {v}, newer than this binary's {SCHEMA_VERSION}; upgrade strata",
+                path.display()
+            ))),
+            Some(_) => Ok(()),
+        };
+        match checked {
+            Ok(()) => conn.execute_batch("COMMIT").map_err(err)?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
             }
-            Some(v) if v > SCHEMA_VERSION => {
-                return Err(MemoryError(format!(
-                    "{} has memory schema {v}, newer than this binary's {SCHEMA_VERSION}; upgrade strata",
-                    path.display()
-                )));
-            }
-            Some(_) => {}
         }
         let mut index = VecIndex::default();
         {

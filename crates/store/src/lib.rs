@@ -192,6 +192,49 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Opens (creating, with its directory) the SQLite file at `path` the way every Strata
+/// database is opened — the sessions store here, agent memory in `strata-memory`: mode 0600,
+/// a 5 s busy timeout, WAL (retried while another process opening the same new file holds
+/// it: SQLite answers "locked" at once there instead of waiting) and `synchronous=NORMAL`.
+pub fn open_connection(path: &Path) -> Result<Connection, OpenError> {
+    let sql = |source| OpenError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let io = |source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let conn = Connection::open(path).map_err(sql)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    }
+    conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => break,
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(sql(e)),
+        }
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql)?;
+    Ok(conn)
+}
+
 impl SqliteStore {
     /// Opens (creating) the database at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<Self, OpenError> {
@@ -199,45 +242,9 @@ impl SqliteStore {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| OpenError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-        let conn = Connection::open(path).map_err(sql)?;
+        let conn = open_connection(path)?;
         let reader = Connection::open(path).map_err(sql)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
-                |source| OpenError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                },
-            )?;
-        }
-        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
         reader.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
-        // Turning a new file to WAL needs it to itself, and SQLite answers "locked" at once
-        // instead of waiting when another process is opening it too: retry for a while.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            match conn.pragma_update(None, "journal_mode", "WAL") {
-                Ok(()) => break,
-                Err(rusqlite::Error::SqliteFailure(f, _))
-                    if matches!(
-                        f.code,
-                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                    ) && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => return Err(sql(e)),
-            }
-        }
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(sql)?;
         migrate(&conn).map_err(|e| match e {

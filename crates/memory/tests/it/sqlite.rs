@@ -507,3 +507,32 @@ async fn very_common_query_words_do_not_drag_in_everything() {
     assert_eq!(r.len(), 10);
     assert!(r.iter().all(|c| c.contains("number")), "{r:?}");
 }
+
+/// Several processes (threads with their own connections here) opening one new memory file at
+/// once all succeed, and the file ends with one schema version row, not one per opener.
+#[test]
+fn concurrent_opens_of_a_new_memory_file_agree_on_one_schema() {
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("memory.db");
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (p, b) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    b.wait();
+                    SqliteMemory::open(&p, &config()).map(|_| ())
+                })
+            })
+            .collect();
+        for h in handles {
+            let r = h.join().expect("thread");
+            assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+        }
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM memory_schema", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(rows, 1);
+    }
+}
