@@ -100,6 +100,196 @@ pub fn skill_for<'a>(skills: &'a BTreeMap<String, Skill>, command: &str) -> Opti
     skills.values().find(|s| command_name(&s.name) == command)
 }
 
+// Answering a slash command (an INTERACTION_CREATE of one of the commands above).
+
+#[allow(unused_imports)]
+use crate::*;
+
+/// Answers a slash command: acknowledges it at once (Discord allows 3 s), then edits the
+/// answer in when the work is done.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn slash(
+    account: Arc<DiscordAccount>,
+    policy: Arc<strata_engine::access::AccessPolicy>,
+    directory: Arc<dyn AgentDirectory>,
+    (skills, runner): (
+        Option<Arc<strata_engine::skills::SkillSet>>,
+        Option<Arc<strata_engine::Invoker>>,
+    ),
+    agents: Vec<String>,
+    msg: InboundMessage,
+    (app, id, token): (
+        Id<twilight_model::id::marker::ApplicationMarker>,
+        Id<twilight_model::id::marker::InteractionMarker>,
+        String,
+    ),
+    data: twilight_model::application::interaction::application_command::CommandData,
+) {
+    use twilight_model::http::interaction::{InteractionResponse, InteractionResponseType};
+    let client = account.http.interaction(app);
+    let ack = InteractionResponse {
+        kind: InteractionResponseType::DeferredChannelMessageWithSource,
+        data: None,
+    };
+    if let Err(e) = client.create_response(id, &token, &ack).await {
+        tracing::warn!(error = %e, "acknowledging a slash command failed");
+        return;
+    }
+    let session = ChannelRef {
+        connector: msg.connector.clone(),
+        channel_id: msg.channel_id.clone(),
+    }
+    .session_id();
+    let sender = Principal::Person {
+        id: format!("discord:{}", msg.sender_id),
+    };
+    let text = match data.name.as_str() {
+        _ if agents.is_empty() => "No agent answers in this channel.".to_owned(),
+        "status" => format!(
+            "Answering here through {}: {}.",
+            account.name,
+            agents.join(", ")
+        ),
+        "reset" => {
+            let mut done = Vec::new();
+            for a in &agents {
+                // Only people who may talk to the agent may reset it.
+                if policy.may_talk(&sender, a).is_err() {
+                    continue;
+                }
+                if directory.reset(a, &session).await.is_ok() {
+                    done.push(a.clone());
+                }
+            }
+            if done.is_empty() {
+                "Nothing was reset.".to_owned()
+            } else {
+                format!(
+                    "Fresh start: {} forgot this channel's conversation.",
+                    done.join(", ")
+                )
+            }
+        }
+        name => {
+            let snapshot = skills.as_ref().map(|s| s.snapshot()).unwrap_or_default();
+            match commands::skill_for(&snapshot, name) {
+                None => format!("There is no skill `{name}` any more."),
+                Some(skill) => {
+                    let given: BTreeMap<String, String> = data
+                        .options
+                        .iter()
+                        .filter_map(|o| {
+                            let pname = skill
+                                .def
+                                .parameters
+                                .iter()
+                                .map(|(n, _)| n)
+                                .find(|n| commands::command_name(n) == o.name)?;
+                            use twilight_model::application::interaction::application_command::CommandOptionValue as V;
+                            let v = match &o.value {
+                                V::String(s) => s.clone(),
+                                V::Integer(i) => i.to_string(),
+                                V::Number(n) => n.to_string(),
+                                V::Boolean(b) => b.to_string(),
+                                _ => return None,
+                            };
+                            Some((pname.clone(), v))
+                        })
+                        .collect();
+                    match skill
+                        .bind(&given)
+                        .map(|v| skill.render(&v).into_owned_action())
+                    {
+                        Err(e) => e,
+                        Ok(OwnedAction::Invalid(e)) => e,
+                        Ok(OwnedAction::Command) => match &runner {
+                            None => format!(
+                                "`{}` is a command skill: run it with `strata skill run {}`.",
+                                skill.name, skill.name
+                            ),
+                            // Its tool, as the sender: access control, rate limits, approval
+                            // (here in the approval channel), audit and the sandbox apply.
+                            Some(invoker) => {
+                                let mut call = strata_engine::Invocation::new(
+                                    strata_engine::skills::tool_name(&skill.name),
+                                    skill.args_from_strings(&given),
+                                    sender.clone(),
+                                );
+                                call.session_id = Some(session.clone());
+                                call.channel_id = Some(session.clone());
+                                let r = invoker.invoke(call).await;
+                                match (&r.value, r.ok()) {
+                                    (serde_json::Value::String(out), true)
+                                        if out.trim().is_empty() =>
+                                    {
+                                        "Done.".to_owned()
+                                    }
+                                    (serde_json::Value::String(out), true) => format!(
+                                        "```\n{}\n```",
+                                        out.chars().take(1900).collect::<String>()
+                                    ),
+                                    (v, true) => v.to_string(),
+                                    (_, false) => format!(
+                                        "`{}` {}: {}",
+                                        skill.name,
+                                        r.status.as_str(),
+                                        r.error.as_deref().unwrap_or("no message")
+                                    ),
+                                }
+                            }
+                        },
+                        Ok(OwnedAction::Prompt(prompt)) => {
+                            match directory
+                                .run_turn(TurnRequest {
+                                    agent_id: agents[0].clone(),
+                                    session_id: session.clone(),
+                                    channel_id: session.clone(),
+                                    sender: sender.clone(),
+                                    message: Message::text(prompt),
+                                    depth: 0,
+                                })
+                                .await
+                            {
+                                Ok(r) if r.silent || is_no_reply(&r.text) => "Done.".to_owned(),
+                                Ok(r) => r.text,
+                                Err(e) => format!("The skill could not run: {e}"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let first = split_message(&text, MAX_MESSAGE)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    if let Err(e) = client.update_response(&token).content(Some(&first)).await {
+        tracing::warn!(error = %e, "answering a slash command failed");
+    }
+}
+
+/// A rendered skill, owned.
+pub(crate) enum OwnedAction {
+    Prompt(String),
+    Command,
+    Invalid(String),
+}
+
+pub(crate) trait IntoOwned {
+    fn into_owned_action(self) -> OwnedAction;
+}
+
+impl IntoOwned for strata_engine::skills::SkillAction<'_> {
+    fn into_owned_action(self) -> OwnedAction {
+        match self {
+            strata_engine::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
+            strata_engine::skills::SkillAction::Command(_) => OwnedAction::Command,
+            strata_engine::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

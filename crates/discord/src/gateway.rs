@@ -1,0 +1,284 @@
+//! One account's gateway loop: READY, messages (de-duplicated, routed, guarded, answered),
+//! reactions for approvals, interactions for slash commands, and registering the commands.
+
+#[allow(unused_imports)]
+use super::*;
+use crate::commands::slash;
+
+/// What one account's loop works with.
+pub(crate) struct AccountCtx {
+    pub(crate) account: Arc<DiscordAccount>,
+    pub(crate) files: Arc<Attachments>,
+    pub(crate) routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    pub(crate) guards: Arc<Mutex<guards::Guards>>,
+    pub(crate) approver: Option<Arc<approvals::DiscordApprovals>>,
+    pub(crate) directory: Arc<dyn AgentDirectory>,
+    pub(crate) skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    pub(crate) policy: Arc<strata_engine::access::AccessPolicy>,
+    pub(crate) resync_secs: u64,
+    pub(crate) progress: Option<Progress>,
+    pub(crate) command_runner: Option<Arc<strata_engine::Invoker>>,
+}
+
+/// The activity board and how long a turn runs before its progress message appears.
+pub(crate) type Progress = (
+    Arc<strata_engine::turns::ActivityBoard>,
+    std::time::Duration,
+);
+
+/// Application id, guilds, and the JSON of the commands last registered.
+pub(crate) type Registered = (
+    Id<twilight_model::id::marker::ApplicationMarker>,
+    Vec<Id<twilight_model::id::marker::GuildMarker>>,
+    String,
+);
+
+/// Registers the slash commands in every guild when they differ from the last registration.
+pub(crate) fn sync_commands(
+    account: &Arc<DiscordAccount>,
+    skills: Option<&strata_engine::skills::SkillSet>,
+    registered: &mut Option<Registered>,
+) {
+    let Some((app, guilds, last)) = registered.as_mut() else {
+        return;
+    };
+    let cmds = commands::build(&skills.map(|s| s.snapshot()).unwrap_or_default());
+    let json = serde_json::to_string(&cmds).unwrap_or_default();
+    if *last == json {
+        return;
+    }
+    *last = json;
+    let (http, app, guilds) = (account.http.clone(), *app, guilds.clone());
+    tokio::spawn(async move {
+        for g in guilds {
+            match http.interaction(app).set_guild_commands(g, &cmds).await {
+                Ok(_) => {
+                    tracing::info!(guild = %g, commands = cmds.len(), "slash commands registered")
+                }
+                Err(e) => {
+                    tracing::warn!(guild = %g, error = %e, "registering slash commands failed")
+                }
+            }
+        }
+    });
+}
+
+/// One account's gateway loop: events in, turns out, replies posted.
+pub(crate) async fn run_account(
+    ctx: AccountCtx,
+    mut shard: Shard,
+    mut stop: watch::Receiver<bool>,
+) {
+    let AccountCtx {
+        account,
+        files,
+        routes,
+        guards,
+        approver,
+        directory,
+        skills,
+        policy,
+        resync_secs,
+        progress,
+        command_runner,
+    } = ctx;
+    let me: Arc<Mutex<Option<u64>>> = Arc::default();
+    let uses_categories = routes.values().any(|r| !r.categories.is_empty());
+    let mut categories = Categories::default();
+    let mut seen = Seen::new();
+    // (Gateway closes are always delivered.)
+    let wanted = EventTypeFlags::READY
+        | EventTypeFlags::MESSAGE_CREATE
+        | EventTypeFlags::REACTION_ADD
+        | EventTypeFlags::INTERACTION_CREATE;
+    let mut registered: Option<Registered> = None;
+    let mut resync = tokio::time::interval(std::time::Duration::from_secs(resync_secs.max(1)));
+    loop {
+        let item = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            _ = resync.tick() => {
+                // Skills changed since the last registration: register again.
+                sync_commands(&account, skills.as_deref(), &mut registered);
+                continue;
+            }
+            item = shard.next_event(wanted) => item,
+        };
+        let event = match item {
+            None => {
+                // twilight ends the stream only on a fatal close (bad token, bad intents).
+                tracing::error!(account = %account.account, "Discord closed this account's gateway for good (invalid token or intents?): account disabled, the others go on");
+                return;
+            }
+            Some(Ok(e)) => e,
+            Some(Err(e)) => {
+                tracing::warn!(account = %account.account, error = %e, "Discord gateway error");
+                if e.to_string().contains("4004") {
+                    tracing::error!(account = %account.account, "Discord rejected the token; account disabled");
+                    break;
+                }
+                continue;
+            }
+        };
+        match event {
+            Event::GatewayClose(frame) => {
+                tracing::warn!(account = %account.account, code = frame.as_ref().map(|f| f.code), reason = frame.as_ref().map(|f| f.reason.to_string()), "Discord gateway closed");
+            }
+            Event::Ready(r) => {
+                *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
+                // Slash commands, per guild (guild commands update at once).
+                let guilds: Vec<_> = r.guilds.iter().map(|g| g.id).collect();
+                registered = Some((r.application.id, guilds, String::new()));
+                sync_commands(&account, skills.as_deref(), &mut registered);
+                tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");
+            }
+            Event::InteractionCreate(i) => {
+                let i = i.0;
+                let Some(
+                    twilight_model::application::interaction::InteractionData::ApplicationCommand(
+                        data,
+                    ),
+                ) = i.data.clone()
+                else {
+                    continue;
+                };
+                let user = i
+                    .member
+                    .as_ref()
+                    .and_then(|m| m.user.as_ref())
+                    .or(i.user.as_ref())
+                    .map(|u| u.id.to_string())
+                    .unwrap_or_default();
+                let channel = i
+                    .channel
+                    .as_ref()
+                    .map(|c| c.id.to_string())
+                    .unwrap_or_default();
+                let msg = InboundMessage {
+                    connector: account.name.clone(),
+                    channel_id: channel,
+                    message_id: i.id.to_string(),
+                    sender_id: user,
+                    sender_is_bot: false,
+                    text: String::new(),
+                    guild_id: i.guild_id.map(|g| g.to_string()),
+                    mentions_me: true,
+                };
+                let agents = route(&msg, None, &routes);
+                tokio::spawn(slash(
+                    account.clone(),
+                    policy.clone(),
+                    directory.clone(),
+                    (skills.clone(), command_runner.clone()),
+                    agents,
+                    msg,
+                    (i.application_id, i.id, i.token.clone()),
+                    *data,
+                ));
+            }
+            Event::ReactionAdd(r) => {
+                let Some(ap) = &approver else { continue };
+                let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
+                if Some(r.user_id.get()) == my_id {
+                    continue;
+                }
+                let emoji = match &r.emoji {
+                    twilight_model::channel::message::EmojiReactionType::Unicode { name } => {
+                        name.clone()
+                    }
+                    _ => continue,
+                };
+                let is_bot = r.member.as_ref().is_some_and(|m| m.user.bot);
+                let ap = ap.clone();
+                let (msg, user) = (r.message_id.get(), r.user_id.get());
+                tokio::spawn(async move {
+                    ap.on_reaction(msg, user, is_bot, &emoji).await;
+                });
+            }
+            Event::MessageCreate(m) => {
+                let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
+                if Some(m.author.id.get()) == my_id || !seen.first(m.id.get()) {
+                    continue;
+                }
+                let mentions_me =
+                    my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
+                // Bots are heard when they mention us or write in a watched channel (one an
+                // agent of this account lists exactly).
+                let channel_s = m.channel_id.to_string();
+                let watched = routes
+                    .values()
+                    .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
+                if m.author.bot && !mentions_me && !watched {
+                    continue;
+                }
+                let found: Vec<(String, String, u64)> = m
+                    .attachments
+                    .iter()
+                    .map(|a| (a.filename.clone(), a.url.clone(), a.size))
+                    .collect();
+                let msg = InboundMessage {
+                    connector: account.name.clone(),
+                    channel_id: m.channel_id.to_string(),
+                    message_id: m.id.to_string(),
+                    sender_id: m.author.id.to_string(),
+                    sender_is_bot: m.author.bot,
+                    text: m.content.clone(),
+                    guild_id: m.guild_id.map(|g| g.to_string()),
+                    mentions_me,
+                };
+                // The channel's category, when some agent routes by category.
+                let category = match m.guild_id {
+                    Some(_) if uses_categories => {
+                        categories.lookup(&account.http, m.channel_id.get()).await
+                    }
+                    _ => None,
+                };
+                let agents = route(&msg, category.as_deref(), &routes);
+                if agents.is_empty() {
+                    continue;
+                }
+                let verdict = guards.lock().unwrap_or_else(|p| p.into_inner()).inbound(
+                    std::time::Instant::now(),
+                    &msg.channel_id,
+                    &msg.sender_id,
+                    msg.sender_is_bot,
+                    &msg.text,
+                );
+                if let Err(why) = verdict {
+                    tracing::info!(account = %account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
+                    continue;
+                }
+                let files = files.clone();
+                let (account, guards, directory, progress) = (
+                    account.clone(),
+                    guards.clone(),
+                    directory.clone(),
+                    progress.clone(),
+                );
+                tokio::spawn(async move {
+                    // Attachments first (downloaded once, saved in each agent's workspace).
+                    let saved = files.save(&found, &msg.message_id, &agents).await;
+                    for agent in agents {
+                        let mut msg = msg.clone();
+                        if let Some(notes) = saved.get(&agent) {
+                            for n in notes {
+                                msg.text.push('\n');
+                                msg.text.push_str(n);
+                            }
+                        }
+                        tokio::spawn(answer(
+                            account.clone(),
+                            files.clone(),
+                            guards.clone(),
+                            directory.clone(),
+                            progress.clone(),
+                            agent,
+                            msg,
+                        ));
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+    shard.close(twilight_gateway::CloseFrame::NORMAL);
+}
