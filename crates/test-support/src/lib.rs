@@ -9,6 +9,7 @@
 // Test support: a failed bind or a broken fixture should stop the test that asked for it.
 #![allow(clippy::expect_used)]
 
+pub mod discord;
 pub mod scripted;
 
 use std::collections::{BTreeMap, VecDeque};

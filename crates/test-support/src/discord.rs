@@ -1,0 +1,272 @@
+//! A fake Discord for the connector's tests: a real WebSocket gateway and REST server on
+//! 127.0.0.1 speaking Discord's JSON (no zstd), and builders for the dispatches a test pushes
+//! (`message`, `reaction`, `interaction`).
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::ws::{Message as Ws, WebSocket, WebSocketUpgrade};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// A fake Discord on 127.0.0.1: the gateway (WebSocket at `/`: HELLO, IDENTIFY → READY,
+/// heartbeats, RESUME, dispatches pushed by the test) and REST (`/api/v10/…`, every request
+/// recorded, answered as Discord would for what the connector uses).
+#[derive(Clone)]
+pub struct Fake {
+    /// REST requests: (method, path, body).
+    pub rest: Arc<Mutex<Vec<(String, String, Value)>>>,
+    /// IDENTIFY payloads received.
+    pub identified: Arc<Mutex<Vec<Value>>>,
+    /// Dispatches to push to connected gateways.
+    pub push: broadcast::Sender<Value>,
+    /// Drops every gateway connection (code 4000: the client may resume).
+    pub drop_all: broadcast::Sender<()>,
+    /// Asks every connected client to reconnect (op 7 RECONNECT).
+    pub reconnect: broadcast::Sender<()>,
+    /// RESUME payloads received.
+    pub resumed: Arc<Mutex<Vec<Value>>>,
+    /// The last dispatch pushed (replayed after a resume, as Discord may).
+    pub last: Arc<Mutex<Option<Value>>>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+async fn gateway(ws: WebSocketUpgrade, State(f): State<Fake>) -> Response {
+    ws.on_upgrade(move |socket| session(socket, f))
+}
+
+async fn session(mut socket: WebSocket, f: Fake) {
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": 41250}});
+    if socket
+        .send(Ws::Text(hello.to_string().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut rx = f.push.subscribe();
+    let mut drops = f.drop_all.subscribe();
+    let mut reconnects = f.reconnect.subscribe();
+    let mut seq = 1u64;
+    loop {
+        tokio::select! {
+            m = socket.recv() => {
+                let Some(Ok(m)) = m else { return };
+                let Ws::Text(t) = m else { continue };
+                let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+                match v["op"].as_u64() {
+                    Some(1) => {
+                        let _ = socket.send(Ws::Text(json!({"op": 11}).to_string().into())).await;
+                    }
+                    Some(6) => {
+                        f.resumed.lock().expect("lock").push(v["d"].clone());
+                        let resumed = json!({"op": 0, "t": "RESUMED", "s": seq, "d": null});
+                        seq += 1;
+                        let _ = socket.send(Ws::Text(resumed.to_string().into())).await;
+                        let replay = f.last.lock().expect("lock").clone();
+                        if let Some(mut d) = replay {
+                            d["s"] = json!(seq);
+                            seq += 1;
+                            let _ = socket.send(Ws::Text(d.to_string().into())).await;
+                        }
+                    }
+                    Some(2) => {
+                        f.identified.lock().expect("lock").push(v["d"].clone());
+                        if v["d"]["token"].as_str().is_some_and(|t| t.contains("bad")) {
+                            let frame = axum::extract::ws::CloseFrame {
+                                code: 4004,
+                                reason: "Authentication failed.".into(),
+                            };
+                            let _ = socket.send(Ws::Close(Some(frame))).await;
+                            return;
+                        }
+                        let ready = json!({"op": 0, "t": "READY", "s": seq, "d": {
+                            "v": 10,
+                            "user": {"id": "900", "username": "strata-bot", "discriminator": "0",
+                                     "avatar": null, "bot": true, "mfa_enabled": false},
+                            "guilds": [{"id": "9", "unavailable": true}],
+                            "session_id": "fake-session",
+                            "resume_gateway_url": format!("ws://127.0.0.1:{}", f.port),
+                            "application": {"id": "900", "flags": 0},
+                            "shard": [0, 1]
+                        }});
+                        seq += 1;
+                        let _ = socket.send(Ws::Text(ready.to_string().into())).await;
+                    }
+                    _ => {}
+                }
+            }
+            _ = reconnects.recv() => {
+                let _ = socket.send(Ws::Text(json!({"op": 7, "d": null}).to_string().into())).await;
+            }
+            _ = drops.recv() => {
+                let frame = axum::extract::ws::CloseFrame { code: 4000, reason: "unknown error".into() };
+                let _ = socket.send(Ws::Close(Some(frame))).await;
+                return;
+            }
+            d = rx.recv() => {
+                let Ok(mut d) = d else { return };
+                *f.last.lock().expect("lock") = Some(d.clone());
+                d["s"] = json!(seq);
+                seq += 1;
+                if socket.send(Ws::Text(d.to_string().into())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn rest(State(f): State<Fake>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let ctype = parts
+        .headers
+        .get("content-type")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let mut v: Value = if ctype.starts_with("multipart/form-data") {
+        // Files: the JSON part is `payload_json`; record the file names and bodies.
+        let raw = String::from_utf8_lossy(&bytes).into_owned();
+        let mut v = raw
+            .split("name=\"payload_json\"")
+            .nth(1)
+            .and_then(|rest| rest.split("\r\n\r\n").nth(1))
+            .and_then(|body| body.split("\r\n--").next())
+            .and_then(|j| serde_json::from_str::<Value>(j).ok())
+            .unwrap_or(Value::Null);
+        let files: Vec<Value> = raw
+            .split("filename=\"")
+            .skip(1)
+            .filter_map(|r| {
+                let name = r.split('"').next()?;
+                let body = r.split("\r\n\r\n").nth(1)?.split("\r\n--").next()?;
+                Some(json!({"name": name, "body": body}))
+            })
+            .collect();
+        v["_files"] = json!(files);
+        v
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+    if let Some(o) = v.as_object_mut() {
+        let auth = parts
+            .headers
+            .get("authorization")
+            .and_then(|h| h.to_str().ok());
+        o.insert("_auth".into(), json!(auth));
+    }
+    let path = parts.uri.path().to_owned();
+    f.rest
+        .lock()
+        .expect("lock")
+        .push((parts.method.to_string(), path.clone(), v.clone()));
+    // The "CDN": attachment bodies.
+    if path.starts_with("/cdn/") {
+        return format!("contents of {}", path.trim_start_matches("/cdn/")).into_response();
+    }
+    // GET /channels/{id}: a text channel whose category is 777000 for channel 300, 888000
+    // otherwise.
+    if parts.method == axum::http::Method::GET && path.split('/').count() == 5 {
+        let id = path.rsplit('/').next().unwrap_or("1").to_owned();
+        let parent = if id == "300" { "777000" } else { "888000" };
+        return axum::Json(json!({
+            "id": id, "type": 0, "guild_id": "9", "name": "general", "position": 0,
+            "parent_id": parent, "permission_overwrites": []
+        }))
+        .into_response();
+    }
+    // Echo a message object for POST .../messages, with a fresh id.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let channel = path.split('/').nth(4).unwrap_or("1").to_owned();
+    axum::Json(json!({
+        "id": id.to_string(), "channel_id": channel, "content": v["content"], "type": 0,
+        "author": {"id": "900", "username": "strata-bot", "discriminator": "0", "avatar": null, "bot": true},
+        "attachments": [], "embeds": [], "mentions": [], "mention_roles": [],
+        "mention_everyone": false, "pinned": false, "tts": false,
+        "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null
+    }))
+    .into_response()
+}
+
+/// Starts a fake Discord (gateway at `/`, REST everywhere else) on 127.0.0.1.
+pub async fn fake() -> Fake {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let (push, _) = broadcast::channel(64);
+    let (drop_all, _) = broadcast::channel(4);
+    let (reconnect, _) = broadcast::channel(4);
+    let f = Fake {
+        rest: Arc::default(),
+        identified: Arc::default(),
+        push,
+        drop_all,
+        reconnect,
+        resumed: Arc::default(),
+        last: Arc::default(),
+        port,
+    };
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(gateway))
+        .fallback(rest)
+        .with_state(f.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    f
+}
+
+pub fn message(
+    id: u64,
+    channel: &str,
+    guild: Option<&str>,
+    author: &str,
+    bot: bool,
+    text: &str,
+    mention_me: bool,
+) -> Value {
+    let mut d = json!({
+        "id": id.to_string(), "channel_id": channel, "content": text, "type": 0,
+        "author": {"id": author, "username": format!("user-{author}"), "discriminator": "0", "avatar": null, "bot": bot},
+        "attachments": [], "embeds": [], "mention_roles": [],
+        "mention_everyone": false, "pinned": false, "tts": false,
+        "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null,
+        "mentions": if mention_me {
+            json!([{"id": "900", "username": "strata-bot", "discriminator": "0", "avatar": null, "bot": true, "public_flags": 0}])
+        } else { json!([]) }
+    });
+    if let Some(g) = guild {
+        d["guild_id"] = json!(g);
+    }
+    json!({"op": 0, "t": "MESSAGE_CREATE", "d": d})
+}
+
+pub fn reaction(message: &str, user: &str, bot: bool, emoji: &str) -> Value {
+    json!({"op": 0, "t": "MESSAGE_REACTION_ADD", "d": {
+        "user_id": user, "channel_id": "555", "message_id": message, "guild_id": "9",
+        "emoji": {"id": null, "name": emoji}, "burst": false, "type": 0,
+        "member": {"user": {"id": user, "username": format!("u{user}"), "discriminator": "0", "avatar": null, "bot": bot},
+                   "roles": [], "joined_at": "2026-01-01T00:00:00+00:00", "deaf": false, "mute": false, "flags": 0}
+    }})
+}
+
+pub fn interaction(id: u64, channel: &str, user: &str, name: &str, options: Value) -> Value {
+    json!({"op": 0, "t": "INTERACTION_CREATE", "d": {
+        "id": id.to_string(), "application_id": "900", "type": 2, "token": format!("tok-{id}"),
+        "version": 1, "attachment_size_limit": 8388608, "authorizing_integration_owners": {},
+        "entitlements": [], "guild_id": "9", "channel_id": channel,
+        "channel": {"id": channel, "type": 0},
+        "member": {"user": {"id": user, "username": format!("u{user}"), "discriminator": "0", "avatar": null},
+                   "roles": [], "joined_at": "2026-01-01T00:00:00+00:00", "deaf": false, "mute": false,
+                   "flags": 0, "permissions": "0"},
+        "data": {"id": "1", "name": name, "type": 1, "options": options}
+    }})
+}
