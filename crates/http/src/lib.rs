@@ -6,6 +6,7 @@
 //! onto HTTP. `docs/API.md` documents the routes; `GET /api/openapi.json` describes them.
 
 pub mod auth;
+mod body;
 pub mod mcp;
 pub mod mcp_client;
 mod openapi;
@@ -236,50 +237,19 @@ async fn read_body(st: &HttpState, req: Request) -> Result<axum::body::Bytes, Ap
     }
 }
 
-fn parse_object(bytes: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("invalid JSON: {e}"))),
-    }
-}
-
 async fn invoke(
     State(st): State<Arc<HttpState>>,
     Extension(caller): Extension<Caller>,
     req: Request,
 ) -> Result<Response, ApiError> {
     let body = read_body(&st, req).await?;
-    let obj = parse_object(&body)?;
-    let tool = match obj.get("tool") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "field `tool` must be a non-empty string",
-            ));
-        }
-        None => return Err(ApiError::bad_request("field `tool` is missing")),
-    };
-    let args = match obj.get("args") {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(ApiError::bad_request("field `args` must be a JSON object")),
-    };
-    let request_id = match obj.get("request_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(ApiError::bad_request("field `request_id` must be a string")),
-    };
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !matches!(k.as_str(), "tool" | "args" | "request_id"))
-    {
-        return Err(ApiError::bad_request(format!(
-            "unknown field `{k}`; expected `tool`, `args`, `request_id`"
-        )));
-    }
+    let b: body::InvokeBody = body::parse(&body).map_err(ApiError::bad_request)?;
+    let tool = body::required(b.tool, "tool")
+        .map_err(ApiError::bad_request)?
+        .0;
+    let args = Value::Object(b.args.unwrap_or_default().0);
     let mut call = caller.invocation(tool, args);
-    call.request_id = request_id;
+    call.request_id = b.request_id.map(|t| t.0);
     let result = st.invoker.invoke(call).await;
     // Outside the token's scope: refused and audited by the Invoker, answered 403 here.
     if result.out_of_scope {
@@ -382,17 +352,8 @@ async fn approvals_decide(
     let reason = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        let obj = parse_object(&body)?;
-        if let Some(k) = obj.keys().find(|k| k.as_str() != "reason") {
-            return Err(ApiError::bad_request(format!(
-                "unknown field `{k}`; expected `reason`"
-            )));
-        }
-        match obj.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(r)) => Some(r.clone()),
-            Some(_) => return Err(ApiError::bad_request("field `reason` must be a string")),
-        }
+        let b: body::DecideBody = body::parse(&body).map_err(ApiError::bad_request)?;
+        b.reason.map(|t| t.0)
     };
     let r = approvals_of(&st)?
         .decide(&id, approve, &caller.principal, reason.as_deref())
@@ -571,24 +532,10 @@ async fn chat(
     req: Request,
 ) -> Result<Response, ApiError> {
     let body = read_body(&st, req).await?;
-    let obj = parse_object(&body)?;
-    let message = match obj.get("message") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => {
-            return Err(ApiError::bad_request(
-                "field `message` must be a non-empty string",
-            ));
-        }
-    };
-    let field = |name: &str| -> Result<Option<String>, ApiError> {
-        match obj.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "field `{name}` must be a string"
-            ))),
-        }
-    };
+    let b: body::ChatBody = body::parse(&body).map_err(ApiError::bad_request)?;
+    let message = body::required(b.message, "message")
+        .map_err(ApiError::bad_request)?
+        .0;
     let Some(manager) = st.manager.clone() else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -596,7 +543,9 @@ async fn chat(
             "no agent is running; configure an LLM provider",
         ));
     };
-    let agent = field("agent")?
+    let agent = b
+        .agent
+        .map(|t| t.0)
         .or_else(|| st.default_agent.clone())
         .ok_or_else(|| ApiError::bad_request("field `agent` is required (no default agent)"))?;
     if manager.agent(&agent).is_none() {
@@ -606,8 +555,10 @@ async fn chat(
             format!("no running agent `{agent}`"),
         ));
     }
-    let session_id =
-        field("session_id")?.unwrap_or_else(|| format!("http-{}", uuid::Uuid::new_v4()));
+    let session_id = b
+        .session_id
+        .map(|t| t.0)
+        .unwrap_or_else(|| format!("http-{}", uuid::Uuid::new_v4()));
     let reply = manager
         .turn(TurnRequest {
             agent_id: agent,
@@ -654,16 +605,15 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
         ));
     }
     let body = read_body(&st, req).await?;
-    let mut obj = parse_object(&body)?;
-    let task_id = match obj.get("task_id") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => {
-            return Err(ApiError::bad_request(
-                "field `task_id` must be a string or a number",
-            ));
-        }
+    let b: body::ExecuteBody = body::parse(&body).map_err(ApiError::bad_request)?;
+    // The whole payload is stored as sent (it carries fields of the sender's own).
+    let mut obj = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
     };
+    let task_id = body::required(b.task_id, "task_id")
+        .map_err(ApiError::bad_request)?
+        .0;
     if task_id.is_empty()
         || task_id.len() > 128
         || !task_id
@@ -674,14 +624,9 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
             "field `task_id` may use letters, digits, `-` and `_` (at most 128)",
         ));
     }
-    let agent = match obj.get("assigned_agent") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        _ => {
-            return Err(ApiError::bad_request(
-                "field `assigned_agent` must be a non-empty string",
-            ));
-        }
-    };
+    let agent = body::required(b.assigned_agent, "assigned_agent")
+        .map_err(ApiError::bad_request)?
+        .0;
     obj.insert(
         "received_at".into(),
         json!(strata_engine::clock::now_rfc3339()),

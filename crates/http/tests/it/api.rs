@@ -580,3 +580,43 @@ async fn chat_runs_a_turn_and_execute_queues_a_task() {
         .expect("send");
     assert_eq!(r.status().as_u16(), 400);
 }
+
+#[tokio::test]
+async fn bodies_refuse_misspelt_fields_and_name_the_wrong_one() {
+    let s = server().await;
+    // A misspelt field is an error, not silently a new session.
+    let (st, v) = post(
+        &s,
+        "/chat",
+        Some(FULL),
+        r#"{"message":"hi","sesion_id":"web-1"}"#,
+    )
+    .await;
+    assert_eq!((st, v["code"].as_str()), (400, Some("bad_request")), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown field `sesion_id`")),
+        "{v}"
+    );
+    let (st, v) = post(&s, "/chat", Some(FULL), r#"{"message":"hi","agent":7}"#).await;
+    assert_eq!(st, 400);
+    assert_eq!(v["error"], "field `agent` must be a string");
+    let (st, v) = post(&s, "/chat", Some(FULL), r#"{"agent":"main"}"#).await;
+    assert_eq!(st, 400);
+    assert_eq!(v["error"], "field `message` is missing");
+    let (st, v) = post(
+        &s,
+        "/api/approvals/nope/approve",
+        Some(FULL),
+        r#"{"reasn":"ok"}"#,
+    )
+    .await;
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown field `reasn`")),
+        "{v}"
+    );
+}
