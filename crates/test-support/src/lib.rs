@@ -9,7 +9,17 @@
 // Test support: a failed bind or a broken fixture should stop the test that asked for it.
 #![allow(clippy::expect_used)]
 
+/// A script of `fixtures/` (MCP peers written with the official Python SDK, scripted Claude
+/// Code CLIs), by file name.
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+pub mod directus;
 pub mod discord;
+pub mod honcho;
 pub mod scripted;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -20,7 +20,7 @@ fn python_mcp_available() -> bool {
 }
 
 fn server_config() -> McpServerConfig {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    let script = strata_test_support::fixture("mcp_server.py");
     McpServerConfig {
         transport: McpTransport::Stdio,
         command: Some("python3".into()),

@@ -33,7 +33,7 @@ fn http(method: &str, url: &str, auth: &str, body: Option<&str>) -> Value {
 }
 
 fn fake_claude() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../llm/tests/fixtures/fake-claude")
+    strata_test_support::fixture("fake-claude")
 }
 
 #[test]
@@ -141,7 +141,7 @@ fn claude_code_agents_ask_each_other_through_mcp_and_the_depth_limit_holds() {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
     std::fs::create_dir_all(d.join("config")).expect("mkdir");
-    let cli = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-claude-mcp.py");
+    let cli = strata_test_support::fixture("fake-claude-mcp.py");
     let mut agents = String::from("agents:\n");
     for id in ["alpha", "beta"] {
         agents.push_str(&format!(

@@ -11,7 +11,7 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_client.py")
+    strata_test_support::fixture("mcp_client.py")
 }
 
 fn overlay() -> tempfile::TempDir {
@@ -143,7 +143,7 @@ fn serve_stops_its_external_mcp_servers() {
     }
     let ov = overlay();
     let pid_file = ov.path().join("server.pid");
-    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    let server = strata_test_support::fixture("mcp_pid_server.py");
     let config = serde_json::json!({"mcp": {"servers": {"ext": {
         "transport": "stdio",
         "command": "python3",

@@ -10,7 +10,7 @@ use strata_engine::llm::{ChatMessage, CompletionRequest, LlmError, LlmProvider, 
 use strata_llm::AgentContext;
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-claude")
+    strata_test_support::fixture("fake-claude")
 }
 
 struct Setup {
