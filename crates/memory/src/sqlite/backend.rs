@@ -1,0 +1,367 @@
+//! `MemoryBackend` over SQLite: the context block, recorded exchanges, and the memory
+//! tools' operations.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl SqliteMemory {
+    /// Finds a near-duplicate of `content` in `scope`: (mid, id, content).
+    pub(super) async fn duplicate(
+        &self,
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError> {
+        let threshold = self.cfg.dedup_threshold;
+        if let Some(v) = vector {
+            let scope_s = scope.to_string();
+            let hit = {
+                let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+                idx.top(v, 1, |s| s == scope_s)
+            };
+            if let Some((mid, sim)) = hit.first()
+                && *sim >= threshold
+            {
+                let mid = *mid;
+                let id: Option<String> = self
+                    .db(move |c| {
+                        c.query_row("SELECT id FROM memories WHERE mid = ?1", [mid], |r| {
+                            r.get(0)
+                        })
+                        .optional()
+                    })
+                    .await?;
+                return Ok(id.map(|id| (mid, id)));
+            }
+            return Ok(None);
+        }
+        let viewer = Viewer {
+            agent: None,
+            private_key: None,
+            groups: Vec::new(),
+            fleet_read: false,
+            all: true,
+        };
+        let q = MemoryQuery {
+            text: content.to_owned(),
+            limit: 5,
+            ..Default::default()
+        };
+        for (mid, m) in self.keyword(&viewer, &q, 20).await? {
+            if m.scope == *scope && word_similarity(&m.content, content) >= threshold {
+                return Ok(Some((mid, m.id)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for SqliteMemory {
+    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
+        let groups = match agent {
+            Some(a) => self
+                .cfg
+                .groups
+                .iter()
+                .filter(|(_, members)| members.iter().any(|m| m == a))
+                .map(|(g, _)| g.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        Viewer {
+            agent: agent.map(str::to_owned),
+            private_key: private_key(&self.team, sender),
+            groups,
+            fleet_read: self.cfg.fleet_read,
+            all: false,
+        }
+    }
+
+    async fn context_block(
+        &self,
+        turn: &MemoryTurn<'_>,
+        message: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
+        let (vis, args) = Self::visibility(&viewer);
+        let pinned: Vec<Memory> = self
+            .db(move |c| {
+                c.prepare(&format!(
+                    "SELECT {COLS} FROM memories m WHERE pinned = 1 AND archived = 0 AND {vis} ORDER BY updated_at DESC LIMIT 20"
+                ))?
+                .query_map(params_from_iter(args.iter()), |r| row_to_memory(r).map(|(_, m)| m))?
+                .collect()
+            })
+            .await?;
+        let recalled = self
+            .search(
+                &viewer,
+                &MemoryQuery {
+                    text: message.to_owned(),
+                    limit: self.cfg.recall_limit,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let mut items = pinned;
+        for m in recalled {
+            if !items.iter().any(|x| x.id == m.id) {
+                items.push(m);
+            }
+        }
+        Ok(format_block(
+            &items,
+            self.cfg.context_tokens.saturating_mul(4),
+        ))
+    }
+
+    async fn record_exchange(
+        &self,
+        turn: &MemoryTurn<'_>,
+        user: &str,
+        reply: &str,
+    ) -> Result<(), MemoryError> {
+        if !self.cfg.record_exchanges
+            || reply.trim().is_empty()
+            || strata_engine::agent::is_no_reply(reply)
+        {
+            return Ok(());
+        }
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
+        // What a person said stays theirs: their exchanges go to their private scope.
+        let scope = match &viewer.private_key {
+            Some(p) => MemoryScope::Private(p.clone()),
+            None => viewer.default_scope(),
+        };
+        let cut = |s: &str| s.chars().take(1000).collect::<String>();
+        let content = format!(
+            "{} said: {}\n{} answered: {}",
+            turn.sender,
+            cut(user),
+            turn.agent_id,
+            cut(reply)
+        );
+        self.store(
+            &viewer,
+            NewMemory {
+                content,
+                memory_type: MemoryType::Episodic,
+                category: Some("exchange".into()),
+                tags: vec![format!("channel:{}", turn.channel_id)],
+                scope,
+                pinned: false,
+                created_by: format!("agent:{}", turn.agent_id),
+                confidence: Some(0.6),
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
+        let limit = q.limit.clamp(1, 100);
+        let mut ranked: Vec<(i64, Memory)> = match q.mode {
+            SearchMode::Keyword => self.keyword(viewer, q, limit).await?,
+            SearchMode::Semantic => match self.semantic(viewer, q, limit).await? {
+                Some(v) => v,
+                None => self.keyword(viewer, q, limit).await?,
+            },
+            SearchMode::Hybrid => {
+                let kw = self.keyword(viewer, q, limit * 3).await?;
+                match self.semantic(viewer, q, limit * 3).await? {
+                    None => kw.into_iter().take(limit).collect(),
+                    Some(sem) => rrf(kw, sem, limit),
+                }
+            }
+        };
+        ranked.truncate(limit);
+        self.touch(ranked.iter().map(|(m, _)| *m).collect()).await;
+        Ok(ranked.into_iter().map(|(_, m)| m).collect())
+    }
+
+    async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
+        if m.content.trim().is_empty() {
+            return Err(MemoryError("content is empty".into()));
+        }
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError(format!(
+                "scope `{}` is not writable here",
+                m.scope
+            )));
+        }
+        let vector = self.embed_one(&m.content).await;
+        let now = self.now();
+        let scope_s = m.scope.to_string();
+        if let Some((mid, id)) = self
+            .duplicate(&m.scope, &m.content, vector.as_deref())
+            .await?
+        {
+            let (content, tags, pinned, actor) = (
+                m.content.clone(),
+                m.tags.clone(),
+                m.pinned,
+                m.created_by.clone(),
+            );
+            let conf = m.confidence.unwrap_or(1.0);
+            let idc = id.clone();
+            self.db(move |c| {
+                let tx = c.transaction()?;
+                let (old_content, old_tags): (String, String) =
+                    tx.query_row("SELECT content, tags FROM memories WHERE mid = ?1", [mid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
+                for t in tags {
+                    if !all.contains(&t) {
+                        all.push(t);
+                    }
+                }
+                let keep = if content.len() > old_content.len() { content } else { old_content };
+                tx.execute(
+                    "UPDATE memories SET content = ?2, tags = ?3, pinned = MAX(pinned, ?4), \
+                     confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0 WHERE mid = ?1",
+                    params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now],
+                )?;
+                tx.execute(
+                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
+                    params![now, idc, actor],
+                )?;
+                tx.commit()
+            })
+            .await?;
+            return Ok(Stored::Merged(id));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let idc = id.clone();
+        let blob = vector.as_deref().map(to_blob);
+        let embedder = self.embedder.as_ref().map(|e| e.name());
+        let mid = self
+            .db(move |c| {
+                let tx = c.transaction()?;
+                tx.execute(
+                    "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
+                     created_at, updated_at, embedding, embedder) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
+                    params![
+                        idc,
+                        m.memory_type.as_str(),
+                        m.content,
+                        m.category,
+                        serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
+                        f64::from(m.confidence.unwrap_or(1.0).clamp(0.0, 1.0)),
+                        m.pinned as i64,
+                        scope_s,
+                        m.created_by,
+                        now,
+                        blob,
+                        embedder,
+                    ],
+                )?;
+                let mid = tx.last_insert_rowid();
+                tx.execute(
+                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'insert', ?3, NULL)",
+                    params![now, idc, m.created_by],
+                )?;
+                tx.commit()?;
+                Ok(mid)
+            })
+            .await?;
+        if let Some(v) = vector {
+            self.vectors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(mid, &m.scope.to_string(), &v);
+        }
+        Ok(Stored::Created(id))
+    }
+
+    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
+        let id = id.to_owned();
+        let m = self
+            .db(move |c| {
+                c.query_row(
+                    &format!("SELECT {COLS} FROM memories m WHERE id = ?1"),
+                    [id],
+                    |r| row_to_memory(r).map(|(_, m)| m),
+                )
+                .optional()
+            })
+            .await?;
+        Ok(m.filter(|m| viewer.sees(&m.scope)))
+    }
+
+    async fn forget(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<bool, MemoryError> {
+        let Some(m) = self.get(viewer, id).await? else {
+            return Ok(false);
+        };
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError(format!(
+                "memory `{id}` is in scope `{}`, not writable here",
+                m.scope
+            )));
+        }
+        let (idc, reason, by, now) = (id.to_owned(), reason.to_owned(), by.to_owned(), self.now());
+        let mid: Option<i64> = self
+            .db(move |c| {
+                let tx = c.transaction()?;
+                let mid: Option<i64> = tx
+                    .query_row("SELECT mid FROM memories WHERE id = ?1", [&idc], |r| r.get(0))
+                    .optional()?;
+                // The delete trigger removes the FTS entry; the vector is in the row.
+                tx.execute("DELETE FROM memories WHERE id = ?1", [&idc])?;
+                tx.execute(
+                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'delete', ?3, ?4)",
+                    params![now, idc, by, reason],
+                )?;
+                tx.commit()?;
+                // FTS5 deletes leave tombstones beside the old tokens until segments merge:
+                // merge now so the words are gone from the index, not just hidden.
+                c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')", [])?;
+                // Old page images in the WAL are rewritten into the database and dropped.
+                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                Ok(mid)
+            })
+            .await?;
+        if let Some(mid) = mid {
+            self.vectors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(mid);
+        }
+        Ok(mid.is_some())
+    }
+
+    async fn list(
+        &self,
+        viewer: &Viewer,
+        since: Option<i64>,
+        scope: Option<&MemoryScope>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        let (vis, mut args) = Self::visibility(viewer);
+        let mut sql = format!("SELECT {COLS} FROM memories m WHERE archived = 0 AND {vis}");
+        if let Some(s) = since {
+            sql.push_str(&format!(" AND updated_at >= {s}"));
+        }
+        if let Some(s) = scope {
+            sql.push_str(" AND scope = ?");
+            args.push(s.to_string());
+        }
+        sql.push_str(&format!(
+            " ORDER BY updated_at DESC, mid DESC LIMIT {}",
+            limit.clamp(1, 10_000)
+        ));
+        self.db(move |c| {
+            c.prepare(&sql)?
+                .query_map(params_from_iter(args.iter()), |r| {
+                    row_to_memory(r).map(|(_, m)| m)
+                })?
+                .collect()
+        })
+        .await
+    }
+}
