@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strata_engine::agent::Message;
-use strata_engine::audit::{AuditSink, JsonlAudit};
+use strata_engine::audit::AuditSink;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
 use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest};
 use strata_engine::session::{InMemoryStore, SessionStore};
 use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, async_trait};
+use strata_store::JsonlAudit;
 use strata_store::SqliteStore;
 
 use crate::{Report, Row, median, quantile};

@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use strata_engine::audit::{AuditSink, JsonlAudit, NoAudit};
+use strata_engine::audit::{AuditSink, NoAudit};
 use strata_engine::config::Config;
 use strata_engine::{
     Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, ToolError, tool,
 };
+use strata_store::JsonlAudit;
 
 use crate::{Report, Row, median, quantile};
 

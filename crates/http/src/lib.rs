@@ -285,7 +285,7 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let n = parse_limit(q.limit.as_deref(), 20, 1000)?;
     let path = st.audit_path.clone();
-    let records = tokio::task::spawn_blocking(move || strata_engine::audit::tail(&path, n))
+    let records = tokio::task::spawn_blocking(move || strata_store::audit_log::tail(&path, n))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;

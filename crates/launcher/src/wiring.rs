@@ -9,10 +9,10 @@ use strata_engine::agent::Agent;
 use strata_engine::agent_loop::LlmAgent;
 use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
 use strata_engine::audit::AuditSink;
-use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
 use strata_engine::manager::AgentManager;
 use strata_engine::{Invoker, Registry, RuntimeEnv};
+use strata_store::JsonlAudit;
 use strata_store::SqliteStore;
 
 /// Everything a running Strata holds.

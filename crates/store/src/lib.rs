@@ -5,6 +5,9 @@
 //! Calls run on tokio's blocking pool, never on the async worker threads. Schema versions are
 //! applied at open (`PRAGMA user_version`).
 
+pub mod audit_log;
+pub use audit_log::JsonlAudit;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

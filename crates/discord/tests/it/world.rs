@@ -184,8 +184,7 @@ pub async fn world_with(
     })
     .expect("register");
     let audit = Arc::new(
-        strata_engine::audit::JsonlAudit::open(&dir.path().join("data/audit.jsonl"))
-            .expect("audit"),
+        strata_store::JsonlAudit::open(&dir.path().join("data/audit.jsonl")).expect("audit"),
     );
     let inv = Invoker::new(reg, env.clone(), audit).with_alert_sink(Arc::new(
         strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),

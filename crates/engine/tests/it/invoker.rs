@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use strata_engine::audit::JsonlAudit;
 use strata_engine::{
     Guard, Invocation, Invoker, OutputFilter, Principal, Refusal, RegisteredTool, Registry, Status,
     ToolContext, ToolError, async_trait, tool,
 };
+use strata_store::JsonlAudit;
 
 /// Repeats a word.
 #[tool]

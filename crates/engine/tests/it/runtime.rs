@@ -515,9 +515,8 @@ async fn a_turn_is_registered_while_it_runs_and_only_then() {
 #[tokio::test]
 async fn a_tool_outside_the_agents_list_is_refused_by_the_invoker_and_audited() {
     let dir = tempfile::tempdir().expect("tmp");
-    let audit = Arc::new(
-        strata_engine::audit::JsonlAudit::open(&dir.path().join("audit.jsonl")).expect("audit"),
-    );
+    let audit =
+        Arc::new(strata_store::JsonlAudit::open(&dir.path().join("audit.jsonl")).expect("audit"));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let inv = Arc::new(Invoker::new(reg, env(), audit.clone()));
     let p = Scripted::new(vec![

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
-use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{Access, Config, LlmConfig};
 use strata_engine::runtime::{AgentManager, LlmAgent};
 use strata_engine::session::InMemoryStore;
 use strata_engine::{Invoker, Registry, RuntimeEnv, ToolError, tool};
 use strata_http::{HttpState, Token};
+use strata_store::JsonlAudit;
 use strata_test_support::{FakeServer, openai};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

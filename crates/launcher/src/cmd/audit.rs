@@ -8,7 +8,7 @@ use crate::Exit;
 
 pub(crate) fn audit_verify(l: &Context, file: Option<PathBuf>) -> Exit {
     let path = file.unwrap_or_else(|| audit_path(l));
-    match strata_engine::audit::verify_all(&path) {
+    match strata_store::audit_log::verify_all(&path) {
         Ok(Ok(r)) => {
             let note = if r.starts_mid_chain {
                 " (the oldest kept file continues a chain whose start was rotated away)"
@@ -36,7 +36,7 @@ pub(crate) fn events(l: &Context, limit: usize, follow: bool) -> Exit {
         return Exit::Usage;
     }
     let path = audit_path(l);
-    let records = match strata_engine::audit::tail(&path, limit) {
+    let records = match strata_store::audit_log::tail(&path, limit) {
         Ok(r) => r,
         Err(e) => return fail(&anyhow::anyhow!("cannot read {}: {e}", path.display())),
     };

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use strata_engine::audit::JsonlAudit;
 use strata_engine::config::{LoadOptions, LoadedConfig};
+use strata_store::JsonlAudit;
 
 use crate::Launcher;
 use crate::cli::GlobalArgs;
@@ -151,7 +151,7 @@ pub(crate) fn make_env(l: &Context) -> anyhow::Result<Arc<RuntimeEnv>> {
     crate::wiring::env(&l.config).map(|(e, _)| e)
 }
 
-pub(crate) fn open_audit(l: &Context) -> Result<JsonlAudit, strata_engine::audit::AuditError> {
+pub(crate) fn open_audit(l: &Context) -> Result<JsonlAudit, strata_store::audit_log::AuditError> {
     JsonlAudit::open_rotating(&audit_path(l), (&l.config.config.security.audit).into())
 }
 
