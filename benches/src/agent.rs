@@ -16,7 +16,7 @@ use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
 use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest};
 use strata_engine::session::{InMemoryStore, SessionStore};
-use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, async_trait};
+use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
 use strata_store::JsonlAudit;
 use strata_store::SqliteStore;
 
@@ -84,7 +84,7 @@ fn setup(
         },
         ..Config::default()
     };
-    let env = Arc::new(RuntimeEnv::new(config, dir.to_path_buf(), dir.join("data")));
+    let env = Arc::new(Env::new(config, dir.to_path_buf(), dir.join("data")));
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
     let audit = Arc::new(
         JsonlAudit::open(&dir.join(format!("audit-{tag}.jsonl"))).map_err(|e| e.to_string())?,

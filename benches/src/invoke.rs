@@ -6,9 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 use strata_engine::audit::{AuditSink, NoAudit};
 use strata_engine::config::Config;
-use strata_engine::{
-    Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, ToolError, tool,
-};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, ToolError, tool};
 use strata_store::JsonlAudit;
 
 use crate::{Report, Row, median, quantile};
@@ -70,7 +68,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let env = Arc::new(RuntimeEnv::new(
+    let env = Arc::new(Env::new(
         Config::default(),
         dir.path().to_path_buf(),
         dir.path().join("data"),
@@ -82,7 +80,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
     // persisted to SQLite: what the rate-limit stage costs per call.
     let mut limited_cfg = Config::default();
     limited_cfg.security.rate_limits.defaults.per_day = Some(u32::MAX);
-    let limited_env = Arc::new(RuntimeEnv::new(
+    let limited_env = Arc::new(Env::new(
         limited_cfg,
         dir.path().to_path_buf(),
         dir.path().join("data"),

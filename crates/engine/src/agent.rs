@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use crate::llm::ChatMessage;
 use crate::principal::Principal;
-use crate::tool::RuntimeEnv;
+use crate::tool::Env;
 
 pub use crate::message::{AgentError, Message, Reply, ToolRun, is_no_reply};
 
@@ -22,7 +22,7 @@ pub struct TurnContext {
     /// Who sent the message.
     pub sender: Principal,
     /// Shared runtime handles.
-    pub env: Arc<RuntimeEnv>,
+    pub env: Arc<Env>,
     /// Summary of the conversation before `history`, if it was compacted.
     pub summary: Option<String>,
     /// The conversation so far (oldest first), without the new message.
@@ -50,7 +50,7 @@ impl TurnContext {
         session_id: impl Into<String>,
         channel_id: impl Into<String>,
         sender: Principal,
-        env: Arc<RuntimeEnv>,
+        env: Arc<Env>,
     ) -> Self {
         TurnContext {
             agent_id: agent_id.into(),

@@ -28,7 +28,7 @@ use crate::ratelimit::{RateLimiter, RateLog, RateVerdict};
 use crate::registry::{RegisteredTool, Registry};
 use crate::safety::ContentSafety;
 use crate::scope::Scope;
-use crate::tool::{RuntimeEnv, ToolContext, ToolError};
+use crate::tool::{Env, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,7 +195,7 @@ pub trait OutputFilter: Send + Sync {
 /// Runs tool calls through the pipeline.
 pub struct Invoker {
     registry: Arc<Registry>,
-    env: Arc<RuntimeEnv>,
+    env: Arc<Env>,
     audit: Arc<dyn AuditSink>,
     policy: Arc<AccessPolicy>,
     limiter: Arc<RateLimiter>,
@@ -211,7 +211,7 @@ pub struct Invoker {
 impl Invoker {
     /// An invoker over `registry`, auditing to `audit`. The default per-tool timeout is
     /// `tools.timeout_secs` from the config in `env`.
-    pub fn new(registry: Arc<Registry>, env: Arc<RuntimeEnv>, audit: Arc<dyn AuditSink>) -> Self {
+    pub fn new(registry: Arc<Registry>, env: Arc<Env>, audit: Arc<dyn AuditSink>) -> Self {
         let default_timeout = Duration::from_secs(env.config.tools.timeout_secs.max(1));
         let sec = &env.config.security;
         Invoker {
@@ -294,7 +294,7 @@ impl Invoker {
     }
 
     /// The shared runtime environment.
-    pub fn env(&self) -> &Arc<RuntimeEnv> {
+    pub fn env(&self) -> &Arc<Env> {
         &self.env
     }
 

@@ -61,8 +61,12 @@ pub use registry::{RegisteredTool, Registry, RegistryError};
 pub use schemars;
 pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;
+/// The old name of [`Env`] ("runtime" named five things; this one is the environment a
+/// tool and an agent see).
+#[deprecated(note = "renamed to `Env`")]
+pub type RuntimeEnv = Env;
 pub use tool::{
-    Capability, Component, ComponentKind, Layer, RuntimeEnv, SideEffects, Tool, ToolContext,
+    Capability, Component, ComponentKind, Env, Layer, SideEffects, Tool, ToolContext,
     ToolDirectory, ToolError, ToolOutput, ToolRegistration, ToolSpec,
 };
 

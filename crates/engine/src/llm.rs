@@ -88,7 +88,7 @@ pub struct CompletionRequest {
     pub temperature: Option<f32>,
     /// Provider session state from the previous response of this session, if any.
     pub provider_state: Option<Value>,
-    /// Id of the running turn in `RuntimeEnv::turns`, for providers whose tool calls come
+    /// Id of the running turn in `Env::turns`, for providers whose tool calls come
     /// back from outside the process (the Claude Code CLI through MCP): they pass it along so
     /// those calls run as this turn's (its sender, its inter-agent depth).
     pub turn: Option<String>,

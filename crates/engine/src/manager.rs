@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::agent::{Agent, AgentError, Reply, TurnContext};
 use crate::config::SessionsConfig;
 use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
-use crate::tool::RuntimeEnv;
+use crate::tool::Env;
 use crate::turns::{AgentDirectory, TurnRequest};
 
 #[async_trait]
@@ -43,18 +43,14 @@ pub struct AgentManager {
     policy: crate::access::AccessPolicy,
     agents: HashMap<String, Arc<dyn Agent>>,
     store: Arc<dyn SessionStore>,
-    env: Arc<RuntimeEnv>,
+    env: Arc<Env>,
     cfg: SessionsConfig,
     live: StdMutex<Live>,
 }
 
 impl AgentManager {
     /// A manager over `agents`, keeping sessions in `store`.
-    pub fn new(
-        agents: Vec<Arc<dyn Agent>>,
-        store: Arc<dyn SessionStore>,
-        env: Arc<RuntimeEnv>,
-    ) -> Self {
+    pub fn new(agents: Vec<Arc<dyn Agent>>, store: Arc<dyn SessionStore>, env: Arc<Env>) -> Self {
         let cfg = env.config.sessions.clone();
         AgentManager {
             policy: crate::access::AccessPolicy::from_config(&env.config),

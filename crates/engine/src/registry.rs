@@ -543,7 +543,7 @@ mod tests {
     #[tokio::test]
     async fn runtime_tools_run_through_the_invoker_with_schema_checks() {
         use crate::audit::NoAudit;
-        use crate::{Invocation, Invoker, Principal, RuntimeEnv, Status};
+        use crate::{Env, Invocation, Invoker, Principal, Status};
         let r = Arc::new(Registry::empty());
         let schema = serde_json::json!({
             "type": "object",
@@ -560,7 +560,7 @@ mod tests {
         )
         .expect("register");
         let dir = std::env::temp_dir();
-        let env = Arc::new(RuntimeEnv::new(Default::default(), dir.clone(), dir));
+        let env = Arc::new(Env::new(Default::default(), dir.clone(), dir));
         let inv = Invoker::new(r, env, Arc::new(NoAudit));
         let ok = inv
             .invoke(Invocation::new(

@@ -57,7 +57,7 @@ pub struct ToolContext {
     /// The request id of this invocation.
     pub request_id: String,
     /// The runtime's shared handles.
-    pub env: Arc<RuntimeEnv>,
+    pub env: Arc<Env>,
     /// Inter-agent depth of the turn that made this call (0 for a person's message).
     pub depth: u32,
     /// The access policy the Invoker checked this call against: tools that decide more
@@ -140,7 +140,7 @@ impl ToolContext {
 
 /// Process-wide handles every tool call shares: config, resolved directories, and the vault
 /// and memory when the deployment has them. (The session store joins with the agent runtime.)
-pub struct RuntimeEnv {
+pub struct Env {
     /// The merged configuration.
     pub config: Config,
     /// The overlay directory (absolute).
@@ -157,9 +157,9 @@ pub struct RuntimeEnv {
     activity: Arc<crate::turns::ActivityBoard>,
 }
 
-impl fmt::Debug for RuntimeEnv {
+impl fmt::Debug for Env {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeEnv")
+        f.debug_struct("Env")
             .field("overlay_dir", &self.overlay_dir)
             .field("data_dir", &self.data_dir)
             .field("vault", &self.vault.is_some())
@@ -168,10 +168,10 @@ impl fmt::Debug for RuntimeEnv {
     }
 }
 
-impl RuntimeEnv {
+impl Env {
     /// Builds the environment from a loaded config, without vault or memory.
     pub fn new(config: Config, overlay_dir: PathBuf, data_dir: PathBuf) -> Self {
-        RuntimeEnv {
+        Env {
             config,
             overlay_dir,
             data_dir,

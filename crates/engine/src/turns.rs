@@ -60,7 +60,7 @@ pub struct TurnInfo {
     pub depth: u32,
 }
 
-/// Turns in progress by an unguessable id (`RuntimeEnv::turns`). A CLI provider hands the id
+/// Turns in progress by an unguessable id (`Env::turns`). A CLI provider hands the id
 /// to its tool callbacks (`X-Strata-Turn`), so a call made by the CLI runs as a call of this
 /// turn; the id is only valid while the turn runs.
 #[derive(Debug, Default)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use strata_engine::RuntimeEnv;
+use strata_engine::Env;
 use strata_engine::config::{Access, LoadedConfig};
 use strata_http::{HttpState, Token};
 
@@ -43,11 +43,7 @@ fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
 }
 
 /// The control tokens from config, or a per-boot one (printed once, written to the data dir).
-pub fn tokens(
-    cfg: &LoadedConfig,
-    env: &RuntimeEnv,
-    addr: &SocketAddr,
-) -> anyhow::Result<Vec<Token>> {
+pub fn tokens(cfg: &LoadedConfig, env: &Env, addr: &SocketAddr) -> anyhow::Result<Vec<Token>> {
     let configured = &cfg.config.server.tokens;
     if configured.is_empty() {
         // `bind` already refused a public address without configured tokens.

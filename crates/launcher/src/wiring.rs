@@ -11,7 +11,7 @@ use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
 use strata_engine::audit::AuditSink;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
 use strata_engine::manager::AgentManager;
-use strata_engine::{Invoker, Registry, RuntimeEnv};
+use strata_engine::{Env, Invoker, Registry};
 use strata_store::JsonlAudit;
 use strata_store::SqliteStore;
 
@@ -245,10 +245,8 @@ pub fn build(
 
 /// The runtime environment of a process: config, directories, and the memory backend
 /// `memory.*` asks for (a memory that cannot open is an error, not a silent downgrade).
-pub fn env(
-    cfg: &LoadedConfig,
-) -> anyhow::Result<(Arc<RuntimeEnv>, Option<strata_memory::Backend>)> {
-    let mut env = RuntimeEnv::new(
+pub fn env(cfg: &LoadedConfig) -> anyhow::Result<(Arc<Env>, Option<strata_memory::Backend>)> {
+    let mut env = Env::new(
         cfg.config.clone(),
         cfg.overlay_dir.clone(),
         cfg.data_dir.clone(),
@@ -271,7 +269,7 @@ pub fn env(
 /// The Invoker of a process with every stage wired: rate-limit counters and approval
 /// requests in the SQLite store (shared with other processes on the same data dir).
 pub fn invoker(
-    env: Arc<RuntimeEnv>,
+    env: Arc<Env>,
     registry: Arc<Registry>,
     audit: Arc<dyn AuditSink>,
     store: Arc<SqliteStore>,

@@ -124,7 +124,7 @@ fn spec(
 /// command skills): `tools.terminal`'s read roots, limits, environment allow-list and backend;
 /// the overlay's `config/` and the data directory hidden; writes only in `workspace`.
 pub(crate) fn confined(
-    env: &strata_engine::RuntimeEnv,
+    env: &strata_engine::Env,
     cfg: &TerminalConfig,
     command: String,
     workspace: PathBuf,

@@ -11,7 +11,7 @@ use strata_engine::config::{
 };
 use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent};
 use strata_engine::session::InMemoryStore;
-use strata_engine::{Invoker, Registry, RuntimeEnv};
+use strata_engine::{Env, Invoker, Registry};
 use strata_test_support::scripted::Scripted;
 
 use strata_test_support::discord::*;
@@ -157,7 +157,7 @@ pub async fn world_with(
             },
         );
     }
-    let env = Arc::new(RuntimeEnv::new(
+    let env = Arc::new(Env::new(
         c.clone(),
         dir.path().to_path_buf(),
         dir.path().join("data"),

@@ -12,8 +12,8 @@ use strata_engine::config::{
     UnknownPolicy,
 };
 use strata_engine::{
-    Capability, Invocation, Invoker, Principal, Registry, RuntimeEnv, SideEffects, Status,
-    ToolOutput, ToolSpec,
+    Capability, Env, Invocation, Invoker, Principal, Registry, SideEffects, Status, ToolOutput,
+    ToolSpec,
 };
 
 fn person(id: &str, access: Access) -> Person {
@@ -293,7 +293,7 @@ fn access_control_can_be_switched_off_but_gates_remain() {
 
 fn invoker_with(c: Config) -> Arc<Invoker> {
     let dir = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(c, dir.clone(), dir.join("data")));
+    let env = Arc::new(Env::new(c, dir.clone(), dir.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     reg.register(spec("deploy"), |_, _| async {
         Ok(ToolOutput(json!("deployed")))

@@ -9,9 +9,7 @@ use serde_json::json;
 use strata_engine::approval::{ApprovalStatus, Approvals, DecideError, MemoryApprovalStore};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, Config, FailMode, Limits, Person};
-use strata_engine::{
-    Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, ToolOutput, ToolSpec,
-};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, ToolOutput, ToolSpec};
 
 struct Setup {
     invoker: Arc<Invoker>,
@@ -37,7 +35,7 @@ fn setup(tweak: impl FnOnce(&mut Config), timeout: Duration, with_channel: bool)
     ];
     tweak(&mut c);
     let dir = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(c, dir.clone(), dir.join("data")));
+    let env = Arc::new(Env::new(c, dir.clone(), dir.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let runs = Arc::new(AtomicUsize::new(0));
     let r2 = runs.clone();

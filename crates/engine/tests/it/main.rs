@@ -17,18 +17,18 @@ mod tidy;
 use std::sync::Arc;
 
 use strata_engine::config::Config;
-use strata_engine::{RuntimeEnv, ToolContext};
+use strata_engine::{Env, ToolContext};
 
 /// A runtime environment over a temp overlay.
-pub fn env_in(dir: &std::path::Path) -> Arc<RuntimeEnv> {
+pub fn env_in(dir: &std::path::Path) -> Arc<Env> {
     let mut config = Config::default();
     config.tools.timeout_secs = 5;
-    Arc::new(RuntimeEnv::new(config, dir.to_path_buf(), dir.join("data")))
+    Arc::new(Env::new(config, dir.to_path_buf(), dir.join("data")))
 }
 
 /// Silences "unused" for helpers only some modules use.
 #[allow(dead_code)]
-pub fn ctx(env: Arc<RuntimeEnv>) -> ToolContext {
+pub fn ctx(env: Arc<Env>) -> ToolContext {
     ToolContext {
         agent_id: None,
         session_id: None,

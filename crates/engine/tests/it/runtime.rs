@@ -12,7 +12,7 @@ use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
 use strata_engine::runtime::{AgentManager, LlmAgent, TurnRequest, is_no_reply};
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
-use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, async_trait, tool};
+use strata_engine::{Env, Invoker, Principal, Registry, ToolError, async_trait, tool};
 
 use strata_test_support::scripted::{Scripted, calls, text};
 
@@ -47,7 +47,7 @@ async fn shout(
 }
 
 /// An environment whose team makes `p1` (the sender of these turns) an owner.
-fn env() -> Arc<RuntimeEnv> {
+fn env() -> Arc<Env> {
     let base = crate::env_in(&std::env::temp_dir());
     let mut config = base.config.clone();
     config.team.people.push(strata_engine::config::Person {
@@ -56,7 +56,7 @@ fn env() -> Arc<RuntimeEnv> {
         access: strata_engine::config::Access::Owner,
         contacts: Default::default(),
     });
-    Arc::new(RuntimeEnv::new(
+    Arc::new(Env::new(
         config,
         base.overlay_dir.clone(),
         base.data_dir.clone(),
@@ -431,7 +431,7 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
         access: strata_engine::config::Access::Staff,
         contacts: Default::default(),
     });
-    let env = Arc::new(RuntimeEnv::new(
+    let env = Arc::new(Env::new(
         config,
         std::env::temp_dir(),
         std::env::temp_dir().join("data"),
@@ -466,7 +466,7 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
 
 /// Sees the turn registry while the turn runs.
 struct SeesTurn {
-    env: Arc<RuntimeEnv>,
+    env: Arc<Env>,
     seen: Mutex<Option<strata_engine::runtime::TurnInfo>>,
 }
 

@@ -9,7 +9,7 @@ use strata_engine::audit::{Alert, AlertSink, NoAudit};
 use strata_engine::config::{Config, ContentSafetyConfig, SafetyPolicy};
 use strata_engine::safety::{ContentSafety, score};
 use strata_engine::{
-    Invocation, Invoker, Principal, Registry, RuntimeEnv, SideEffects, Status, ToolOutput, ToolSpec,
+    Env, Invocation, Invoker, Principal, Registry, SideEffects, Status, ToolOutput, ToolSpec,
 };
 
 const BENIGN: &[&str] = &[
@@ -117,7 +117,7 @@ fn invoker(policy: SafetyPolicy) -> (Invoker, Arc<Sink>) {
     c.security.content_safety.policy = policy;
     c.security.access_control.enabled = false;
     let dir = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(c, dir.clone(), dir.join("data")));
+    let env = Arc::new(Env::new(c, dir.clone(), dir.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let mut fetch = ToolSpec::new("fetch_page", "test", json!({"type": "object"}));
     fetch.web_facing = true;

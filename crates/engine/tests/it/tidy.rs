@@ -192,7 +192,7 @@ fn no_secret_reference_is_resolved_without_the_vault() {
     let found = offenders(r"resolve_ref\([^)]*,\s*None\s*,", &[], &[]);
     assert!(
         found.is_empty(),
-        "a `vault:` reference resolved with no vault (use RuntimeEnv::secret):\n{}",
+        "a `vault:` reference resolved with no vault (use Env::secret):\n{}",
         found.join("\n")
     );
 }

@@ -9,7 +9,7 @@ use strata_engine::ToolFilter;
 use strata_engine::config::{Access, Config, LlmConfig};
 use strata_engine::runtime::{AgentManager, LlmAgent};
 use strata_engine::session::InMemoryStore;
-use strata_engine::{Invoker, Registry, RuntimeEnv, ToolError, tool};
+use strata_engine::{Env, Invoker, Registry, ToolError, tool};
 use strata_http::{HttpState, Token};
 use strata_store::JsonlAudit;
 use strata_test_support::{FakeServer, openai};
@@ -60,11 +60,7 @@ async fn server() -> Server {
     #[cfg(unix)]
     std::os::unix::fs::symlink(d.join("outside.txt"), d.join("tmp/link")).expect("symlink");
 
-    let env = Arc::new(RuntimeEnv::new(
-        Config::default(),
-        d.to_path_buf(),
-        d.join("data"),
-    ));
+    let env = Arc::new(Env::new(Config::default(), d.to_path_buf(), d.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let audit = Arc::new(JsonlAudit::open(&d.join("data/audit.jsonl")).expect("audit"));
     let invoker = Arc::new(Invoker::new(reg, env.clone(), audit.clone()));

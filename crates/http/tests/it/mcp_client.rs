@@ -12,7 +12,7 @@ use strata_engine::agent::{Agent, Message, TurnContext};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig, McpServerConfig, McpTransport};
 use strata_engine::runtime::LlmAgent;
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 use strata_test_support::{FakeServer, openai};
 
 fn python_mcp_available() -> bool {
@@ -59,7 +59,7 @@ async fn external_tools_are_registered_called_and_restarted() {
     );
 
     let d = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(Config::default(), d.clone(), d));
+    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
     let inv = Arc::new(Invoker::new(
         registry.clone(),
         env.clone(),

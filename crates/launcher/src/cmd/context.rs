@@ -12,7 +12,7 @@ use strata_store::JsonlAudit;
 
 use crate::Launcher;
 use crate::cli::GlobalArgs;
-use strata_engine::{Registry, RuntimeEnv};
+use strata_engine::{Env, Registry};
 
 use crate::Exit;
 
@@ -147,7 +147,7 @@ pub(crate) fn open_store(l: &Context) -> anyhow::Result<Arc<strata_store::Sqlite
     )?))
 }
 
-pub(crate) fn make_env(l: &Context) -> anyhow::Result<Arc<RuntimeEnv>> {
+pub(crate) fn make_env(l: &Context) -> anyhow::Result<Arc<Env>> {
     crate::wiring::env(&l.config).map(|(e, _)| e)
 }
 

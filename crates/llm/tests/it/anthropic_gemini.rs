@@ -9,7 +9,7 @@ use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{CompletionRequest, LlmError};
 use strata_engine::runtime::LlmAgent;
-use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, tool};
+use strata_engine::{Env, Invoker, Principal, Registry, ToolError, tool};
 use strata_llm::AgentContext;
 use strata_test_support::{FakeServer, anthropic, gemini};
 
@@ -28,9 +28,9 @@ async fn out_of_order() -> Result<(), ToolError> {
     Err(ToolError::failed("machine broken"))
 }
 
-fn env() -> Arc<RuntimeEnv> {
+fn env() -> Arc<Env> {
     let d = std::env::temp_dir();
-    Arc::new(RuntimeEnv::new(Config::default(), d.clone(), d))
+    Arc::new(Env::new(Config::default(), d.clone(), d))
 }
 
 fn agent(c: &LlmConfig) -> LlmAgent {

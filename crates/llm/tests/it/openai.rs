@@ -10,7 +10,7 @@ use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{LlmError, StreamEvent};
 use strata_engine::runtime::LlmAgent;
-use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, ToolError, tool};
+use strata_engine::{Env, Invoker, Principal, Registry, ToolError, tool};
 use strata_test_support::{FakeResponse, FakeServer, openai};
 
 /// Looks up the weather (fake).
@@ -38,9 +38,9 @@ fn cfg(url: &str, stream: bool) -> LlmConfig {
     c
 }
 
-fn env() -> Arc<RuntimeEnv> {
+fn env() -> Arc<Env> {
     let d = std::env::temp_dir();
-    Arc::new(RuntimeEnv::new(Config::default(), d.clone(), d))
+    Arc::new(Env::new(Config::default(), d.clone(), d))
 }
 
 fn agent(c: &LlmConfig) -> LlmAgent {

@@ -14,7 +14,7 @@ use strata_engine::llm::{
 };
 use strata_engine::memory::MemoryBackend;
 use strata_engine::runtime::LlmAgent;
-use strata_engine::{Invoker, Principal, Registry, RuntimeEnv, async_trait};
+use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
 use strata_memory::HonchoMemory;
 
 use strata_test_support::honcho::fake;
@@ -30,16 +30,16 @@ fn cfg(url: &str, timeout_ms: u64) -> HonchoConfig {
     }
 }
 
-fn env(mem: Option<Arc<dyn MemoryBackend>>) -> Arc<RuntimeEnv> {
+fn env(mem: Option<Arc<dyn MemoryBackend>>) -> Arc<Env> {
     let dir = std::env::temp_dir();
-    let mut e = RuntimeEnv::new(Config::default(), dir.clone(), dir.join("data"));
+    let mut e = Env::new(Config::default(), dir.clone(), dir.join("data"));
     if let Some(m) = mem {
         e = e.with_memory(m);
     }
     Arc::new(e)
 }
 
-fn turn(env: Arc<RuntimeEnv>) -> TurnContext {
+fn turn(env: Arc<Env>) -> TurnContext {
     TurnContext::new(
         "main",
         "chan-7",

@@ -226,7 +226,7 @@ async fn a_restarted_runtime_resumes_every_session() {
     use strata_engine::runtime::{AgentManager, TurnRequest};
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("data/strata.db");
-    let env = Arc::new(strata_engine::RuntimeEnv::new(
+    let env = Arc::new(strata_engine::Env::new(
         strata_engine::config::Config::default(),
         dir.path().to_path_buf(),
         dir.path().join("data"),

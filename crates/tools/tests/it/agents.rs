@@ -15,7 +15,7 @@ use strata_engine::connector::{
 use strata_engine::llm::*;
 use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, TurnRequest};
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status, async_trait};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, async_trait};
 
 use strata_test_support::scripted::{Scripted, text};
 
@@ -29,7 +29,7 @@ fn tool_results(p: &Scripted) -> Vec<String> {
 }
 
 struct World {
-    env: Arc<RuntimeEnv>,
+    env: Arc<Env>,
     manager: Arc<AgentManager>,
     invoker: Arc<Invoker>,
     store: Arc<InMemoryStore>,
@@ -82,7 +82,7 @@ fn world_with(
         });
     }
     tweak(&mut c);
-    let env = Arc::new(RuntimeEnv::new(
+    let env = Arc::new(Env::new(
         c,
         dir.path().to_path_buf(),
         dir.path().join("data"),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 struct Overlay {
     dir: tempfile::TempDir,
@@ -33,11 +33,7 @@ fn overlay() -> Overlay {
         std::os::unix::fs::symlink(&outside, d.join("tmp/link-out")).expect("symlink");
         std::os::unix::fs::symlink(d.join("config"), d.join("tmp/config-dir")).expect("symlink");
     }
-    let env = Arc::new(RuntimeEnv::new(
-        Config::default(),
-        d.to_path_buf(),
-        d.join("data"),
-    ));
+    let env = Arc::new(Env::new(Config::default(), d.to_path_buf(), d.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     Overlay {
         invoker: Invoker::new(reg, env, Arc::new(NoAudit)),

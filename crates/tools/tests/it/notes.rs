@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 fn setup() -> (tempfile::TempDir, Invoker) {
     let _ = strata_tools::link();
@@ -45,11 +45,7 @@ fn setup() -> (tempfile::TempDir, Invoker) {
     let mut big = b"backup server huge\n".to_vec();
     big.resize(9 * 1024 * 1024, b'x');
     w("knowledgebase/build/huge.log", &big);
-    let env = Arc::new(RuntimeEnv::new(
-        Config::default(),
-        d.to_path_buf(),
-        d.join("data"),
-    ));
+    let env = Arc::new(Env::new(Config::default(), d.to_path_buf(), d.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     (dir, Invoker::new(reg, env, Arc::new(NoAudit)))
 }

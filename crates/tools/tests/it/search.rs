@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 type Seen = Arc<Mutex<Vec<String>>>;
 
@@ -75,7 +75,7 @@ fn invoker(port: u16, brave: bool, tavily: bool) -> Invoker {
     c.tools.web_search.brave_api_key = brave.then(|| "brave-test-key".into());
     c.tools.web_search.tavily_api_key = tavily.then(|| "tavily-test-key".into());
     let dir = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(c, dir.clone(), dir.join("data")));
+    let env = Arc::new(Env::new(c, dir.clone(), dir.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     Invoker::new(reg, env, Arc::new(NoAudit))
 }

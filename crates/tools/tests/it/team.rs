@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use strata_engine::approval::{ApprovalStatus, Approvals, MemoryApprovalStore};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, TeamConfig};
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 const TEAM: &str = r#"{
   "people": [
@@ -34,7 +34,7 @@ fn world() -> World {
         team: serde_json::from_str(TEAM).expect("team parses"),
         ..Config::default()
     };
-    let env = Arc::new(RuntimeEnv::new(
+    let env = Arc::new(Env::new(
         c,
         dir.path().to_path_buf(),
         dir.path().join("data"),

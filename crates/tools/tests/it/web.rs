@@ -9,7 +9,7 @@ use axum::routing::{any, get};
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, HttpSecret};
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 async fn server() -> u16 {
     let app = axum::Router::new()
@@ -74,7 +74,7 @@ fn invoker(allow_loopback: bool) -> Invoker {
         },
     );
     let dir = std::env::temp_dir();
-    let env = Arc::new(RuntimeEnv::new(c, dir.clone(), dir.join("data")));
+    let env = Arc::new(Env::new(c, dir.clone(), dir.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     Invoker::new(reg, env, Arc::new(NoAudit))
 }

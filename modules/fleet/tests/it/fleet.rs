@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
 use strata_engine::secret::{Secret, Vault};
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 
 use strata_test_support::directus::TOKEN;
 
@@ -38,8 +38,8 @@ fn invoker(fleet: Value, token: &str, dir: &std::path::Path) -> Invoker {
         .access_control
         .default_capabilities
         .push(strata_engine::Capability::Secrets);
-    let env = RuntimeEnv::new(c, dir.to_path_buf(), dir.join("data"))
-        .with_vault(Arc::new(OneKey(token.into())));
+    let env =
+        Env::new(c, dir.to_path_buf(), dir.join("data")).with_vault(Arc::new(OneKey(token.into())));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     Invoker::new(reg, Arc::new(env), Arc::new(NoAudit))
 }
@@ -193,7 +193,7 @@ async fn errors_401_404_500_are_explained() {
     );
     let mut c = Config::default();
     c.modules.insert("fleet".into(), json!({"mind_url": url}));
-    let env = RuntimeEnv::new(c.clone(), dir.path().to_path_buf(), dir.path().join("data"));
+    let env = Env::new(c.clone(), dir.path().to_path_buf(), dir.path().join("data"));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let gated = Invoker::new(reg.clone(), Arc::new(env), Arc::new(NoAudit));
     // mind_api is gated: without an approver it does not run, not even for the operator.
@@ -205,7 +205,7 @@ async fn errors_401_404_500_are_explained() {
     .await;
     assert_eq!(r.status, Status::ApprovalDenied, "{r:?}");
     c.security.hitl.owner_bypass = true;
-    let env = RuntimeEnv::new(c, dir.path().to_path_buf(), dir.path().join("data"));
+    let env = Env::new(c, dir.path().to_path_buf(), dir.path().join("data"));
     let novault = Invoker::new(reg, Arc::new(env), Arc::new(NoAudit));
     let r = call(
         &novault,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Invocation, Invoker, Principal, Registry, RuntimeEnv, Status};
+use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -38,11 +38,7 @@ fn invoker(services: Value) -> (Invoker, tempfile::TempDir) {
         "ops".into(),
         json!({"services": services, "timeout_ms": 1000}),
     );
-    let env = Arc::new(RuntimeEnv::new(
-        config,
-        dir.path().into(),
-        dir.path().join("data"),
-    ));
+    let env = Arc::new(Env::new(config, dir.path().into(), dir.path().join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     (Invoker::new(reg, env, Arc::new(NoAudit)), dir)
 }
