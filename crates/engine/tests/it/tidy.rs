@@ -9,6 +9,7 @@
 //! - No `vault:` reference is resolved without the vault (`resolve_ref(…, None, …)`).
 //! - `unsafe` is allowed in one file (the sandbox's pre-exec hook).
 //! - Every child process of a running Strata starts through `strata-sandbox`.
+//! - The MCP SDK (rmcp) is used in `strata-http` only.
 //! - The engine is a ladder: each module names only modules on its own rung or below
 //!   (`LADDER`), and no two modules name each other.
 //! - The engine depends on no HTTP server or client, database or chat client, even
@@ -184,6 +185,19 @@ fn every_child_process_starts_through_the_sandbox_crate() {
         found.is_empty(),
         "a child process started by hand; use strata_sandbox::run or strata_sandbox::host:\n{}",
         found.join("\n")
+    );
+}
+
+#[test]
+fn the_mcp_sdk_is_used_in_one_crate() {
+    let found = offenders(r"\brmcp::", &[], &[]);
+    let outside: Vec<&String> = found
+        .iter()
+        .filter(|l| !l.starts_with("crates/http/"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "rmcp outside strata-http (the MCP server and client live there):\n{outside:?}"
     );
 }
 
