@@ -145,17 +145,7 @@ pub fn open_guarded(
         path: path.display().to_string(),
         reason,
     };
-    // The deepest root holding the checked path (roots may nest).
-    let root = roots
-        .iter()
-        .filter_map(|r| std::fs::canonicalize(r).ok())
-        .filter(|r| resolved.starts_with(r))
-        .max_by_key(|r| r.components().count())
-        .ok_or_else(|| PathError::OutsideRoots {
-            path: path.display().to_string(),
-            resolved: resolved.display().to_string(),
-            roots: join_roots(roots),
-        })?;
+    let root = holding_root(path, &resolved, roots, false)?;
     let rel = resolved
         .strip_prefix(&root)
         .map_err(|e| unresolvable(e.to_string()))?;
@@ -179,6 +169,26 @@ pub fn open_guarded(
     Ok((std::fs::File::from(fd), resolved))
 }
 
+/// The deepest root holding the checked path `resolved` (roots may nest); with `strictly`,
+/// a root that is the path itself does not count (a file needs a parent inside the root).
+fn holding_root(
+    path: &Path,
+    resolved: &Path,
+    roots: &[PathBuf],
+    strictly: bool,
+) -> Result<PathBuf, PathError> {
+    roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .filter(|r| resolved.starts_with(r) && !(strictly && resolved == r.as_path()))
+        .max_by_key(|r| r.components().count())
+        .ok_or_else(|| PathError::OutsideRoots {
+            path: path.display().to_string(),
+            resolved: resolved.display().to_string(),
+            roots: join_roots(roots),
+        })
+}
+
 /// For writing `path` under the rules of [`resolve_guarded`]: a handle on its parent
 /// directory, reached (and created where missing) beneath the root without following any
 /// symlink, and the file's name in it. Writers create, replace and rename relative to the
@@ -196,16 +206,7 @@ pub fn open_parent_guarded(
         path: path.display().to_string(),
         reason,
     };
-    let root = roots
-        .iter()
-        .filter_map(|r| std::fs::canonicalize(r).ok())
-        .filter(|r| resolved.starts_with(r) && resolved != *r)
-        .max_by_key(|r| r.components().count())
-        .ok_or_else(|| PathError::OutsideRoots {
-            path: path.display().to_string(),
-            resolved: resolved.display().to_string(),
-            roots: join_roots(roots),
-        })?;
+    let root = holding_root(path, &resolved, roots, true)?;
     let rel = resolved
         .strip_prefix(&root)
         .map_err(|e| unresolvable(e.to_string()))?;

@@ -322,30 +322,22 @@ impl Registry {
 
     /// Registers a hand-written [`Tool`] at run time. Same rules as [`Self::register`].
     pub fn register_tool(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        let name = tool.spec().name.clone();
-        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        if map.contains_key(&name) {
-            return Err(RegistryError::Duplicate(name));
-        }
-        map.insert(
-            name,
-            RegisteredTool {
-                tool,
-                layer: Layer::Runtime,
-                origin: "runtime".to_owned(),
-            },
-        );
-        self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
-        Ok(())
+        self.insert_runtime(tool, false)
     }
 
     /// Registers a run-time tool, replacing the run-time tool of the same name if there is one
     /// (a reloaded command skill). A name held by a compiled-in tool is an error.
     pub fn replace_runtime(&self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.insert_runtime(tool, true)
+    }
+
+    fn insert_runtime(&self, tool: Arc<dyn Tool>, replace: bool) -> Result<(), RegistryError> {
         let name = tool.spec().name.clone();
         let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        if map.get(&name).is_some_and(|t| t.layer != Layer::Runtime) {
+        let taken = map
+            .get(&name)
+            .is_some_and(|t| !replace || t.layer != Layer::Runtime);
+        if taken {
             return Err(RegistryError::Duplicate(name));
         }
         map.insert(
