@@ -29,10 +29,7 @@ impl ToolPattern {
 
     /// Whether `name` matches.
     pub fn matches(&self, name: &str) -> bool {
-        match self.prefix() {
-            Some(prefix) => name.starts_with(prefix),
-            None => self.text == name,
-        }
+        pattern_matches(&self.text, name)
     }
 
     /// As written.
@@ -47,11 +44,18 @@ impl fmt::Display for ToolPattern {
     }
 }
 
+/// The one reading of the syntax, on borrowed text (the access checks run it for every
+/// call: no allocation).
+fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
 /// Whether `name` matches any of `patterns` (each read as a [`ToolPattern`]).
 pub fn matches_any<S: AsRef<str>>(patterns: &[S], name: &str) -> bool {
-    patterns
-        .iter()
-        .any(|p| ToolPattern::new(p.as_ref()).matches(name))
+    patterns.iter().any(|p| pattern_matches(p.as_ref(), name))
 }
 
 /// The value of the entry of `map` that best matches `tool`: the exact name, else the longest
@@ -62,12 +66,10 @@ pub fn best_match<'a, V>(
 ) -> Option<&'a V> {
     let mut best: Option<(usize, &V)> = None;
     for (k, v) in map {
-        let p = ToolPattern::new(k.as_str());
-        let rank = match p.prefix() {
-            None if p.matches(tool) => usize::MAX,
-            Some(prefix) if p.matches(tool) => prefix.len(),
-            _ => continue,
-        };
+        if !pattern_matches(k, tool) {
+            continue;
+        }
+        let rank = k.strip_suffix('*').map_or(usize::MAX, str::len);
         if best.is_none_or(|(r, _)| rank > r) {
             best = Some((rank, v));
         }
