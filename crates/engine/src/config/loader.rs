@@ -46,9 +46,108 @@ pub struct LoadOptions {
 }
 
 /// A problem with the configuration: says which file or variable, which key, and what to do.
+/// The variants let callers tell the kinds apart; `Display` is the message for people.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The overlay directory cannot be used.
+    #[error("overlay directory `{}`: {reason}", dir.display())]
+    Overlay {
+        /// As given.
+        dir: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A command-line flag (`--set`, `--profile`) is malformed.
+    #[error("{0}")]
+    Flag(String),
+    /// `modules.<name>` names a module this binary does not link.
+    #[error(
+        "unknown module `modules.{name}` (set by {origin}){}; modules linked into this binary: {}",
+        suggestion.as_ref().map(|s| format!("; did you mean `modules.{s}`?")).unwrap_or_default(),
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+    )]
+    UnknownModule {
+        /// The module named.
+        name: String,
+        /// Which layer set it.
+        origin: String,
+        /// The nearest linked module, if any is close.
+        suggestion: Option<String>,
+        /// The modules linked in.
+        known: Vec<String>,
+    },
+    /// Values that do not fit the config's types: one problem per line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Problem>),
+}
+
+/// One value that does not fit: where it came from, which key, what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// The file, environment variable or flag that set it.
+    pub source: String,
+    /// The dotted key.
+    pub key: String,
+    /// What is wrong.
+    pub kind: ProblemKind,
+}
+
+/// What is wrong with a value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProblemKind {
+    /// The key does not exist; the nearest valid key, and the valid keys at that level.
+    UnknownKey {
+        /// A likely intended key (full dotted path).
+        suggestion: Option<String>,
+        /// The keys valid beside it.
+        valid: Vec<String>,
+    },
+    /// The value is not one of the allowed words.
+    NotAllowed {
+        /// The value given.
+        value: String,
+        /// A likely intended word.
+        suggestion: Option<String>,
+        /// The words allowed.
+        allowed: Vec<String>,
+    },
+    /// Anything else the types refuse (wrong type, missing field…), as figment words it.
+    Other(String),
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hint = |s: &Option<String>| {
+            s.as_ref()
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default()
+        };
+        match &self.kind {
+            ProblemKind::UnknownKey { suggestion, valid } => write!(
+                f,
+                "{}: unknown key `{}`{} (valid keys here: {})",
+                self.source,
+                self.key,
+                hint(suggestion),
+                valid.join(", ")
+            ),
+            ProblemKind::NotAllowed {
+                value,
+                suggestion,
+                allowed,
+            } => write!(
+                f,
+                "{}: `{}` = `{value}` is not allowed{} (allowed: {})",
+                self.source,
+                self.key,
+                hint(suggestion),
+                allowed.join(", ")
+            ),
+            ProblemKind::Other(m) if self.key.is_empty() => write!(f, "{}: {m}", self.source),
+            ProblemKind::Other(m) => write!(f, "{}: `{}`: {m}", self.source, self.key),
+        }
+    }
+}
 
 /// The loaded configuration plus where each value came from.
 pub struct LoadedConfig {
@@ -165,17 +264,16 @@ pub fn is_config_env(key: &str) -> bool {
 impl LoadedConfig {
     /// Loads and checks every layer.
     pub fn load(opts: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
-        let overlay_dir = std::path::absolute(&opts.overlay_dir).map_err(|e| {
-            ConfigError(format!(
-                "overlay directory `{}`: {e}",
-                opts.overlay_dir.display()
-            ))
-        })?;
+        let overlay_dir =
+            std::path::absolute(&opts.overlay_dir).map_err(|e| ConfigError::Overlay {
+                dir: opts.overlay_dir.clone(),
+                reason: e.to_string(),
+            })?;
         if !overlay_dir.is_dir() {
-            return Err(ConfigError(format!(
-                "overlay directory `{}` does not exist; pass --overlay DIR or set STRATA_OVERLAY",
-                overlay_dir.display()
-            )));
+            return Err(ConfigError::Overlay {
+                dir: overlay_dir,
+                reason: "does not exist; pass --overlay DIR or set STRATA_OVERLAY".into(),
+            });
         }
         let mut fig = Figment::new().merge(Labeled {
             inner: Serialized::defaults(Config::default()),
@@ -204,7 +302,7 @@ impl LoadedConfig {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::Flag(format!(
                     "profile `{p}`: use letters, digits, `-` and `_` only"
                 )));
             }
@@ -228,13 +326,13 @@ impl LoadedConfig {
         }
         for ov in &opts.overrides {
             let Some((key, raw)) = ov.split_once('=') else {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::Flag(format!(
                     "--set `{ov}`: expected KEY=VALUE, e.g. --set server.port=9000"
                 )));
             };
             let key = key.trim();
             if key.is_empty() {
-                return Err(ConfigError(format!("--set `{ov}`: the key is empty")));
+                return Err(ConfigError::Flag(format!("--set `{ov}`: the key is empty")));
             }
             let value: FValue = raw.parse().unwrap_or_else(|_| FValue::from(raw.to_owned()));
             fig = fig.merge(Labeled {
@@ -253,18 +351,12 @@ impl LoadedConfig {
         }
         let known: Vec<&str> = opts.modules.iter().map(|m| m.name.as_str()).collect();
         if let Some(unknown) = config.modules.keys().find(|k| !known.contains(&k.as_str())) {
-            let hint = suggest(unknown, &known)
-                .map(|s| format!("; did you mean `modules.{s}`?"))
-                .unwrap_or_default();
-            let origin = origin_label(&fig, &format!("modules.{unknown}"));
-            return Err(ConfigError(format!(
-                "unknown module `modules.{unknown}` (set by {origin}){hint}; modules linked into this binary: {}",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            )));
+            return Err(ConfigError::UnknownModule {
+                name: unknown.clone(),
+                origin: origin_label(&fig, &format!("modules.{unknown}")),
+                suggestion: suggest(unknown, &known).map(str::to_owned),
+                known: known.iter().map(|s| (*s).to_owned()).collect(),
+            });
         }
         // What a layer turned off is gone before anything sees it.
         config.agents.retain(|_, a| a.enabled);
@@ -419,36 +511,39 @@ fn describe(fig: &Figment, err: figment::Error) -> ConfigError {
                     },
                     None => source.clone(),
                 };
-                let hint = match suggest(field, expected) {
-                    Some(s) if parent.is_empty() => format!("; did you mean `{s}`?"),
-                    Some(s) => format!("; did you mean `{parent}.{s}`?"),
-                    None => String::new(),
-                };
-                format!(
-                    "{origin}: unknown key `{full}`{hint} (valid keys here: {})",
-                    expected.join(", ")
-                )
-            }
-            figment::error::Kind::UnknownVariant(v, expected) => {
-                let hint = suggest(v, expected)
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_default();
-                format!(
-                    "{source}: `{key}` = `{v}` is not allowed{hint} (allowed: {})",
-                    expected.join(", ")
-                )
-            }
-            kind => {
-                if key.is_empty() {
-                    format!("{source}: {kind}")
-                } else {
-                    format!("{source}: `{key}`: {kind}")
+                Problem {
+                    source: origin,
+                    key: full,
+                    kind: ProblemKind::UnknownKey {
+                        suggestion: suggest(field, expected).map(|s| {
+                            if parent.is_empty() {
+                                s.to_owned()
+                            } else {
+                                format!("{parent}.{s}")
+                            }
+                        }),
+                        valid: expected.iter().map(|s| (*s).to_owned()).collect(),
+                    },
                 }
             }
+            figment::error::Kind::UnknownVariant(v, expected) => Problem {
+                source,
+                key,
+                kind: ProblemKind::NotAllowed {
+                    value: v.clone(),
+                    suggestion: suggest(v, expected).map(str::to_owned),
+                    allowed: expected.iter().map(|s| (*s).to_owned()).collect(),
+                },
+            },
+            kind => Problem {
+                source,
+                key,
+                kind: ProblemKind::Other(kind.to_string()),
+            },
         };
         lines.push(line);
     }
-    ConfigError(lines.join("\n"))
+    ConfigError::Invalid(lines)
 }
 
 /// Used by `declare_module!`: checks `modules.<name>` against the module's config type.

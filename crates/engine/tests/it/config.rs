@@ -306,3 +306,45 @@ fn resolve_config_file_prefers_the_overlay() {
     assert_eq!(std::fs::read_to_string(p).expect("read"), "module");
     assert!(l.resolve_config_file("missing.md").is_none());
 }
+
+#[test]
+fn config_errors_are_typed_for_callers() {
+    use strata_engine::config::{ConfigError, ProblemKind};
+    let dir = tempfile::tempdir().expect("tmp");
+    write(dir.path(), "config/config.yaml", "server:\n  prot: 9000\n");
+    match LoadedConfig::load(&opts(dir.path())) {
+        Err(ConfigError::Invalid(problems)) => {
+            assert_eq!(problems.len(), 1);
+            assert_eq!(problems[0].key, "server.prot");
+            assert!(problems[0].source.ends_with("config/config.yaml"));
+            match &problems[0].kind {
+                ProblemKind::UnknownKey { suggestion, valid } => {
+                    assert_eq!(suggestion.as_deref(), Some("server.port"));
+                    assert!(valid.iter().any(|k| k == "port"), "{valid:?}");
+                }
+                other => panic!("unknown key expected, got {other:?}"),
+            }
+        }
+        other => panic!("Invalid expected, got {:?}", other.err()),
+    }
+    write(
+        dir.path(),
+        "config/config.yaml",
+        "modules:\n  frist:\n    greeting: hi\n",
+    );
+    match LoadedConfig::load(&opts(dir.path())) {
+        Err(ConfigError::UnknownModule {
+            name, suggestion, ..
+        }) => {
+            assert_eq!(name, "frist");
+            assert_eq!(suggestion.as_deref(), Some("first"));
+        }
+        other => panic!("UnknownModule expected, got {:?}", other.err()),
+    }
+    let mut o = opts(dir.path());
+    o.overlay_dir = dir.path().join("missing");
+    assert!(matches!(
+        LoadedConfig::load(&o),
+        Err(ConfigError::Overlay { .. })
+    ));
+}
