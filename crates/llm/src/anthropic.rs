@@ -86,6 +86,20 @@ impl AnthropicProvider {
         }
     }
 
+    /// One completion, streamed or not — the shape every HTTP provider's trait methods call.
+    async fn run(
+        &self,
+        req: &CompletionRequest,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<CompletionResponse, LlmError> {
+        if stream {
+            self.streamed(req, on_event).await
+        } else {
+            self.plain(req).await
+        }
+    }
+
     async fn plain(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
         let body = self.body(req, false);
         let resp = send(&self.settings, &self.endpoint, || self.request(&body)).await?;
@@ -305,11 +319,7 @@ impl LlmProvider for AnthropicProvider {
     }
 
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
-        if self.stream {
-            self.streamed(req, &mut |_| {}).await
-        } else {
-            self.plain(req).await
-        }
+        self.run(req, self.stream, &mut |_| {}).await
     }
 
     async fn complete_streaming(
@@ -317,7 +327,7 @@ impl LlmProvider for AnthropicProvider {
         req: &CompletionRequest,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<CompletionResponse, LlmError> {
-        self.streamed(req, on_event).await
+        self.run(req, true, on_event).await
     }
 }
 

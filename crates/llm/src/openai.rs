@@ -110,6 +110,20 @@ impl OpenAiProvider {
         }
     }
 
+    /// One completion, streamed or not — the shape every HTTP provider's trait methods call.
+    async fn run(
+        &self,
+        req: &CompletionRequest,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<CompletionResponse, LlmError> {
+        if stream {
+            self.complete_stream(req, on_event).await
+        } else {
+            self.complete_plain(req).await
+        }
+    }
+
     async fn complete_plain(
         &self,
         req: &CompletionRequest,
@@ -260,11 +274,7 @@ impl LlmProvider for OpenAiProvider {
     }
 
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
-        if self.stream {
-            self.complete_stream(req, &mut |_| {}).await
-        } else {
-            self.complete_plain(req).await
-        }
+        self.run(req, self.stream, &mut |_| {}).await
     }
 
     async fn complete_streaming(
@@ -272,7 +282,7 @@ impl LlmProvider for OpenAiProvider {
         req: &CompletionRequest,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<CompletionResponse, LlmError> {
-        self.complete_stream(req, on_event).await
+        self.run(req, true, on_event).await
     }
 }
 
