@@ -80,9 +80,11 @@ impl Caller {
         })
     }
 
-    /// Whether the scope lets `tool` be listed (the Invoker decides calls).
-    pub fn may_list(&self, tool: &str) -> bool {
-        self.scope().is_none_or(|s| s.filter.allows(tool))
+    /// A test for which tools the scope lets be listed (the Invoker decides calls); the
+    /// scope is built once for the whole listing.
+    pub fn lister(&self) -> impl Fn(&str) -> bool + use<> {
+        let scope = self.scope();
+        move |tool| scope.as_ref().is_none_or(|s| s.filter.allows(tool))
     }
 
     /// A call of `tool` by this caller, inside its scope.

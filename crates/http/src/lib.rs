@@ -181,9 +181,10 @@ async fn api_health(State(st): State<Arc<HttpState>>) -> Json<Value> {
 
 async fn tools(State(st): State<Arc<HttpState>>, Extension(caller): Extension<Caller>) -> Response {
     let list = st.invoker.registry().list();
+    let listed = caller.lister();
     let tools: Vec<Value> = list
         .iter()
-        .filter(|t| caller.may_list(&t.spec().name))
+        .filter(|t| listed(&t.spec().name))
         .filter(|t| st.invoker.policy().callable_by(&caller.principal, t.spec()))
         .map(|t| serde_json::to_value(t.listing()).unwrap_or(Value::Null))
         .collect();

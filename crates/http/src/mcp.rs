@@ -84,16 +84,20 @@ impl ServerHandler for StrataMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = self.caller(&ctx);
+        let listed = caller.as_ref().map(Caller::lister);
         let tools: Vec<Tool> = self
             .invoker
             .registry()
             .list()
             .iter()
             .filter(|t| {
-                caller.as_ref().is_some_and(|c| {
-                    c.may_list(&t.spec().name)
-                        && self.invoker.policy().callable_by(&c.principal, t.spec())
-                })
+                caller
+                    .as_ref()
+                    .zip(listed.as_ref())
+                    .is_some_and(|(c, listed)| {
+                        listed(&t.spec().name)
+                            && self.invoker.policy().callable_by(&c.principal, t.spec())
+                    })
             })
             .map(|t| {
                 let s = t.spec();
