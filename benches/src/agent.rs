@@ -121,6 +121,7 @@ fn req(session: usize) -> TurnRequest {
         sender: Principal::Operator,
         message: Message::text("go"),
         depth: 0,
+        taint: None,
     }
 }
 

@@ -119,6 +119,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
                 pinned: false,
                 created_by: "bench".into(),
                 confidence: None,
+                taint: None,
             };
             let t = Instant::now();
             rt.block_on(mem.store(&op, m)).map_err(|e| e.to_string())?;
@@ -150,6 +151,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
                     pinned: false,
                     created_by: "bench".into(),
                     confidence: None,
+                    taint: None,
                 })
                 .collect();
             let vectors = (0..n)

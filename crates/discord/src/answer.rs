@@ -81,6 +81,7 @@ pub(crate) async fn answer(
             },
             message: Message::text(msg.text.clone()),
             depth: 0,
+            taint: None,
         })
         .await;
     if let Some(t) = typing {

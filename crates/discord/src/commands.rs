@@ -247,6 +247,7 @@ pub(crate) async fn slash(
                                     sender: sender.clone(),
                                     message: Message::text(prompt),
                                     depth: 0,
+                                    taint: None,
                                 })
                                 .await
                             {

@@ -31,6 +31,8 @@ pub struct TurnContext {
     pub provider_state: Option<serde_json::Value>,
     /// Nesting depth of inter-agent calls that led to this turn (0 for a person's message).
     pub depth: u32,
+    /// The turn's taint (shared with the turn that asked for this one, if one did).
+    pub taint: crate::taint::Taint,
 }
 
 impl TurnContext {
@@ -41,6 +43,13 @@ impl TurnContext {
             session_id: &self.session_id,
             channel_id: &self.channel_id,
             sender: &self.sender,
+            taint: self
+                .env
+                .config
+                .security
+                .taint
+                .tracks_memory()
+                .then_some(&self.taint),
         }
     }
 
@@ -62,6 +71,7 @@ impl TurnContext {
             history: Vec::new(),
             provider_state: None,
             depth: 0,
+            taint: crate::taint::Taint::new(),
         }
     }
 }

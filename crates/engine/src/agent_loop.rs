@@ -14,8 +14,13 @@ use crate::invoker::{Invocation, Invoker};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
 use crate::principal::Principal;
 use crate::scope::{Scope, ToolFilter};
+use crate::taint::TaintSource;
 use crate::tool::ToolSpec;
 use crate::turns::TurnInfo;
+
+/// The first line of a summary made from a conversation that held outside content: a turn
+/// that starts from such a summary is tainted (the summary may carry the content's orders).
+pub const TAINTED_SUMMARY: &str = "[summary of a conversation that held outside content]";
 
 #[derive(Default)]
 struct ToolCache {
@@ -144,6 +149,53 @@ impl LlmAgent {
         s
     }
 
+    /// Marks the turn's taint with what it starts from: a sender below the trusted tier, and
+    /// outside content still in its history (a source tool's result) or summary.
+    fn taint_at_start(&self, turn: &TurnContext) {
+        let policy = self.invoker.taint_policy();
+        if !policy.enabled() {
+            return;
+        }
+        let tier = self.invoker.policy().tier(&turn.sender);
+        if policy.sender_taints(tier) {
+            turn.taint
+                .mark(TaintSource::message(&turn.sender.to_string(), tier));
+        }
+        if turn
+            .summary
+            .as_deref()
+            .is_some_and(|s| s.starts_with(TAINTED_SUMMARY))
+        {
+            turn.taint.mark(TaintSource::history(
+                None,
+                "a summary of earlier outside content",
+            ));
+        }
+        for (tool, args) in self.source_calls(&turn.history) {
+            let from = TaintSource::tool(tool, args);
+            turn.taint
+                .mark(TaintSource::history(Some(tool), from.detail));
+        }
+    }
+
+    /// The calls of taint-source tools in `messages` (their results are in there too).
+    fn source_calls<'m>(
+        &self,
+        messages: &'m [ChatMessage],
+    ) -> impl Iterator<Item = (&'m str, &'m Value)> + use<'_, 'm> {
+        let policy = self.invoker.taint_policy();
+        let registry = self.invoker.registry();
+        messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .filter(move |c| {
+                registry
+                    .get(&c.name)
+                    .is_some_and(|t| policy.is_source(t.spec()))
+            })
+            .map(|c| (c.name.as_str(), &c.arguments))
+    }
+
     async fn run_tools(
         &self,
         turn: &TurnContext,
@@ -173,6 +225,7 @@ impl LlmAgent {
             inv.session_id = Some(turn.session_id.clone());
             inv.channel_id = Some(turn.channel_id.clone());
             inv.depth = turn.depth;
+            inv.taint = Some(turn.taint.clone());
             // Layer 3's narrowing for this agent (and skill run): the Invoker refuses and
             // audits a call outside it, like any other refusal.
             inv.scopes
@@ -248,6 +301,7 @@ impl Agent for LlmAgent {
     }
 
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+        self.taint_at_start(&turn);
         let system = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
         // Tool calls that come back from outside the process find this turn by its ticket.
@@ -257,6 +311,7 @@ impl Agent for LlmAgent {
             channel_id: turn.channel_id.clone(),
             sender: turn.sender.clone(),
             depth: turn.depth,
+            taint: turn.taint.clone(),
         });
         // The request is built once and grows round by round; nothing is cloned per round.
         let mut req = CompletionRequest {
@@ -357,6 +412,16 @@ impl Agent for LlmAgent {
         };
         let resp = self.provider.complete(&req).await?;
         let s = resp.message.content.trim().to_owned();
-        Ok((!s.is_empty()).then_some(s))
+        if s.is_empty() {
+            return Ok(None);
+        }
+        // A summary of outside content carries it on: say so where the next turn looks.
+        let tainted = previous.is_some_and(|p| p.starts_with(TAINTED_SUMMARY))
+            || self.source_calls(messages).next().is_some();
+        Ok(Some(if tainted && !s.starts_with(TAINTED_SUMMARY) {
+            format!("{TAINTED_SUMMARY}\n{s}")
+        } else {
+            s
+        }))
     }
 }

@@ -34,6 +34,9 @@ pub struct AuditRecord {
     /// The error message, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What had tainted the calling turn when the call was decided (absent when untainted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taint: Option<Vec<crate::taint::TaintSource>>,
 }
 
 /// Where audit records go.

@@ -28,6 +28,7 @@ use crate::ratelimit::{RateLimiter, RateLog, RateVerdict};
 use crate::registry::{RegisteredTool, Registry};
 use crate::safety::ContentSafety;
 use crate::scope::Scope;
+use crate::taint::{Taint, TaintPolicy, TaintSource};
 use crate::tool::{Env, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
@@ -88,6 +89,9 @@ pub struct Invocation {
     /// call outside any of them is refused with status `denied`, before the tool is even
     /// looked up, so a scope never tells which tools exist beyond it.
     pub scopes: Vec<Scope>,
+    /// The taint of the turn making the call (`None` outside a turn: the CLI, the control
+    /// API). A tainted turn needs approval for gated effects; a source tool's result marks it.
+    pub taint: Option<Taint>,
 }
 
 impl Invocation {
@@ -108,12 +112,19 @@ impl Invocation {
             channel_id: None,
             depth: 0,
             scopes: Vec::new(),
+            taint: None,
         }
     }
 
     /// Adds a scope the call must stay inside.
     pub fn within(mut self, scope: Scope) -> Self {
         self.scopes.push(scope);
+        self
+    }
+
+    /// Makes the call part of a turn with this taint.
+    pub fn tainted_by(mut self, taint: Taint) -> Self {
+        self.taint = Some(taint);
         self
     }
 
@@ -201,6 +212,7 @@ pub struct Invoker {
     limiter: Arc<RateLimiter>,
     approvals: Option<Arc<Approvals>>,
     safety: ContentSafety,
+    taint: TaintPolicy,
     monitor: Monitor,
     alert_sinks: Vec<Arc<dyn AlertSink>>,
     guards: Vec<Arc<dyn Guard>>,
@@ -219,6 +231,7 @@ impl Invoker {
             limiter: Arc::new(RateLimiter::new(sec.rate_limits.clone(), None)),
             approvals: None,
             safety: ContentSafety::new(sec.content_safety.clone()),
+            taint: TaintPolicy::new(sec.taint.clone()),
             monitor: Monitor::new(sec.content_safety.monitor.clone()),
             alert_sinks: Vec::new(),
             registry,
@@ -267,6 +280,11 @@ impl Invoker {
         &self.safety
     }
 
+    /// The taint policy (`security.taint`), for the agent loop that starts turns.
+    pub fn taint_policy(&self) -> &TaintPolicy {
+        &self.taint
+    }
+
     /// Records `alert` in the audit log, the tracing log and every alert sink.
     pub fn alert(&self, alert: Alert) {
         tracing::warn!(kind = alert.kind, rule = %alert.rule, tool = ?alert.tool, agent = ?alert.agent_id, "security alert: {}", alert.message);
@@ -306,6 +324,12 @@ impl Invoker {
             .request_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        // The taint as the call was decided (a source's own record shows the turn before it).
+        let taint_before = call
+            .taint
+            .as_ref()
+            .filter(|t| t.is_tainted())
+            .map(Taint::sources);
         let out_of_scope = call.scopes.iter().find_map(|s| s.check(&call.tool).err());
         let resolved = match out_of_scope {
             Some(_) => None,
@@ -336,6 +360,7 @@ impl Invoker {
             elapsed_ms,
             args: redact(&call.args),
             error: error.clone(),
+            taint: taint_before,
         });
         InvocationResult {
             status,
@@ -391,6 +416,21 @@ impl Invoker {
             }
             Decision::Approve(reason) => Some(reason),
             Decision::Allow => None,
+        };
+        // Taint: a turn that took in outside content asks a person before gated effects.
+        let approval_reason = match call.taint.as_ref().filter(|t| t.is_tainted()) {
+            Some(t) if self.taint.gates(spec, self.policy.tier(&call.principal)) => {
+                let why = format!(
+                    "tainted: {} before asking to run `{}`",
+                    t.explain(),
+                    call.tool
+                );
+                Some(match approval_reason {
+                    Some(r) => format!("{r}; {why}"),
+                    None => why,
+                })
+            }
+            _ => approval_reason,
         };
         // Behaviour monitor (alerts only).
         if let Some(a) = agent {
@@ -449,12 +489,28 @@ impl Invoker {
             depth: call.depth,
             policy: self.policy.clone(),
             tools: self.registry.clone(),
+            taint: call.taint.clone(),
         };
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         let t = tool.tool.clone();
         let args = call.args.clone();
         let mut handle = tokio::spawn(async move { t.call(&ctx, args).await });
-        let joined = match tokio::time::timeout(timeout, &mut handle).await {
+        let joined = tokio::time::timeout(timeout, &mut handle).await;
+        // What the tool returned (or failed with) reaches the model: a source taints the turn
+        // whatever came of the call.
+        if let Some(t) = &call.taint
+            && self.taint.is_source(spec)
+        {
+            let source = TaintSource::tool(&call.tool, &call.args);
+            if t.mark(source.clone()) {
+                self.audit.event(&serde_json::json!({
+                    "ts": now_rfc3339(), "event": "taint", "request_id": request_id,
+                    "tool": call.tool, "agent_id": call.agent_id,
+                    "session_id": call.session_id, "source": source,
+                }));
+            }
+        }
+        let joined = match joined {
             Ok(j) => j,
             Err(_) => {
                 handle.abort();

@@ -51,6 +51,7 @@ pub mod secret;
 pub mod session;
 pub mod skills;
 pub mod spec;
+pub mod taint;
 mod tool;
 pub mod turns;
 
@@ -61,6 +62,7 @@ pub use registry::{RegisteredTool, Registry, RegistryError};
 pub use schemars;
 pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;
+pub use taint::Taint;
 /// The old name of [`Env`] ("runtime" named five things; this one is the environment a
 /// tool and an agent see).
 #[deprecated(note = "renamed to `Env`")]

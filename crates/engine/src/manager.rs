@@ -161,7 +161,23 @@ impl AgentManager {
         ctx.history = state.messages.clone();
         ctx.provider_state = state.provider_state.clone();
         ctx.depth = req.depth;
-        let reply = agent.handle(ctx, req.message).await?;
+        // Taint: the asking turn's (an inter-agent call shares it), and what earlier turns of
+        // this session took in — their content is still in the conversation the model reads.
+        if let Some(t) = req.taint {
+            ctx.taint = t;
+        }
+        for s in &state.taint {
+            ctx.taint.mark(s.as_history());
+        }
+        let taint = ctx.taint.clone();
+        let reply = agent.handle(ctx, req.message).await;
+        // Kept even when the turn failed: the content came in all the same.
+        for s in taint.sources() {
+            if state.taint.len() < 16 && !state.taint.contains(&s) {
+                state.taint.push(s);
+            }
+        }
+        let reply = reply?;
         tracing::debug!(
             agent = %key.agent_id,
             session = %key.session_id,

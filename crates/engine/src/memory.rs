@@ -142,6 +142,10 @@ pub struct Memory {
     pub updated_at: i64,
     /// Hidden from recall (decayed below the threshold).
     pub archived: bool,
+    /// Stored by a tainted turn: what had tainted it (and the content's injection score).
+    /// Recalling it taints the recalling turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taint: Option<String>,
 }
 
 /// A memory to store.
@@ -168,6 +172,9 @@ pub struct NewMemory {
     /// Initial confidence (default 1.0).
     #[serde(default)]
     pub confidence: Option<f32>,
+    /// Set when a tainted turn stores it (see [`Memory::taint`]).
+    #[serde(default)]
+    pub taint: Option<String>,
 }
 
 /// How to search.
@@ -356,6 +363,26 @@ pub struct MemoryTurn<'a> {
     pub channel_id: &'a str,
     /// Who sent the message.
     pub sender: &'a Principal,
+    /// The turn's taint, when memory takes part in taint tracking (`security.taint.sources:
+    /// memory`): a backend marks it when it recalls a memory a tainted turn stored, and
+    /// marks what it records from a tainted turn.
+    pub taint: Option<&'a crate::taint::Taint>,
+}
+
+impl MemoryTurn<'_> {
+    /// What a memory recorded from this turn carries as its taint (`None`: clean).
+    pub fn taint_note(&self) -> Option<String> {
+        self.taint.filter(|t| t.is_tainted()).map(|t| t.explain())
+    }
+
+    /// Marks the turn with the tainted memories among `recalled`.
+    pub fn recalled(&self, recalled: &[Memory]) {
+        if let Some(t) = self.taint {
+            for m in recalled.iter().filter(|m| m.taint.is_some()) {
+                t.mark(crate::taint::TaintSource::memory(&m.id));
+            }
+        }
+    }
 }
 
 /// A memory store. Only `context_block` and `record_exchange` are required; the rest serve the

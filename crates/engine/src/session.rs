@@ -39,6 +39,10 @@ pub struct SessionState {
     pub turns_since_summary: u32,
     /// Provider-specific state (e.g. a CLI session id).
     pub provider_state: Option<Value>,
+    /// What has tainted this session's turns so far (kept while the session is live, not
+    /// stored: after a restart, source tools' results still in the history and a tainted
+    /// summary taint the next turn again; a message from an untrusted sender does not).
+    pub taint: Vec<crate::taint::TaintSource>,
 }
 
 /// One tool call made during a turn, for the session's tool log.

@@ -28,6 +28,32 @@ pub enum Capability {
     Secrets,
 }
 
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 7] = [
+        Capability::Read,
+        Capability::FileWrite,
+        Capability::Network,
+        Capability::Subprocess,
+        Capability::Memory,
+        Capability::Messaging,
+        Capability::Secrets,
+    ];
+
+    /// The name used in config and schemas (`file-write`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Read => "read",
+            Capability::FileWrite => "file-write",
+            Capability::Network => "network",
+            Capability::Subprocess => "subprocess",
+            Capability::Memory => "memory",
+            Capability::Messaging => "messaging",
+            Capability::Secrets => "secrets",
+        }
+    }
+}
+
 /// How far a call's effects reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -65,6 +65,9 @@ pub struct ToolContext {
     pub policy: Arc<crate::access::AccessPolicy>,
     /// The tools of the Invoker running this call (`list_capabilities`).
     pub tools: Arc<dyn ToolDirectory>,
+    /// The taint of the turn making the call, if a turn makes it: `ask_agent` passes it on,
+    /// memory tools mark what a tainted turn stores and taint a turn that recalls it.
+    pub taint: Option<crate::taint::Taint>,
 }
 
 /// The tools a call can see: the registry of the Invoker running it, as a tool sees it.

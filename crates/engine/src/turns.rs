@@ -10,6 +10,7 @@ use async_trait::async_trait;
 
 use crate::message::{AgentError, Message, Reply};
 use crate::principal::Principal;
+use crate::taint::Taint;
 
 /// The running agents, as tools see them (`ask_agent`, `send_to_agent`, `list_capabilities`).
 #[async_trait]
@@ -42,6 +43,9 @@ pub struct TurnRequest {
     pub message: Message,
     /// Inter-agent depth.
     pub depth: u32,
+    /// The taint of the turn that asked for this one (`ask_agent`, `send_to_agent`): the new
+    /// turn shares it. `None` for a message from a connector.
+    pub taint: Option<Taint>,
 }
 
 /// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's
@@ -58,6 +62,8 @@ pub struct TurnInfo {
     pub sender: Principal,
     /// Inter-agent depth.
     pub depth: u32,
+    /// The turn's taint: calls that come back from outside share it.
+    pub taint: Taint,
 }
 
 /// Turns in progress by an unguessable id (`Env::turns`). A CLI provider hands the id

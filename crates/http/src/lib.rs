@@ -568,6 +568,7 @@ async fn chat(
             sender: caller.principal.clone(),
             message: strata_engine::agent::Message::text(message),
             depth: 0,
+            taint: None,
         })
         .await
         .map_err(|e| match e {
@@ -668,6 +669,7 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
                     },
                     message: strata_engine::agent::Message::text(prompt),
                     depth: 0,
+                    taint: None,
                 })
                 .await;
             if let Err(e) = r {

@@ -133,6 +133,7 @@ impl ServerHandler for StrataMcp {
                         inv.session_id = Some(turn.session_id);
                         inv.channel_id = Some(turn.channel_id);
                         inv.depth = turn.depth;
+                        inv.taint = Some(turn.taint);
                     }
                     _ => {
                         return Ok(CallToolResult::error(vec![ContentBlock::text(

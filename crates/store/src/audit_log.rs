@@ -535,6 +535,7 @@ mod tests {
             elapsed_ms: 0.5,
             args: json!({"i": i}),
             error: None,
+            taint: None,
         }
     }
 

@@ -455,6 +455,7 @@ impl SessionStore for SqliteStore {
                 messages,
                 turns_since_summary: u32::try_from(turns).unwrap_or(u32::MAX),
                 provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
+                taint: Vec::new(),
             }))
         })
         .await

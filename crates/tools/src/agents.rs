@@ -14,6 +14,8 @@ struct Hop {
     agent: String,
     sender: Principal,
     depth: u32,
+    /// The asking turn's taint, which the asked turn shares (`security.taint.sources: agents`).
+    taint: Option<strata_engine::Taint>,
 }
 
 impl Hop {
@@ -32,6 +34,7 @@ impl Hop {
                 sender: self.sender,
                 message: Message::text(text),
                 depth: self.depth,
+                taint: self.taint,
             })
             .await
     }
@@ -71,11 +74,16 @@ fn prepare(ctx: &ToolContext, agent: &str) -> Result<Hop, ToolError> {
         Some(a) => Principal::Agent { id: a.clone() },
         None => ctx.principal.clone(),
     };
+    let taint = ctx
+        .taint
+        .clone()
+        .filter(|_| ctx.config().security.taint.follows_agents());
     Ok(Hop {
         dir,
         agent: agent.to_owned(),
         sender,
         depth,
+        taint,
     })
 }
 

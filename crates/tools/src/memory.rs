@@ -46,6 +46,22 @@ fn failed(e: strata_engine::memory::MemoryError) -> ToolError {
     ToolError::failed(e.0)
 }
 
+/// The calling turn's taint, when memory takes part in taint tracking.
+fn turn_taint(ctx: &ToolContext) -> Option<&strata_engine::Taint> {
+    ctx.taint
+        .as_ref()
+        .filter(|_| ctx.config().security.taint.tracks_memory())
+}
+
+/// Memories a tainted turn stored taint the turn that reads them.
+fn recalled(ctx: &ToolContext, found: &[Memory]) {
+    if let Some(t) = turn_taint(ctx) {
+        for m in found.iter().filter(|m| m.taint.is_some()) {
+            t.mark(strata_engine::taint::TaintSource::memory(&m.id));
+        }
+    }
+}
+
 /// What the model sees of a memory.
 fn show(m: &Memory) -> Value {
     json!({
@@ -58,6 +74,7 @@ fn show(m: &Memory) -> Value {
         "pinned": m.pinned,
         "confidence": (m.confidence * 100.0).round() / 100.0,
         "created_at": m.created_at,
+        "stored_by_tainted_turn": m.taint.is_some(),
     })
 }
 
@@ -109,6 +126,15 @@ async fn memory_store(
         Some(a) => format!("agent:{a}"),
         None => ctx.principal.to_string(),
     };
+    // Stored from a tainted turn: marked with why, and with the content's injection score.
+    let taint = turn_taint(ctx).filter(|t| t.is_tainted()).map(|t| {
+        let (score, rules) = strata_engine::safety::score(&content);
+        format!(
+            "{}; injection score {score} ({})",
+            t.explain(),
+            strata_engine::safety::rule_names(&rules)
+        )
+    });
     let stored = mem
         .store(
             &v,
@@ -121,6 +147,7 @@ async fn memory_store(
                 pinned: pinned.unwrap_or(false),
                 created_by: by,
                 confidence: None,
+                taint,
             },
         )
         .await
@@ -155,6 +182,7 @@ async fn search(
         )
         .await
         .map_err(failed)?;
+    recalled(ctx, &found);
     Ok(json!({"memories": found.iter().map(show).collect::<Vec<_>>()}))
 }
 
@@ -277,5 +305,6 @@ async fn memory_list(
         .list(&v, since, scope.as_ref(), limit as usize)
         .await
         .map_err(failed)?;
+    recalled(ctx, &found);
     Ok(json!({"memories": found.iter().map(show).collect::<Vec<_>>()}))
 }

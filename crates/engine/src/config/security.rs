@@ -17,6 +17,8 @@ pub struct SecurityConfig {
     pub hitl: HitlConfig,
     /// Sanitising and scoring what web-facing tools return; the behaviour monitor.
     pub content_safety: ContentSafetyConfig,
+    /// Taint tracking: a turn that took in outside content needs approval for side effects.
+    pub taint: TaintConfig,
     /// The SSRF guard for URLs that come from models or users.
     pub network: NetworkConfig,
     /// The audit log's rotation.
@@ -172,6 +174,176 @@ pub enum FailMode {
     Closed,
     /// Allow.
     Open,
+}
+
+/// `security.taint.*` — what makes a turn tainted and what a tainted turn may not do without
+/// a person's approval. `docs/SECURITY.md` ("Taint tracking") explains the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaintConfig {
+    /// Tracks taint and gates tainted turns (default true).
+    pub enabled: bool,
+    /// What taints a turn: `web_facing` (results of web-facing tools: `read_url`,
+    /// `web_search`, `http_request`, MCP client tools…), `messages` (a message from a
+    /// sender below `trusted_senders`), `memory` (recalling a memory stored by a tainted
+    /// turn), `agents` (a turn asked for by a tainted turn, and the reply it sends back),
+    /// and `tool:<name or prefix*>` for the results of further tools.
+    pub sources: Vec<TaintSourceRule>,
+    /// Senders of this tier and above do not taint a turn with their messages.
+    pub trusted_senders: crate::principal::Access,
+    /// What a tainted turn needs approval for: capabilities (`file-write`, `subprocess`,
+    /// `messaging`, `secrets`, `network`, `memory`, `read`) and `external` (tools whose side
+    /// effects reach outside this machine).
+    pub gated_capabilities: Vec<GatedEffect>,
+    /// Tools a tainted turn may call without approval anyway (names or `prefix*`).
+    pub exempt_tools: Vec<String>,
+    /// Calls on behalf of an owner skip the taint gate (default false: the owner is asked
+    /// too — it is the owner's agent that read the page).
+    pub owner_exempt: bool,
+}
+
+impl Default for TaintConfig {
+    fn default() -> Self {
+        use crate::spec::Capability as C;
+        TaintConfig {
+            enabled: true,
+            sources: vec![
+                TaintSourceRule::WebFacing,
+                TaintSourceRule::Messages,
+                TaintSourceRule::Memory,
+                TaintSourceRule::Agents,
+            ],
+            trusted_senders: crate::principal::Access::Staff,
+            gated_capabilities: vec![
+                GatedEffect::Capability(C::FileWrite),
+                GatedEffect::Capability(C::Subprocess),
+                GatedEffect::Capability(C::Messaging),
+                GatedEffect::Capability(C::Secrets),
+                GatedEffect::External,
+            ],
+            exempt_tools: Vec::new(),
+            owner_exempt: false,
+        }
+    }
+}
+
+impl TaintConfig {
+    /// Memories stored by tainted turns are marked and taint the turns that recall them.
+    pub fn tracks_memory(&self) -> bool {
+        self.enabled && self.sources.contains(&TaintSourceRule::Memory)
+    }
+
+    /// A turn asked for by a tainted turn shares its taint.
+    pub fn follows_agents(&self) -> bool {
+        self.enabled && self.sources.contains(&TaintSourceRule::Agents)
+    }
+}
+
+/// One entry of `security.taint.sources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaintSourceRule {
+    /// `web_facing`
+    WebFacing,
+    /// `messages`
+    Messages,
+    /// `memory`
+    Memory,
+    /// `agents`
+    Agents,
+    /// `tool:<pattern>`
+    Tool(String),
+}
+
+impl TaintSourceRule {
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "web_facing" => TaintSourceRule::WebFacing,
+            "messages" => TaintSourceRule::Messages,
+            "memory" => TaintSourceRule::Memory,
+            "agents" => TaintSourceRule::Agents,
+            _ => match s.strip_prefix("tool:") {
+                Some(p) if !p.trim().is_empty() => TaintSourceRule::Tool(p.trim().to_owned()),
+                _ => {
+                    return Err(format!(
+                        "unknown taint source `{s}`; expected web_facing, messages, memory, \
+                         agents or tool:<name or prefix*>"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for TaintSourceRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaintSourceRule::WebFacing => f.write_str("web_facing"),
+            TaintSourceRule::Messages => f.write_str("messages"),
+            TaintSourceRule::Memory => f.write_str("memory"),
+            TaintSourceRule::Agents => f.write_str("agents"),
+            TaintSourceRule::Tool(p) => write!(f, "tool:{p}"),
+        }
+    }
+}
+
+impl Serialize for TaintSourceRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaintSourceRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TaintSourceRule::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One entry of `security.taint.gated_capabilities`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedEffect {
+    /// A tool with this capability.
+    Capability(crate::spec::Capability),
+    /// `external`: a tool whose side effects reach outside this machine.
+    External,
+}
+
+impl std::fmt::Display for GatedEffect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GatedEffect::External => f.write_str("external"),
+            GatedEffect::Capability(c) => f.write_str(c.as_str()),
+        }
+    }
+}
+
+impl Serialize for GatedEffect {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GatedEffect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "external" {
+            return Ok(GatedEffect::External);
+        }
+        crate::spec::Capability::ALL
+            .iter()
+            .find(|c| c.as_str() == s)
+            .map(|c| GatedEffect::Capability(*c))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown gated capability `{s}`; expected external or one of {}",
+                    crate::spec::Capability::ALL
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
 }
 
 /// `security.content_safety.*`

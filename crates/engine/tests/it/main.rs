@@ -41,5 +41,6 @@ pub fn ctx(env: Arc<Env>) -> ToolContext {
         tools: Arc::new(strata_engine::Registry::empty()),
         env,
         depth: 0,
+        taint: None,
     }
 }

@@ -316,6 +316,7 @@ fn req(session: &str, text: &str) -> TurnRequest {
         sender: Principal::Operator,
         message: Message::text(text),
         depth: 0,
+        taint: None,
     }
 }
 

@@ -270,7 +270,7 @@ const LADDER: &[(&str, &[&str])] = &[
     ),
     (
         "config and pure decisions",
-        &["config", "scope", "access", "safety"],
+        &["config", "scope", "access", "safety", "taint"],
     ),
     (
         "traits and their data",

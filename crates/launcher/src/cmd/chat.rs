@@ -48,6 +48,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
                 sender: Principal::Operator,
                 message: strata_engine::agent::Message::text(message),
                 depth: 0,
+                taint: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"));

@@ -106,6 +106,7 @@ fn parse_import(v: Value) -> Result<NewMemory, String> {
             .get("confidence")
             .and_then(Value::as_f64)
             .map(|c| c as f32),
+        taint: None,
     })
 }
 

@@ -97,6 +97,7 @@ pub(crate) fn run(
                     sender: Principal::Operator,
                     message: Message::text(t),
                     depth: 0,
+                    taint: None,
                 }));
                 match reply {
                     Ok(r) if r.silent => println!("({agent_id} chose not to reply)"),

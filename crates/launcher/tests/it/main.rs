@@ -14,3 +14,4 @@ mod remote;
 mod secrets;
 mod security;
 mod skills_repl;
+mod taint;

@@ -110,6 +110,8 @@ impl MemoryBackend for SqliteMemory {
                 items.push(m);
             }
         }
+        // A memory a tainted turn stored taints the turn it is recalled into.
+        turn.recalled(&items);
         Ok(format_block(
             &items,
             self.cfg.context_tokens.saturating_mul(4),
@@ -153,6 +155,7 @@ impl MemoryBackend for SqliteMemory {
                 pinned: false,
                 created_by: format!("agent:{}", turn.agent_id),
                 confidence: Some(0.6),
+                taint: turn.taint_note(),
             },
         )
         .await
@@ -197,11 +200,12 @@ impl MemoryBackend for SqliteMemory {
             .duplicate(&m.scope, &m.content, vector.as_deref())
             .await?
         {
-            let (content, tags, pinned, actor) = (
+            let (content, tags, pinned, actor, taint) = (
                 m.content.clone(),
                 m.tags.clone(),
                 m.pinned,
                 m.created_by.clone(),
+                m.taint.clone(),
             );
             let conf = m.confidence.unwrap_or(1.0);
             let idc = id.clone();
@@ -218,8 +222,9 @@ impl MemoryBackend for SqliteMemory {
                 let keep = if content.len() > old_content.len() { content } else { old_content };
                 tx.execute(
                     "UPDATE memories SET content = ?2, tags = ?3, pinned = MAX(pinned, ?4), \
-                     confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0 WHERE mid = ?1",
-                    params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now],
+                     confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0, \
+                     taint = COALESCE(taint, ?7) WHERE mid = ?1",
+                    params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now, taint],
                 )?;
                 tx.execute(
                     "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
@@ -239,7 +244,7 @@ impl MemoryBackend for SqliteMemory {
                 let tx = c.transaction()?;
                 tx.execute(
                     "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
-                     created_at, updated_at, embedding, embedder) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
+                     created_at, updated_at, embedding, embedder, taint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)",
                     params![
                         idc,
                         m.memory_type.as_str(),
@@ -253,6 +258,7 @@ impl MemoryBackend for SqliteMemory {
                         now,
                         blob,
                         embedder,
+                        m.taint,
                     ],
                 )?;
                 let mid = tx.last_insert_rowid();

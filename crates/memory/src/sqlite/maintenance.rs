@@ -132,7 +132,7 @@ impl SqliteMemory {
                 {
                     let mut ins = tx.prepare_cached(
                         "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
-                         created_at, updated_at, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                         created_at, updated_at, embedding, taint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12)",
                     )?;
                     for (id, m, v) in rows {
                         ins.execute(params![
@@ -147,6 +147,7 @@ impl SqliteMemory {
                             m.created_by,
                             now,
                             v.as_deref().map(to_blob),
+                            m.taint,
                         ])?;
                         out.push((tx.last_insert_rowid(), m.scope.to_string(), v));
                     }

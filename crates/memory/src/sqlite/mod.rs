@@ -25,7 +25,10 @@ mod recall;
 use index::VecIndex;
 use recall::{format_block, rrf};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// Version 2: `taint` — what had tainted the turn that stored a memory.
+const MIGRATION_2: &str = "ALTER TABLE memories ADD COLUMN taint TEXT;";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memory_schema (version INTEGER NOT NULL);
@@ -83,7 +86,7 @@ CREATE TABLE IF NOT EXISTS memory_log (
 ";
 
 const COLS: &str = "mid, id, type, content, category, tags, confidence, pinned, scope, created_by, \
-                    access_count, last_access, created_at, updated_at, archived";
+                    access_count, last_access, created_at, updated_at, archived, taint";
 
 fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<(i64, Memory)> {
     let tags: String = r.get(5)?;
@@ -106,6 +109,7 @@ fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<(i64, Memory)> {
             created_at: r.get(12)?,
             updated_at: r.get(13)?,
             archived: r.get::<_, i64>(14)? != 0,
+            taint: r.get(15)?,
         },
     ))
 }
@@ -186,18 +190,27 @@ impl SqliteMemory {
             }
         };
         let checked = match version {
-            None => conn
-                .execute(
-                    "INSERT INTO memory_schema (version) VALUES (?1)",
-                    [SCHEMA_VERSION],
-                )
-                .map(|_| ())
-                .map_err(err),
             Some(v) if v > SCHEMA_VERSION => Err(MemoryError(format!(
                 "{} has memory schema {v}, newer than this binary's {SCHEMA_VERSION}; upgrade strata",
                 path.display()
             ))),
-            Some(_) => Ok(()),
+            // A new file has the version-1 tables the schema just made.
+            v => (|| {
+                if v.unwrap_or(1) < 2 {
+                    conn.execute_batch(MIGRATION_2)?;
+                }
+                match v {
+                    None => conn.execute(
+                        "INSERT INTO memory_schema (version) VALUES (?1)",
+                        [SCHEMA_VERSION],
+                    ),
+                    Some(_) => {
+                        conn.execute("UPDATE memory_schema SET version = ?1", [SCHEMA_VERSION])
+                    }
+                }
+                .map(|_| ())
+            })()
+            .map_err(err),
         };
         match checked {
             Ok(()) => conn.execute_batch("COMMIT").map_err(err)?,

@@ -46,6 +46,7 @@ fn new(content: &str, scope: MemoryScope) -> NewMemory {
         pinned: false,
         created_by: "test".into(),
         confidence: None,
+        taint: None,
     }
 }
 

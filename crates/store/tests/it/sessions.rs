@@ -238,6 +238,7 @@ async fn a_restarted_runtime_resumes_every_session() {
         sender: strata_engine::Principal::Operator,
         message: strata_engine::agent::Message::text("hi"),
         depth: 0,
+        taint: None,
     };
     {
         let store = Arc::new(SqliteStore::open(&db).expect("open"));

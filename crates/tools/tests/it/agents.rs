@@ -128,6 +128,7 @@ fn from_owner(agent: &str, text: &str) -> TurnRequest {
         sender: Principal::Person { id: "p1".into() },
         message: Message::text(text),
         depth: 0,
+        taint: None,
     }
 }
 
