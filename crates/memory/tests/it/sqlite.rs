@@ -537,3 +537,44 @@ fn concurrent_opens_of_a_new_memory_file_agree_on_one_schema() {
         assert_eq!(rows, 1);
     }
 }
+
+#[tokio::test]
+async fn a_version_1_file_gains_the_taint_column_and_keeps_its_memories() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("memory.db");
+    {
+        let mem = SqliteMemory::open(&path, &config()).expect("open");
+        mem.store(
+            &Viewer::operator(),
+            new("an old zebra fact", MemoryScope::Global),
+        )
+        .await
+        .expect("store");
+    }
+    // Make it the file an older binary wrote: no `taint` column, schema version 1.
+    {
+        let c = rusqlite::Connection::open(&path).expect("sqlite");
+        c.execute_batch(
+            "ALTER TABLE memories DROP COLUMN taint; UPDATE memory_schema SET version = 1;",
+        )
+        .expect("downgrade");
+    }
+    let mem = SqliteMemory::open(&path, &config()).expect("reopen upgrades");
+    let op = Viewer::operator();
+    let old = mem.search(&op, &q("zebra")).await.expect("search");
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].taint, None);
+    let mut tainted = new("a tainted zebra note", MemoryScope::Global);
+    tainted.taint = Some("this turn read https://x.test with `read_url`".into());
+    mem.store(&op, tainted).await.expect("store");
+    let found = mem.search(&op, &q("tainted zebra")).await.expect("search");
+    assert_eq!(
+        found[0].taint.as_deref(),
+        Some("this turn read https://x.test with `read_url`")
+    );
+    let c = rusqlite::Connection::open(&path).expect("sqlite");
+    let v: i64 = c
+        .query_row("SELECT version FROM memory_schema", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(v, 2);
+}
