@@ -5,6 +5,7 @@
 mod agent;
 mod invoke;
 mod memory;
+mod safety;
 mod sandbox;
 mod serve;
 
@@ -97,7 +98,7 @@ fn main() -> std::process::ExitCode {
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let all = ["invoke", "agent", "memory", "sandbox", "serve"];
+    let all = ["invoke", "agent", "memory", "safety", "sandbox", "serve"];
     for name in &wanted {
         if !all.contains(name) {
             eprintln!("unknown bench `{name}`; known: {}", all.join(", "));
@@ -112,6 +113,7 @@ fn main() -> std::process::ExitCode {
             "invoke" => invoke::run(quick),
             "agent" => agent::run(quick),
             "memory" => memory::run(quick),
+            "safety" => safety::run(quick),
             "sandbox" => sandbox::run(quick),
             "serve" => serve::run(quick),
             _ => unreachable!("checked above"),

@@ -4,6 +4,7 @@
 //! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
 //! cargo xtask ci       rustfmt --check, clippy -D warnings, check-core, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
+//! cargo xtask train-safety   fit the injection model to the corpus, regenerate its weights
 //! cargo xtask setup [--answers FILE] [--maintainer]   the deployment wizard
 //! cargo xtask new-overlay DIR [--name N] [--modules a,b]
 //! cargo xtask new-module NAME [--dir DIR]
@@ -118,6 +119,28 @@ fn bench(extra: &[String]) -> Result<(), String> {
     run(c)
 }
 
+/// Fits the prompt-injection model to the committed corpus and writes its weights as Rust
+/// source (`crates/safety/src/model_weights.rs`); `cargo test -p strata-safety` then checks
+/// the corpus gate.
+fn train_safety() -> Result<(), String> {
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "strata-safety",
+        "--features",
+        "train",
+        "--bin",
+        "strata-safety-train",
+    ]);
+    run(c)?;
+    let mut f = cargo();
+    f.args(["fmt", "-p", "strata-safety"]);
+    run(f)
+}
+
 /// Runs `strata-setup <args>` (built on first use).
 fn setup_tool(args: &[String]) -> Result<(), String> {
     let mut c = cargo();
@@ -143,10 +166,11 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "ci" => ci(),
         "bench" => bench(rest),
+        "train-safety" => train_safety(),
         "setup" | "new-overlay" | "new-module" | "check-core" => setup_tool(&args),
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
             );
             Ok(())
         }

@@ -154,21 +154,53 @@ fn report(scan: &Scan, policy: &str) -> String {
         }
     }
     s.push_str(&format!("score: {}/10\n", scan.score));
+    if scan.categories.is_empty() {
+        s.push_str("categories: none\n");
+    } else {
+        s.push_str("categories:\n");
+        for c in &scan.categories {
+            s.push_str(&format!(
+                "  {:<18} {}\n",
+                c.category.as_str(),
+                c.rules.join(", ")
+            ));
+        }
+    }
     if scan.rules.is_empty() {
         s.push_str("rules: none matched\n");
     } else {
         s.push_str("rules:\n");
         for r in &scan.rules {
             s.push_str(&format!(
-                "  {:<22} weight {:<4} matches {:<3} {}\n",
+                "  {:<22} {:<17} matches {:<3} {}\n",
                 r.rule,
-                r.weight,
+                r.category.as_str(),
                 r.matches,
                 if r.sample.is_empty() {
                     String::new()
                 } else {
                     format!("“{}”", r.sample)
                 }
+            ));
+        }
+    }
+    if !scan.layers.is_empty() {
+        s.push_str("decoded layers scored:\n");
+        for l in &scan.layers {
+            s.push_str(&format!(
+                "  {} (depth {}): {} — {}\n",
+                l.kind,
+                l.depth,
+                if l.rules.is_empty() {
+                    "no rules".to_owned()
+                } else {
+                    l.rules.join(", ")
+                },
+                l.preview
+                    .chars()
+                    .take(100)
+                    .collect::<String>()
+                    .replace('\n', " ")
             ));
         }
     }
@@ -189,6 +221,8 @@ fn scan_json(scan: &Scan) -> Value {
         "alert": scan.alert,
         "verdict": scan.verdict,
         "rules": scan.rules,
+        "categories": scan.categories,
+        "layers": scan.layers,
         "removed": scan.removed,
     })
 }
