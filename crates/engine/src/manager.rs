@@ -46,6 +46,8 @@ pub struct AgentManager {
     env: Arc<Env>,
     cfg: SessionsConfig,
     live: StdMutex<Live>,
+    /// Where inbound content-safety alerts go (the audit log, the log, the alert sinks).
+    alerts: Option<Arc<crate::invoker::Invoker>>,
 }
 
 impl AgentManager {
@@ -62,7 +64,71 @@ impl AgentManager {
                 slots: HashMap::new(),
                 tick: 0,
             }),
+            alerts: None,
         }
+    }
+
+    /// Sends inbound content-safety alerts through `invoker` (audit log, log, alert sinks).
+    pub fn with_alerts(mut self, invoker: Arc<crate::invoker::Invoker>) -> Self {
+        self.alerts = Some(invoker);
+        self
+    }
+
+    /// Scores a message from a sender who is not an owner (nor one of our agents) under
+    /// `security.content_safety.inbound` for its connector: alerts at the alert threshold;
+    /// under `wrap` the agent reads it inside an envelope naming the sender and the score,
+    /// under `block` a message at the block threshold is refused.
+    fn screen(&self, mut req: TurnRequest) -> Result<TurnRequest, AgentError> {
+        use crate::access::Tier;
+        use crate::config::{Access, SafetyPolicy};
+        let tier = self.policy.tier(&req.sender);
+        if matches!(tier, Tier::Person(Access::Owner) | Tier::Agent(_)) {
+            return Ok(req);
+        }
+        let cfg = &self.env.config.security.content_safety;
+        let connector = req.channel_id.split(':').next().unwrap_or_default();
+        let policy = cfg.inbound.policy_for(connector);
+        let a = strata_safety::analyse(&req.message.text);
+        let alert = a.score >= cfg.alert_threshold;
+        let blocked = policy == SafetyPolicy::Block && a.score >= cfg.block_threshold;
+        let rules = crate::safety::rule_names(&a.rules);
+        if alert {
+            let message = format!(
+                "message from {} ({tier}) to `{}` via {connector} scored {}/10 for prompt injection ({rules}){}",
+                req.sender,
+                req.agent_id,
+                a.score,
+                if blocked { "; refused" } else { "" }
+            );
+            match &self.alerts {
+                Some(inv) => inv.alert(crate::audit::Alert {
+                    kind: "inbound_safety",
+                    rule: rules.clone(),
+                    message,
+                    agent_id: Some(req.agent_id.clone()),
+                    tool: None,
+                    request_id: None,
+                    score: Some(a.score),
+                }),
+                None => tracing::warn!(agent = %req.agent_id, "{message}"),
+            }
+        }
+        if blocked {
+            return Err(AgentError::Denied(format!(
+                "your message was not passed on: it reads like instructions to the agent                  (injection score {} ≥ {}; {rules})",
+                a.score, cfg.block_threshold
+            )));
+        }
+        if matches!(policy, SafetyPolicy::Wrap | SafetyPolicy::Block) {
+            req.message.text = crate::safety::wrap_message(
+                &req.sender.to_string(),
+                &tier.to_string(),
+                a.score,
+                &rules,
+                &req.message.text,
+            );
+        }
+        Ok(req)
     }
 
     /// Overrides the session settings (tests, embedders).
@@ -137,6 +203,7 @@ impl AgentManager {
         self.policy
             .may_talk(&req.sender, &req.agent_id)
             .map_err(|e| AgentError::Denied(e.to_string()))?;
+        let req = self.screen(req)?;
         let key = SessionKey::new(&req.agent_id, &req.session_id);
         let started = std::time::Instant::now();
         let slot = self.slot(&key);

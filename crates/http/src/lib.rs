@@ -661,8 +661,8 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
             let r = manager
                 .turn(TurnRequest {
                     agent_id: agent.clone(),
-                    session_id: session.clone(),
-                    channel_id: session,
+                    channel_id: format!("execute:{session}"),
+                    session_id: session,
                     sender: strata_engine::Principal::Token {
                         name: "execute".into(),
                         tier: strata_engine::config::Access::Admin,

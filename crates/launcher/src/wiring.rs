@@ -226,7 +226,9 @@ pub fn build(
             Err(e) => skipped.push((id.clone(), e)),
         }
     }
-    let manager = Arc::new(AgentManager::new(agents, store.clone(), env.clone()));
+    let manager = Arc::new(
+        AgentManager::new(agents, store.clone(), env.clone()).with_alerts(invoker.clone()),
+    );
     // Inter-agent tools reach the agents through the environment (weakly: no cycle).
     let directory: std::sync::Weak<dyn strata_engine::turns::AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;

@@ -358,6 +358,41 @@ pub struct ContentSafetyConfig {
     pub block_threshold: f32,
     /// The per-agent behaviour monitor.
     pub monitor: MonitorConfig,
+    /// Scoring of incoming messages from senders who are not owners.
+    pub inbound: InboundSafetyConfig,
+}
+
+/// `security.content_safety.inbound.*` — messages from senders below owner are scored
+/// before the agent reads them; the policy decides what the agent gets: `log` (the message
+/// as sent, an alert at `alert_threshold`), `wrap` (inside an envelope that names the sender
+/// and the score), `block` (as `wrap`, and a message at `block_threshold` or above is
+/// refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InboundSafetyConfig {
+    /// The policy for connectors not listed in `connectors` (default `log`).
+    pub policy: SafetyPolicy,
+    /// Per connector (`discord`, `http`, `cli`, `repl`, `execute`): its own policy.
+    pub connectors: BTreeMap<String, SafetyPolicy>,
+}
+
+impl Default for InboundSafetyConfig {
+    fn default() -> Self {
+        InboundSafetyConfig {
+            policy: SafetyPolicy::Log,
+            connectors: BTreeMap::new(),
+        }
+    }
+}
+
+impl InboundSafetyConfig {
+    /// The policy for messages arriving through `connector`.
+    pub fn policy_for(&self, connector: &str) -> SafetyPolicy {
+        self.connectors
+            .get(connector)
+            .copied()
+            .unwrap_or(self.policy)
+    }
 }
 
 impl Default for ContentSafetyConfig {
@@ -367,6 +402,7 @@ impl Default for ContentSafetyConfig {
             alert_threshold: 4.0,
             block_threshold: 7.0,
             monitor: MonitorConfig::default(),
+            inbound: InboundSafetyConfig::default(),
         }
     }
 }

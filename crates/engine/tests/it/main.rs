@@ -6,6 +6,7 @@
 mod access;
 mod approval;
 mod config;
+mod inbound;
 mod invoker;
 mod paths;
 mod runtime;
