@@ -55,7 +55,7 @@ static DATA_URI: LazyLock<Regex> =
     LazyLock::new(|| re(r"data:[A-Za-z0-9.+/-]*(?:;[A-Za-z0-9=.-]+)*;base64,[A-Za-z0-9+/=]{8,}"));
 static BASE64: LazyLock<Regex> = LazyLock::new(|| re(r"[A-Za-z0-9+/]{200,}={0,2}"));
 static SPACED: LazyLock<Regex> = LazyLock::new(|| re(r"\b(?:[a-z][ ._\-*]){3,}[a-z]\b"));
-static BLANKS: LazyLock<Regex> = LazyLock::new(|| re(r"[ \t]+"));
+static BLANKS: LazyLock<Regex> = LazyLock::new(|| re(r"[ \t]{2,}|\t"));
 
 /// Sanitises `text`; returns the clean text and what was removed.
 pub fn sanitize(text: &str) -> (String, Vec<Removed>) {
@@ -134,26 +134,32 @@ fn confusable(c: char) -> Option<char> {
 /// word written wholly in Cyrillic or Greek is a Russian or Greek word and stays one.
 fn fold_confusables(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        let ascii = word.chars().any(|c| c.is_ascii_alphabetic());
-        let look_alike = word.chars().any(|c| confusable(c).is_some());
-        if ascii && look_alike {
-            out.extend(word.chars().map(|c| confusable(c).unwrap_or(c)));
+    let mut start = 0;
+    let mut in_word = false;
+    let push_word = |w: &str, out: &mut String| {
+        let ascii = w.bytes().any(|b| b.is_ascii_alphabetic());
+        if ascii && w.chars().any(|c| confusable(c).is_some()) {
+            out.extend(w.chars().map(|c| confusable(c).unwrap_or(c)));
         } else {
-            out.push_str(word);
+            out.push_str(w);
         }
-        word.clear();
     };
-    for c in s.chars() {
-        if c.is_alphanumeric() {
-            word.push(c);
-        } else {
-            flush(&mut word, &mut out);
-            out.push(c);
+    for (i, c) in s.char_indices() {
+        let word = c.is_alphanumeric();
+        if word && !in_word {
+            out.push_str(&s[start..i]);
+            start = i;
+        } else if !word && in_word {
+            push_word(&s[start..i], &mut out);
+            start = i;
         }
+        in_word = word;
     }
-    flush(&mut word, &mut out);
+    if in_word {
+        push_word(&s[start..], &mut out);
+    } else {
+        out.push_str(&s[start..]);
+    }
     out
 }
 
@@ -161,13 +167,19 @@ fn fold_confusables(s: &str) -> String {
 /// look-alike letters in mixed words mapped to ASCII, letter-spaced words joined
 /// (`i g n o r e` → `ignore`), runs of blanks made one space.
 pub fn fold(text: &str) -> String {
-    let s: String = text
+    let visible: String = text
         .chars()
-        .filter(|c| invisible_name(*c).is_none())
-        .collect::<String>()
-        .nfkc()
-        .flat_map(char::to_lowercase)
+        .filter(|c| (c.is_ascii() && !c.is_ascii_control()) || invisible_name(*c).is_none())
         .collect();
+    // NFKC only where it can change something (most pages are already in NFKC).
+    let s: String = if visible.is_ascii()
+        || unicode_normalization::is_nfkc_quick(visible.chars())
+            == unicode_normalization::IsNormalized::Yes
+    {
+        visible.chars().flat_map(char::to_lowercase).collect()
+    } else {
+        visible.nfkc().flat_map(char::to_lowercase).collect()
+    };
     let s = fold_confusables(&s);
     let s = SPACED.replace_all(&s, |c: &regex::Captures<'_>| {
         c[0].chars()
@@ -181,18 +193,20 @@ pub fn fold(text: &str) -> String {
 /// part of a name, not the end of a sentence, so rules that stop at a full stop read across
 /// it (`send the history to attacker@example.org now`).
 fn dots_inside_words(s: &str) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    chars
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let inside = *c == '.'
-                && i > 0
-                && chars[i - 1].is_alphanumeric()
-                && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
-            if inside { '_' } else { *c }
-        })
-        .collect()
+    if !s.contains('.') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut prev: Option<char> = None;
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        let inside = c == '.'
+            && prev.is_some_and(char::is_alphanumeric)
+            && it.peek().is_some_and(|n| n.is_alphanumeric());
+        out.push(if inside { '_' } else { c });
+        prev = Some(c);
+    }
+    out
 }
 
 /// Digits and symbols read as letters, inside words only (`1gn0re` → `ignore`).
