@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 use strata_engine::audit::{AuditSink, NoAudit};
 use strata_engine::config::Config;
+use strata_engine::taint::{Taint, TaintSource};
 use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, ToolError, tool};
 use strata_store::JsonlAudit;
 
@@ -27,16 +28,25 @@ struct Measured {
 }
 
 /// `calls` invocations spread over `tasks` concurrent tasks; per-call latencies recorded.
-async fn measure(invoker: Arc<Invoker>, calls: usize, tasks: usize) -> Result<Measured, String> {
+/// With `taint`, every call is part of a turn that has read a web page (the gate is checked;
+/// `bench_inc` has no gated capability, so nothing waits).
+async fn measure(
+    invoker: Arc<Invoker>,
+    calls: usize,
+    tasks: usize,
+    taint: Option<Taint>,
+) -> Result<Measured, String> {
     let per_task = calls / tasks;
     let started = Instant::now();
     let mut handles = Vec::new();
     for t in 0..tasks {
         let inv = invoker.clone();
+        let taint = taint.clone();
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(per_task);
             for i in 0..per_task {
-                let call = Invocation::new("bench_inc", json!({"n": i}), Principal::Operator);
+                let mut call = Invocation::new("bench_inc", json!({"n": i}), Principal::Operator);
+                call.taint = taint.clone();
                 let t0 = Instant::now();
                 let r = inv.invoke(call).await;
                 lat.push(t0.elapsed().as_secs_f64() * 1e6);
@@ -85,13 +95,38 @@ pub fn run(quick: bool) -> Result<Report, String> {
         dir.path().to_path_buf(),
         dir.path().join("data"),
     ));
-    for (label, tasks, with_audit, limited) in [
-        ("1 task, JSONL audit", 1, true, false),
-        ("64 tasks, JSONL audit", 64, true, false),
-        ("1 task, no audit", 1, false, false),
-        ("64 tasks, no audit", 64, false, false),
-        ("1 task, audit + rate limit (SQLite)", 1, true, true),
-        ("64 tasks, audit + rate limit (SQLite)", 64, true, true),
+    let tainted = Taint::new();
+    tainted.mark(TaintSource::tool(
+        "read_url",
+        &json!({"url": "https://example.invalid/page"}),
+    ));
+    for (label, tasks, with_audit, limited, taint) in [
+        ("1 task, JSONL audit", 1, true, false, None),
+        (
+            "1 task, JSONL audit, tainted turn",
+            1,
+            true,
+            false,
+            Some(tainted.clone()),
+        ),
+        ("64 tasks, JSONL audit", 64, true, false, None),
+        (
+            "64 tasks, JSONL audit, tainted turn",
+            64,
+            true,
+            false,
+            Some(tainted.clone()),
+        ),
+        ("1 task, no audit", 1, false, false, None),
+        ("64 tasks, no audit", 64, false, false, None),
+        ("1 task, audit + rate limit (SQLite)", 1, true, true, None),
+        (
+            "64 tasks, audit + rate limit (SQLite)",
+            64,
+            true,
+            true,
+            None,
+        ),
     ] {
         let (mut tp, mut p50, mut p99) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
@@ -113,8 +148,13 @@ pub fn run(quick: bool) -> Result<Report, String> {
             };
             let invoker = Arc::new(invoker);
             // Warm-up.
-            rt.block_on(measure(invoker.clone(), 1_000.max(tasks), tasks))?;
-            let m = rt.block_on(measure(invoker, calls, tasks))?;
+            rt.block_on(measure(
+                invoker.clone(),
+                1_000.max(tasks),
+                tasks,
+                taint.clone(),
+            ))?;
+            let m = rt.block_on(measure(invoker, calls, tasks, taint.clone()))?;
             tp.push(m.throughput);
             p50.push(m.p50_us);
             p99.push(m.p99_us);

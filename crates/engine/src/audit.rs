@@ -35,8 +35,18 @@ pub struct AuditRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// What had tainted the calling turn when the call was decided (absent when untainted).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub taint: Option<Vec<crate::taint::TaintSource>>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "taint_list")]
+    pub taint: Option<std::sync::Arc<[crate::taint::TaintSource]>>,
+}
+
+fn taint_list<S: serde::Serializer>(
+    v: &Option<std::sync::Arc<[crate::taint::TaintSource]>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(list) => s.collect_seq(list.iter()),
+        None => s.serialize_none(),
+    }
 }
 
 /// Where audit records go.

@@ -329,7 +329,7 @@ impl Invoker {
             .taint
             .as_ref()
             .filter(|t| t.is_tainted())
-            .map(Taint::sources);
+            .map(Taint::snapshot);
         let out_of_scope = call.scopes.iter().find_map(|s| s.check(&call.tool).err());
         let resolved = match out_of_scope {
             Some(_) => None,

@@ -15,6 +15,7 @@
 //! decisions.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -142,9 +143,16 @@ const MAX_SOURCES: usize = 16;
 
 /// A turn's taint: shared by the turn, its tool calls and the agent turns it asks for.
 /// Cheap to clone (one `Arc`); marks are never removed. Two handles are equal when they
-/// are the same turn's.
+/// are the same turn's. Reading is cheap for the Invoker's every call: whether the turn is
+/// tainted is an atomic flag, and the sources are a shared snapshot replaced on each mark.
 #[derive(Clone, Default)]
-pub struct Taint(Arc<Mutex<Vec<TaintSource>>>);
+pub struct Taint(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    tainted: AtomicBool,
+    sources: Mutex<Arc<[TaintSource]>>,
+}
 
 impl Taint {
     /// A clean mark for a new turn.
@@ -154,22 +162,34 @@ impl Taint {
 
     /// Adds `source`; `true` when it is the first (the turn just became tainted).
     pub fn mark(&self, source: TaintSource) -> bool {
-        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.0.sources.lock().unwrap_or_else(|p| p.into_inner());
         let first = v.is_empty();
         if v.len() < MAX_SOURCES && !v.contains(&source) {
-            v.push(source);
+            let mut next = v.to_vec();
+            next.push(source);
+            *v = Arc::from(next);
         }
+        self.0.tainted.store(true, Ordering::Release);
         first
     }
 
     /// Whether anything has tainted the turn.
     pub fn is_tainted(&self) -> bool {
-        !self.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.0.tainted.load(Ordering::Acquire)
+    }
+
+    /// The sources so far, oldest first (a shared snapshot: no copy).
+    pub fn snapshot(&self) -> Arc<[TaintSource]> {
+        self.0
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The sources so far, oldest first.
     pub fn sources(&self) -> Vec<TaintSource> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.snapshot().to_vec()
     }
 
     /// "this turn read https://… with `read_url`; took a message from …" — the first three.
