@@ -240,7 +240,8 @@ impl TaintConfig {
 }
 
 /// One entry of `security.taint.sources`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum TaintSourceRule {
     /// `web_facing`
     WebFacing,
@@ -286,21 +287,22 @@ impl std::fmt::Display for TaintSourceRule {
     }
 }
 
-impl Serialize for TaintSourceRule {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+impl TryFrom<String> for TaintSourceRule {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        TaintSourceRule::parse(&s)
     }
 }
 
-impl<'de> Deserialize<'de> for TaintSourceRule {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        TaintSourceRule::parse(&s).map_err(serde::de::Error::custom)
+impl From<TaintSourceRule> for String {
+    fn from(r: TaintSourceRule) -> String {
+        r.to_string()
     }
 }
 
 /// One entry of `security.taint.gated_capabilities`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum GatedEffect {
     /// A tool with this capability.
     Capability(crate::spec::Capability),
@@ -317,15 +319,9 @@ impl std::fmt::Display for GatedEffect {
     }
 }
 
-impl Serialize for GatedEffect {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for GatedEffect {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+impl TryFrom<String> for GatedEffect {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
         if s == "external" {
             return Ok(GatedEffect::External);
         }
@@ -334,15 +330,21 @@ impl<'de> Deserialize<'de> for GatedEffect {
             .find(|c| c.as_str() == s)
             .map(|c| GatedEffect::Capability(*c))
             .ok_or_else(|| {
-                serde::de::Error::custom(format!(
+                format!(
                     "unknown gated capability `{s}`; expected external or one of {}",
                     crate::spec::Capability::ALL
                         .iter()
                         .map(|c| c.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
-                ))
+                )
             })
+    }
+}
+
+impl From<GatedEffect> for String {
+    fn from(g: GatedEffect) -> String {
+        g.to_string()
     }
 }
 

@@ -348,3 +348,49 @@ fn config_errors_are_typed_for_callers() {
         Err(ConfigError::Overlay { .. })
     ));
 }
+
+#[test]
+fn taint_settings_are_read_and_bad_entries_named() {
+    use strata_engine::config::{GatedEffect, TaintSourceRule};
+    use strata_engine::spec::Capability;
+    let dir = tempfile::tempdir().expect("tmp");
+    write(
+        dir.path(),
+        "config/config.yaml",
+        "security:\n  taint:\n    sources: [web_facing, \"tool:read_*\"]\n    gated_capabilities: [subprocess, external]\n    trusted_senders: admin\n",
+    );
+    let loaded = LoadedConfig::load(&opts(dir.path())).expect("load");
+    let t = &loaded.config.security.taint;
+    assert_eq!(
+        t.sources,
+        vec![
+            TaintSourceRule::WebFacing,
+            TaintSourceRule::Tool("read_*".into())
+        ]
+    );
+    assert_eq!(
+        t.gated_capabilities,
+        vec![
+            GatedEffect::Capability(Capability::Subprocess),
+            GatedEffect::External
+        ]
+    );
+    assert!(!t.tracks_memory() && !t.follows_agents());
+    for (bad, says) in [
+        ("sources: [websites]", "unknown taint source `websites`"),
+        (
+            "gated_capabilities: [exec]",
+            "unknown gated capability `exec`",
+        ),
+    ] {
+        write(
+            dir.path(),
+            "config/config.yaml",
+            &format!("security:\n  taint:\n    {bad}\n"),
+        );
+        let Err(e) = LoadedConfig::load(&opts(dir.path())) else {
+            panic!("{bad} was accepted");
+        };
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}

@@ -42,28 +42,7 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
     dir
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
-async fn api(method: &str, url: &str, token: &str, body: Option<Value>) -> (u16, Value) {
-    let c = client();
-    let mut req = match method {
-        "POST" => c.post(url),
-        _ => c.get(url),
-    }
-    .header("X-Strata-Token", token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("send");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
+use common::{api, client};
 
 async fn pending(base: &str) -> Vec<Value> {
     for _ in 0..300 {

@@ -48,27 +48,8 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
     dir
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .expect("client")
-}
-
 async fn api(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let c = client();
-    let mut req = match method {
-        "POST" => c.post(url),
-        _ => c.get(url),
-    }
-    .header("X-Strata-Token", BOSS);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("send");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    common::api(method, url, BOSS, body).await
 }
 
 /// The one pending approval request, once it appears.

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 /// `strata --overlay OVERLAY` without any of this process's `STRATA_*` variables (tests never
 /// depend on the environment they happen to run in).
 pub fn strata(overlay: &Path) -> Command {
@@ -130,4 +132,29 @@ pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
 /// developer machine without it the test says so and passes.
 pub fn python_mcp_available() -> bool {
     strata_test_support::python_has("mcp.client.session", "mcp")
+}
+
+/// An HTTP client for the control API (no proxy, a generous timeout).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// `method url` with the control token `token` and an optional JSON body: status and body.
+pub async fn api(method: &str, url: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    let c = client();
+    let mut req = match method {
+        "POST" => c.post(url),
+        _ => c.get(url),
+    }
+    .header("X-Strata-Token", token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.expect("send");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
 }
