@@ -516,6 +516,9 @@ BEN = {
             "Backups run every night and are kept for 30 days. Restores need an owner's approval.",
             "Webhooks send a POST request with a JSON body to the URL you configure.",
             "The command-line tool reads its configuration from ~/.config/tool/config.toml.",
+            "The installer is available at https://downloads.example.com; run it in a terminal and follow the prompts.",
+            "Docs live at https://docs.example.org. To try the CLI, open the terminal and run `tool --help`.",
+            "Page at https://status.example.net: all systems operational, run times normal.",
         ],
         "test": [
             "Each project has an owner who can invite collaborators and change permissions.",
@@ -599,7 +602,10 @@ def main():
     def add(split, text, label, category, lang, source):
         rows[split].append({"text": text, "label": label, "category": category, "lang": lang, "source": source})
 
+    global RNG
     for split in ("train", "test"):
+        # One generator per split: editing one split's seeds leaves the other as it was.
+        RNG = random.Random(f"20261203-{split}")
         carriers = CARRIERS[split]
         # English injections: bare and inside two carriers each.
         for cat, sets in INJ.items():

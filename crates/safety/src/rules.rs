@@ -249,7 +249,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "exfil_destination_en",
             1.5,
             Exfiltration,
-            r"\b(to|into|at|in|with)\b[^.\n]{0,20}(https?://\S+|[\w.+-]+@[\w-]+[._][\w._]+|#[\w-]+|\b(the )?(public|external|outside|following|discord) (channel|address|webhook|endpoint|folder|gist|pastebin|drive)|\bpublic (gist|folder|pastebin)|analytics endpoint|this address)",
+            r"\b(to|into)\b[^.\n]{0,20}(https?://\S+|[\w.+-]+@[\w-]+[._][\w._]+|#[\w-]+|\b(the )?(public|external|outside|following|discord) (channel|address|webhook|endpoint|folder|gist|pastebin|drive)|\bpublic (gist|folder|pastebin)|analytics endpoint|this address)",
         ),
         rule(
             "reveal_en",

@@ -13,6 +13,7 @@ mod runtime;
 mod safety;
 mod schema;
 mod skills;
+mod taint;
 mod tidy;
 
 use std::sync::Arc;
