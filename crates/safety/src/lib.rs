@@ -23,6 +23,7 @@ pub mod model;
 mod model_weights;
 pub mod normalize;
 pub mod rules;
+pub mod train;
 
 pub use decode::Layer;
 pub use normalize::{Removed, fold, sanitize};

@@ -41,6 +41,15 @@ pub fn logit(rules: &BTreeSet<&str>, extra: &BTreeSet<&str>) -> f32 {
     z
 }
 
+/// The committed weights: the intercept, then every feature's weight (rules, then
+/// [`EXTRA`]), as `train::fit` orders them.
+pub fn committed() -> (f32, Vec<(&'static str, f32)>) {
+    (
+        BIAS,
+        RULE_WEIGHTS.iter().chain(EXTRA_WEIGHTS).copied().collect(),
+    )
+}
+
 /// The logistic function.
 pub fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())

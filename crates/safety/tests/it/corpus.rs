@@ -158,3 +158,27 @@ fn the_corpus_is_big_enough_and_split_by_source() {
         );
     }
 }
+
+#[test]
+fn the_committed_weights_are_what_the_corpus_gives() {
+    let corpus: Vec<(String, bool)> = load("train")
+        .into_iter()
+        .map(|s| (s.text, s.injection))
+        .collect();
+    let fitted = strata_safety::train::fit(&corpus);
+    let (bias, weights) = strata_safety::model::committed();
+    let stale =
+        "model_weights.rs is not what corpus/train.jsonl gives: run `cargo xtask train-safety`";
+    assert!(
+        (fitted.bias - f64::from(bias)).abs() < 1e-3,
+        "{stale}: bias"
+    );
+    assert_eq!(fitted.weights.len(), weights.len(), "{stale}: features");
+    for ((name, w), (cname, cw)) in fitted.weights.iter().zip(&weights) {
+        assert_eq!(name, cname, "{stale}: feature order");
+        assert!(
+            (w - f64::from(*cw)).abs() < 1e-3,
+            "{stale}: {name} {w} vs {cw}"
+        );
+    }
+}
