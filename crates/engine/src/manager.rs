@@ -240,7 +240,7 @@ impl AgentManager {
         let reply = agent.handle(ctx, req.message).await;
         // Kept even when the turn failed: the content came in all the same.
         for s in taint.sources() {
-            if state.taint.len() < 16 && !state.taint.contains(&s) {
+            if state.taint.len() < crate::taint::MAX_SOURCES && !state.taint.contains(&s) {
                 state.taint.push(s);
             }
         }

@@ -377,10 +377,17 @@ impl MemoryTurn<'_> {
 
     /// Marks the turn with the tainted memories among `recalled`.
     pub fn recalled(&self, recalled: &[Memory]) {
-        if let Some(t) = self.taint {
-            for m in recalled.iter().filter(|m| m.taint.is_some()) {
-                t.mark(crate::taint::TaintSource::memory(&m.id));
-            }
+        mark_recalled(self.taint, recalled);
+    }
+}
+
+/// Marks `taint` (a turn's, when memory takes part in taint tracking) with the memories among
+/// `recalled` that a tainted turn stored: the backends' context blocks and the memory tools
+/// both call it.
+pub fn mark_recalled(taint: Option<&crate::taint::Taint>, recalled: &[Memory]) {
+    if let Some(t) = taint {
+        for m in recalled.iter().filter(|m| m.taint.is_some()) {
+            t.mark(crate::taint::TaintSource::memory(&m.id));
         }
     }
 }

@@ -138,8 +138,9 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
-/// At most this many sources are kept per turn (the first ones: they explain the taint).
-const MAX_SOURCES: usize = 16;
+/// At most this many sources are kept per turn, or per session (the first ones: they explain
+/// the taint).
+pub const MAX_SOURCES: usize = 16;
 
 /// A turn's taint: shared by the turn, its tool calls and the agent turns it asks for.
 /// Cheap to clone (one `Arc`); marks are never removed. Two handles are equal when they
@@ -270,16 +271,6 @@ impl TaintPolicy {
         }
     }
 
-    /// Recalling a memory stored by a tainted turn taints the turn recalling it.
-    pub fn memory_taints(&self) -> bool {
-        self.cfg.tracks_memory()
-    }
-
-    /// A turn asked for by a tainted turn shares its taint (and the other way round).
-    pub fn follows_agents(&self) -> bool {
-        self.cfg.follows_agents()
-    }
-
     /// A tainted turn needs approval to call this tool on behalf of a principal of `tier`.
     pub fn gates(&self, spec: &ToolSpec, tier: Tier) -> bool {
         if !self.cfg.enabled
@@ -406,16 +397,17 @@ mod tests {
         assert!(p.sender_taints(Tier::Person(Access::Viewer)));
         assert!(!p.sender_taints(Tier::Person(Access::Staff)));
         assert!(!p.sender_taints(Tier::Person(Access::Owner)));
-        let strict = TaintPolicy::new(TaintConfig {
+        let strict_cfg = TaintConfig {
             trusted_senders: Access::Owner,
             sources: vec![
                 TaintSourceRule::Messages,
                 TaintSourceRule::Tool("read_*".into()),
             ],
             ..TaintConfig::default()
-        });
+        };
+        assert!(!strict_cfg.tracks_memory() && !strict_cfg.follows_agents());
+        let strict = TaintPolicy::new(strict_cfg);
         assert!(strict.sender_taints(Tier::Person(Access::Admin)));
-        assert!(!strict.memory_taints() && !strict.follows_agents());
         let read_file = spec("read_file", &[Capability::Read], SideEffects::None, false);
         assert!(strict.is_source(&read_file));
     }

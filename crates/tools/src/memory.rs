@@ -53,15 +53,6 @@ fn turn_taint(ctx: &ToolContext) -> Option<&strata_engine::Taint> {
         .filter(|_| ctx.config().security.taint.tracks_memory())
 }
 
-/// Memories a tainted turn stored taint the turn that reads them.
-fn recalled(ctx: &ToolContext, found: &[Memory]) {
-    if let Some(t) = turn_taint(ctx) {
-        for m in found.iter().filter(|m| m.taint.is_some()) {
-            t.mark(strata_engine::taint::TaintSource::memory(&m.id));
-        }
-    }
-}
-
 /// What the model sees of a memory.
 fn show(m: &Memory) -> Value {
     json!({
@@ -182,7 +173,7 @@ async fn search(
         )
         .await
         .map_err(failed)?;
-    recalled(ctx, &found);
+    strata_engine::memory::mark_recalled(turn_taint(ctx), &found);
     Ok(json!({"memories": found.iter().map(show).collect::<Vec<_>>()}))
 }
 
@@ -305,6 +296,6 @@ async fn memory_list(
         .list(&v, since, scope.as_ref(), limit as usize)
         .await
         .map_err(failed)?;
-    recalled(ctx, &found);
+    strata_engine::memory::mark_recalled(turn_taint(ctx), &found);
     Ok(json!({"memories": found.iter().map(show).collect::<Vec<_>>()}))
 }
