@@ -118,14 +118,7 @@ async fn memory_store(
         None => ctx.principal.to_string(),
     };
     // Stored from a tainted turn: marked with why, and with the content's injection score.
-    let taint = turn_taint(ctx).filter(|t| t.is_tainted()).map(|t| {
-        let (score, rules) = strata_engine::safety::score(&content);
-        format!(
-            "{}; injection score {score} ({})",
-            t.explain(),
-            strata_engine::safety::rule_names(&rules)
-        )
-    });
+    let taint = strata_engine::memory::taint_note(turn_taint(ctx), &content);
     let stored = mem
         .store(
             &v,

@@ -144,6 +144,7 @@ impl MemoryBackend for SqliteMemory {
             turn.agent_id,
             cut(reply)
         );
+        let taint = turn.taint_note(&content);
         self.store(
             &viewer,
             NewMemory {
@@ -155,7 +156,7 @@ impl MemoryBackend for SqliteMemory {
                 pinned: false,
                 created_by: format!("agent:{}", turn.agent_id),
                 confidence: Some(0.6),
-                taint: turn.taint_note(),
+                taint,
             },
         )
         .await
