@@ -243,7 +243,8 @@ impl Invoker {
         }
     }
 
-    /// Persists rate-limit counters through `log` (and loads its last day now).
+    /// Persists rate-limit counters through `log` (a local log's last day is read before the
+    /// first check; a shared log counts every call itself).
     pub fn with_rate_log(mut self, log: Arc<dyn RateLog>) -> Self {
         self.limiter = Arc::new(RateLimiter::new(
             self.env.config.security.rate_limits.clone(),
@@ -444,8 +445,14 @@ impl Invoker {
             Some(a) => format!("agent:{a}"),
             None => call.principal.to_string(),
         };
-        match self.limiter.check(&key, agent, &call.tool) {
+        match self.limiter.check(&key, agent, &call.tool).await {
             RateVerdict::Ok => {}
+            RateVerdict::Unavailable(e) => {
+                let msg = format!(
+                    "rate-limit counters unavailable ({e}); the call was not run — try again when the store is back"
+                );
+                return (Status::Error, Value::Null, Some(msg));
+            }
             RateVerdict::Refuse(e) => {
                 let msg = format!("{e} for {key} on `{}`; try again later", call.tool);
                 self.alert(mk_alert(

@@ -51,6 +51,7 @@ pub mod secret;
 pub mod session;
 pub mod skills;
 pub mod spec;
+pub mod store;
 pub mod taint;
 mod tool;
 pub mod turns;

@@ -1,15 +1,20 @@
 //! Rate limits: sliding windows per (principal or agent, tool) over a minute, an hour and a
 //! day.
 //!
-//! A call is recorded *before* the tool runs, so failed runs count too. Counting happens in
-//! memory (one deque of timestamps per key and tool that has a limit); every recorded call is
-//! also handed to a [`RateLog`] (SQLite in `strata-store`) and the last day of it is loaded at
-//! start, so counters survive a restart. One [`RateLimiter`] per process is shared by every
-//! surface through the [`crate::Invoker`].
+//! A call is recorded *before* the tool runs, so failed runs count too. With a local log
+//! (SQLite in `strata-store`) counting happens in memory (one deque of timestamps per key and
+//! tool that has a limit); every recorded call is also handed to the [`RateLog`] and its last
+//! day is loaded before the first check, so counters survive a restart. With a shared log (a
+//! database server several processes use, `strata-postgres`) the store counts: every check
+//! records the call and reads the windows in one statement, so two processes together stay
+//! under one limit. One [`RateLimiter`] per process is shared by every surface through the
+//! [`crate::Invoker`].
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
 
 use crate::config::{Limits, RateLimitMode, RateLimitsConfig};
 
@@ -28,12 +33,27 @@ pub struct RateEvent {
     pub ts_ms: i64,
 }
 
+/// The spans of the three windows, in milliseconds: minute, hour, day.
+pub const WINDOWS: [(&str, i64); 3] = [("minute", MINUTE), ("hour", HOUR), ("day", DAY)];
+
 /// Where recorded calls persist.
+#[async_trait]
 pub trait RateLog: Send + Sync {
     /// Events newer than `since_ms`, any order.
-    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, crate::session::StoreError>;
+    async fn load_since(&self, since_ms: i64)
+    -> Result<Vec<RateEvent>, crate::session::StoreError>;
     /// Records one event (may be asynchronous; must not block for long).
     fn append(&self, event: RateEvent);
+    /// Whether other processes record into the same log and must count together with this
+    /// one (a database server): the limiter then asks [`RateLog::record`] on every call
+    /// instead of counting in memory.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Records `event` and returns how many events of its key and tool the log holds newer
+    /// than `event.ts_ms - span` for each of [`WINDOWS`] (this one included), as one step
+    /// no other recorder can interleave with.
+    async fn record(&self, event: RateEvent) -> Result<[u32; 3], crate::session::StoreError>;
 }
 
 /// An exceeded window.
@@ -66,13 +86,35 @@ pub enum RateVerdict {
     Refuse(Exceeded),
     /// Over a limit, but `mode: log`: run it and alert.
     LogOnly(Exceeded),
+    /// A shared counter could not be read: refuse (failing open would let every process
+    /// run unlimited while the database is away).
+    Unavailable(crate::session::StoreError),
 }
 
 /// The process-wide limiter.
 pub struct RateLimiter {
     cfg: RateLimitsConfig,
     log: Option<Arc<dyn RateLog>>,
+    /// Set once a local log's last day has been read into `windows`.
+    loaded: tokio::sync::OnceCell<()>,
     windows: Mutex<HashMap<(String, String), VecDeque<i64>>>,
+}
+
+/// The first window whose count is over its limit.
+fn over(limits: Limits, counts: [u32; 3]) -> Option<Exceeded> {
+    let caps = [limits.per_minute, limits.per_hour, limits.per_day];
+    WINDOWS
+        .iter()
+        .zip(caps)
+        .zip(counts)
+        .find_map(|(((window, _), limit), count)| {
+            let limit = limit?;
+            (count > limit).then_some(Exceeded {
+                window,
+                count,
+                limit,
+            })
+        })
 }
 
 fn now_ms() -> i64 {
@@ -87,30 +129,38 @@ fn lookup(map: &std::collections::BTreeMap<String, Limits>, tool: &str) -> Optio
 }
 
 impl RateLimiter {
-    /// A limiter over `cfg`, persisting to `log` (and loading its last day) when given.
+    /// A limiter over `cfg`, persisting to `log` when given (a local log's last day is read
+    /// before the first check).
     pub fn new(cfg: RateLimitsConfig, log: Option<Arc<dyn RateLog>>) -> Self {
-        let mut windows: HashMap<(String, String), VecDeque<i64>> = HashMap::new();
-        if let Some(l) = &log {
-            match l.load(now_ms() - DAY) {
-                Ok(mut events) => {
-                    events.sort_by_key(|e| e.ts_ms);
-                    for e in events {
-                        windows
-                            .entry((e.key, e.tool))
-                            .or_default()
-                            .push_back(e.ts_ms);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "rate-limit history not loaded; counters start at zero")
-                }
-            }
-        }
         RateLimiter {
             cfg,
             log,
-            windows: Mutex::new(windows),
+            loaded: tokio::sync::OnceCell::new(),
+            windows: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Reads a local log's last day into the in-memory windows (once).
+    async fn load(&self, log: &dyn RateLog) {
+        self.loaded
+            .get_or_init(|| async {
+                match log.load_since(now_ms() - DAY).await {
+                    Ok(mut events) => {
+                        events.sort_by_key(|e| e.ts_ms);
+                        let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+                        for e in events {
+                            let q = w.entry((e.key, e.tool)).or_default();
+                            // Calls counted before the load finished stay in order.
+                            let at = q.partition_point(|&t| t <= e.ts_ms);
+                            q.insert(at, e.ts_ms);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "rate-limit history not loaded; counters start at zero")
+                    }
+                }
+            })
+            .await;
     }
 
     /// The limits for `tool` called on behalf of `agent`: agent override, then per-tool entry,
@@ -129,40 +179,57 @@ impl RateLimiter {
     }
 
     /// Records a call of `tool` by `key` (before it runs) and says whether it is over a limit.
-    pub fn check(&self, key: &str, agent: Option<&str>, tool: &str) -> RateVerdict {
-        self.check_at(key, agent, tool, now_ms())
+    pub async fn check(&self, key: &str, agent: Option<&str>, tool: &str) -> RateVerdict {
+        let limits = self.limits_for(agent, tool);
+        if limits.is_unlimited() {
+            return RateVerdict::Ok;
+        }
+        let ts_ms = now_ms();
+        match &self.log {
+            Some(log) if log.shared() => {
+                let event = RateEvent {
+                    key: key.to_owned(),
+                    tool: tool.to_owned(),
+                    ts_ms,
+                };
+                match log.record(event).await {
+                    Ok(counts) => self.verdict(over(limits, counts)),
+                    Err(e) => RateVerdict::Unavailable(e),
+                }
+            }
+            Some(log) => {
+                self.load(log.as_ref()).await;
+                self.check_at(key, agent, tool, ts_ms)
+            }
+            None => self.check_at(key, agent, tool, ts_ms),
+        }
     }
 
-    /// [`RateLimiter::check`] at a given time (tests).
+    fn verdict(&self, exceeded: Option<Exceeded>) -> RateVerdict {
+        match exceeded {
+            None => RateVerdict::Ok,
+            Some(e) if self.cfg.mode == RateLimitMode::Log => RateVerdict::LogOnly(e),
+            Some(e) => RateVerdict::Refuse(e),
+        }
+    }
+
+    /// [`RateLimiter::check`] at a given time, counted in memory (and appended to a local
+    /// log), without reading the log first.
     pub fn check_at(&self, key: &str, agent: Option<&str>, tool: &str, ts_ms: i64) -> RateVerdict {
         let limits = self.limits_for(agent, tool);
         if limits.is_unlimited() {
             return RateVerdict::Ok;
         }
-        let exceeded = {
+        let counts = {
             let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
             let q = w.entry((key.to_owned(), tool.to_owned())).or_default();
             while q.front().is_some_and(|&t| t <= ts_ms - DAY) {
                 q.pop_front();
             }
-            q.push_back(ts_ms);
-            // The deque is in time order: a binary search finds the window's start.
-            let count_since = |since: i64| (q.len() - q.partition_point(|&t| t <= since)) as u32;
-            [
-                ("minute", MINUTE, limits.per_minute),
-                ("hour", HOUR, limits.per_hour),
-                ("day", DAY, limits.per_day),
-            ]
-            .into_iter()
-            .find_map(|(window, span, limit)| {
-                let limit = limit?;
-                let count = count_since(ts_ms - span);
-                (count > limit).then_some(Exceeded {
-                    window,
-                    count,
-                    limit,
-                })
-            })
+            let at = q.partition_point(|&t| t <= ts_ms);
+            q.insert(at, ts_ms);
+            // The deque is in time order: a binary search finds each window's start.
+            WINDOWS.map(|(_, span)| (q.len() - q.partition_point(|&t| t <= ts_ms - span)) as u32)
         };
         if let Some(log) = &self.log {
             log.append(RateEvent {
@@ -171,11 +238,7 @@ impl RateLimiter {
                 ts_ms,
             });
         }
-        match exceeded {
-            None => RateVerdict::Ok,
-            Some(e) if self.cfg.mode == RateLimitMode::Log => RateVerdict::LogOnly(e),
-            Some(e) => RateVerdict::Refuse(e),
-        }
+        self.verdict(over(limits, counts))
     }
 
     /// Whether any limit is configured at all (the Invoker skips the stage otherwise).
@@ -294,7 +357,7 @@ mod tests {
     fn no_limits_means_inactive_and_untracked() {
         let r = RateLimiter::new(RateLimitsConfig::default(), None);
         assert!(!r.is_active());
-        assert_eq!(r.check("k", None, "t"), RateVerdict::Ok);
+        assert_eq!(r.check_at("k", None, "t", 1), RateVerdict::Ok);
         assert!(r.windows.lock().map(|w| w.is_empty()).unwrap_or(false));
     }
 }

@@ -55,8 +55,8 @@ pub struct HttpState {
     pub overlay_dir: PathBuf,
     /// The data directory.
     pub data_dir: PathBuf,
-    /// Session count, if a store is attached.
-    pub sessions: Option<Arc<dyn strata_engine::session::SessionStore>>,
+    /// The state store (session count in `/api/status`, its health in `/api/health`).
+    pub sessions: Option<Arc<dyn strata_engine::store::StateStore>>,
     /// When the server started.
     pub started: Instant,
 }
@@ -170,12 +170,26 @@ async fn health() -> &'static str {
     "ok"
 }
 
+/// Whether the server and its store answer. A store that does not answer makes the answer
+/// `ok: false` with `store.state: degraded` and why (still 200: the server itself is up).
 async fn api_health(State(st): State<Arc<HttpState>>) -> Json<Value> {
+    let store = match &st.sessions {
+        Some(s) => {
+            let health = s.health().await;
+            let mut v = serde_json::to_value(&health).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                m.insert("backend".into(), json!(s.backend()));
+            }
+            Some((health == strata_engine::store::StoreHealth::Ok, v))
+        }
+        None => None,
+    };
     Json(json!({
-        "ok": true,
+        "ok": store.as_ref().is_none_or(|(ok, _)| *ok),
         "service": "strata",
         "version": env!("CARGO_PKG_VERSION"),
         "tool_count": st.invoker.registry().len(),
+        "store": store.map(|(_, v)| v),
     }))
 }
 

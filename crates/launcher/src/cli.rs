@@ -146,6 +146,12 @@ pub enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Where state is kept: `status` (backend, schema version, row counts, pool) and
+    /// `migrate --from sqlite --to postgres`.
+    Storage {
+        #[command(subcommand)]
+        command: StorageCommand,
+    },
     /// Content safety: see what the sanitiser and the injection scorer make of a text.
     Safety {
         #[command(subcommand)]
@@ -161,6 +167,32 @@ pub enum Command {
         session: String,
         /// The message.
         message: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StorageCommand {
+    /// Shows the configured backend, its schema version, row counts and pool state.
+    Status {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copies sessions, memories (with vectors), approvals, counters and logs from one backend
+    /// into another (`--from sqlite --to postgres`); running it again copies nothing twice.
+    Migrate {
+        /// The backend to read: `sqlite` (the data dir's files).
+        #[arg(long, value_name = "BACKEND")]
+        from: String,
+        /// The backend to write: `postgres` (`storage.postgres`, and `memory.postgres` when set).
+        #[arg(long, value_name = "BACKEND")]
+        to: String,
+        /// Counts what is there on both sides and writes nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -19,6 +19,7 @@ mod cmd;
 mod http;
 mod preflight;
 mod remote;
+pub mod storage;
 pub mod wiring;
 
 /// Skills from the command line and the watcher `serve` runs.

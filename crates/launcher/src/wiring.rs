@@ -11,9 +11,9 @@ use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
 use strata_engine::audit::AuditSink;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
 use strata_engine::manager::AgentManager;
+use strata_engine::store::StateStore;
 use strata_engine::{Env, Invoker, Registry};
 use strata_store::JsonlAudit;
-use strata_store::SqliteStore;
 
 /// Everything a running Strata holds.
 pub struct Wired {
@@ -21,8 +21,8 @@ pub struct Wired {
     pub manager: Arc<AgentManager>,
     /// Runs tool calls.
     pub invoker: Arc<Invoker>,
-    /// Sessions, rate-limit counters, approval requests.
-    pub store: Arc<SqliteStore>,
+    /// Sessions, rate-limit counters, approval requests (SQLite or PostgreSQL).
+    pub store: Arc<dyn StateStore>,
     /// Human approval of gated calls.
     pub approvals: Arc<Approvals>,
     /// Agent memory, when configured.
@@ -178,7 +178,7 @@ fn write_mcp_config(
 /// Builds the runtime. Agents that cannot start are listed in `skipped`. With `mcp_url`
 /// (the running server's `/mcp`), each Claude Code agent gets a per-boot token and an MCP
 /// config pointing there, so its tool calls share our Invoker, limits and audit.
-pub fn build(
+pub async fn build(
     cfg: &LoadedConfig,
     registry: Arc<Registry>,
     mcp_url: Option<&str>,
@@ -189,10 +189,12 @@ pub fn build(
         &cfg.data_dir.join(&cfg.config.tools.audit_log),
         (&cfg.config.security.audit).into(),
     )?);
-    let store = Arc::new(SqliteStore::open(
-        &cfg.data_dir.join(&cfg.config.sessions.database),
-    )?);
-    let (env, memory) = env(cfg)?;
+    let vault = process_vault(cfg)?;
+    let vault_ref = vault
+        .as_deref()
+        .map(|v| v as &dyn strata_engine::secret::Vault);
+    let (store, shared) = crate::storage::open_store(cfg, vault_ref).await?;
+    let (env, memory) = env_with(cfg, vault, &shared).await?;
     let (invoker, approvals) = invoker(env.clone(), registry, audit.clone(), store.clone());
     let mut agents = Vec::new();
     let mut skipped = Vec::new();
@@ -247,21 +249,45 @@ pub fn build(
 
 /// The runtime environment of a process: config, directories, and the memory backend
 /// `memory.*` asks for (a memory that cannot open is an error, not a silent downgrade).
-pub fn env(cfg: &LoadedConfig) -> anyhow::Result<(Arc<Env>, Option<strata_memory::Backend>)> {
+pub async fn env(cfg: &LoadedConfig) -> anyhow::Result<(Arc<Env>, Option<strata_memory::Backend>)> {
+    env_with(cfg, process_vault(cfg)?, &None).await
+}
+
+/// The runtime environment without memory (commands that open memory themselves).
+pub fn env_without_memory(cfg: &LoadedConfig) -> anyhow::Result<Arc<Env>> {
     let mut env = Env::new(
         cfg.config.clone(),
         cfg.overlay_dir.clone(),
         cfg.data_dir.clone(),
     );
+    if let Some(v) = process_vault(cfg)? {
+        env = env.with_vault(v);
+    }
+    Ok(Arc::new(env))
+}
+
+/// The overlay's vault, opened the way this process may (stdin for `serve`).
+fn process_vault(cfg: &LoadedConfig) -> anyhow::Result<Option<Arc<strata_vault::FileVault>>> {
     let config_dir = cfg.overlay_dir.join("config");
     let stdin_ok = PASSPHRASE_FROM_STDIN.load(std::sync::atomic::Ordering::Relaxed);
-    if let Some(v) = open_vault_from(&config_dir, stdin_ok)? {
-        env = env.with_vault(Arc::new(v));
+    Ok(open_vault_from(&config_dir, stdin_ok)?.map(Arc::new))
+}
+
+/// [`env`] with the vault already open and the store's PostgreSQL pool to share.
+async fn env_with(
+    cfg: &LoadedConfig,
+    vault: Option<Arc<strata_vault::FileVault>>,
+    shared: &crate::storage::Shared,
+) -> anyhow::Result<(Arc<Env>, Option<strata_memory::Backend>)> {
+    let mut env = Env::new(
+        cfg.config.clone(),
+        cfg.overlay_dir.clone(),
+        cfg.data_dir.clone(),
+    );
+    if let Some(v) = vault {
+        env = env.with_vault(v);
     }
-    let memory =
-        strata_memory::build(&cfg.config, &cfg.data_dir, env.vault.as_deref()).map_err(|e| {
-            anyhow::anyhow!("{e} (`memory.*` in config; `memory.backend: none` turns it off)")
-        })?;
+    let memory = crate::storage::open_memory(cfg, env.vault.as_deref(), shared).await?;
     if let Some(m) = &memory {
         env = env.with_memory(m.as_dyn());
     }
@@ -269,12 +295,13 @@ pub fn env(cfg: &LoadedConfig) -> anyhow::Result<(Arc<Env>, Option<strata_memory
 }
 
 /// The Invoker of a process with every stage wired: rate-limit counters and approval
-/// requests in the SQLite store (shared with other processes on the same data dir).
+/// requests in the state store (shared with other processes on the same data dir or
+/// database).
 pub fn invoker(
     env: Arc<Env>,
     registry: Arc<Registry>,
     audit: Arc<dyn AuditSink>,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn StateStore>,
 ) -> (Arc<Invoker>, Arc<Approvals>) {
     let mut inv = Invoker::new(registry, env.clone(), audit).with_rate_log(store.clone());
     if let Some(ch) = env.config.security.alert_channel.clone() {

@@ -12,6 +12,7 @@
 
 mod embed;
 mod honcho;
+pub mod rank;
 mod sqlite;
 pub mod text;
 
@@ -27,10 +28,78 @@ pub use embed::OpenAiEmbedder;
 pub use honcho::HonchoMemory;
 pub use sqlite::{DecayReport, SqliteMemory, Stats};
 
+use strata_engine::memory::{Memory, NewMemory};
+
+/// A stored memory as its row holds it, vector included (`strata storage migrate`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryRow {
+    /// The memory.
+    pub memory: Memory,
+    /// When decay last ran over it (Unix seconds).
+    pub decayed_at: Option<i64>,
+    /// When it was archived.
+    pub archived_at: Option<i64>,
+    /// Its vector, unit length.
+    pub embedding: Option<Vec<f32>>,
+    /// The embedder that made it.
+    pub embedder: Option<String>,
+}
+
+/// One change-log entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRow {
+    /// Its sequence number in the source (the copy's key).
+    pub seq: i64,
+    /// Unix seconds.
+    pub ts: i64,
+    /// The memory.
+    pub memory_id: String,
+    /// `insert`, `merge`, `delete`, `archive`, `purge`.
+    pub action: String,
+    /// Who.
+    pub actor: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// The operations of a memory backend Strata keeps itself (SQLite, PostgreSQL) beyond the
+/// engine's trait: what `strata memory` and the decay job use.
+#[async_trait::async_trait]
+pub trait MemoryMaintenance: MemoryBackend {
+    /// Where it is, for logs (a file, or `host:port/database` — never a password).
+    fn location(&self) -> String;
+    /// Runs decay at the backend's clock's now (see [`SqliteMemory::decay`]).
+    async fn decay(&self, dry_run: bool) -> Result<DecayReport, MemoryError>;
+    /// Counts per scope and type.
+    async fn stats(&self) -> Result<Stats, MemoryError>;
+    /// Every memory, archived ones too.
+    async fn export(&self) -> Result<Vec<Memory>, MemoryError>;
+    /// Change-log entries for one memory, oldest first: (ts, action, actor, reason).
+    async fn history(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(i64, String, String, Option<String>)>, MemoryError>;
+    /// Inserts many memories without dedup or embedding (restore, benchmarks).
+    async fn bulk_insert(
+        &self,
+        items: Vec<NewMemory>,
+        vectors: Vec<Option<Vec<f32>>>,
+    ) -> Result<usize, MemoryError>;
+    /// Up to `limit` rows whose row id is above `after`, and the last row id read.
+    async fn dump(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<MemoryRow>, Option<i64>), MemoryError>;
+    /// Up to `limit` change-log entries with a sequence number above `after`.
+    async fn dump_log(&self, after: i64, limit: usize) -> Result<Vec<LogRow>, MemoryError>;
+}
+
 /// The configured backend, or `None` for `memory.backend: none`.
 pub enum Backend {
-    /// SQLite (its extra operations — decay, stats, export — are reachable).
-    Sqlite(Arc<SqliteMemory>),
+    /// A backend Strata keeps itself (its extra operations — decay, stats, export — are
+    /// reachable).
+    Kept(Arc<dyn MemoryMaintenance>),
     /// Honcho.
     Honcho(Arc<HonchoMemory>),
 }
@@ -39,7 +108,7 @@ impl Backend {
     /// As the engine's trait object.
     pub fn as_dyn(&self) -> Arc<dyn MemoryBackend> {
         match self {
-            Backend::Sqlite(s) => s.clone(),
+            Backend::Kept(s) => s.clone(),
             Backend::Honcho(h) => h.clone(),
         }
     }
@@ -56,6 +125,24 @@ fn secret(
         .map_err(|e| MemoryError(e.to_string()))
 }
 
+/// The embedder `memory.embedder` configures, if any.
+pub fn embedder(
+    config: &Config,
+    vault: Option<&dyn Vault>,
+) -> Result<Option<Arc<dyn strata_engine::memory::Embedder>>, MemoryError> {
+    let Some(e) = &config.memory.embedder else {
+        return Ok(None);
+    };
+    let key = secret(&e.api_key, vault, "memory.embedder.api_key")?;
+    let timeout = Duration::from_secs(e.timeout_secs.unwrap_or(10).max(1));
+    Ok(Some(Arc::new(OpenAiEmbedder::new(
+        &e.base_url,
+        &e.model,
+        key,
+        timeout,
+    )?)))
+}
+
 /// Builds the backend `config.memory` asks for, its files under `data_dir`.
 pub fn build(
     config: &Config,
@@ -67,18 +154,16 @@ pub fn build(
         MemoryBackendKind::None => Ok(None),
         MemoryBackendKind::Sqlite => {
             let mut mem = SqliteMemory::open(&data_dir.join(&m.database), config)?;
-            if let Some(e) = &m.embedder {
-                let key = secret(&e.api_key, vault, "memory.embedder.api_key")?;
-                let timeout = Duration::from_secs(e.timeout_secs.unwrap_or(10).max(1));
-                mem = mem.with_embedder(Arc::new(OpenAiEmbedder::new(
-                    &e.base_url,
-                    &e.model,
-                    key,
-                    timeout,
-                )?));
+            if let Some(e) = embedder(config, vault)? {
+                mem = mem.with_embedder(e);
             }
-            Ok(Some(Backend::Sqlite(Arc::new(mem))))
+            Ok(Some(Backend::Kept(Arc::new(mem))))
         }
+        MemoryBackendKind::Postgres => Err(MemoryError(
+            "`memory.backend: postgres` is opened by the launcher (`strata-postgres`); this \
+             binary was built without its `postgres` feature"
+                .into(),
+        )),
         MemoryBackendKind::Honcho => {
             let h = m.honcho.as_ref().ok_or_else(|| {
                 MemoryError(

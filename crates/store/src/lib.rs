@@ -17,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use strata_engine::llm::ChatMessage;
 use strata_engine::session::{SessionKey, SessionState, SessionStore, StoreError, ToolLogEntry};
+use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 
 /// Schema migrations, applied in order; the index + 1 is the version.
 const MIGRATIONS: &[&str] = &[
@@ -75,7 +76,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX approvals_by_status ON approvals(status, created_at);",
 ];
 
+pub mod dump;
 mod security;
+
+/// The tables `strata storage status` counts and `storage migrate` copies, in copy order.
+pub const TABLES: &[&str] = &["sessions", "turns", "tool_log", "approvals", "rate_events"];
 
 /// Opening or migrating the database failed.
 #[derive(Debug, thiserror::Error)]
@@ -604,5 +609,54 @@ impl SessionStore for SqliteStore {
         self.with(|c| c.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0)))
             .await
             .map(|n| n.max(0) as u64)
+    }
+}
+
+#[async_trait]
+impl StateStore for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        SqliteStore::flush(self).await
+    }
+
+    async fn health(&self) -> StoreHealth {
+        match self.flush().await {
+            Ok(()) => StoreHealth::Ok,
+            Err(e) => StoreHealth::Degraded {
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    async fn status(&self) -> Result<StoreStatus, StoreError> {
+        let rows = self
+            .with(|c| {
+                TABLES
+                    .iter()
+                    .map(|t| {
+                        // Table names come from the constant above, never from input.
+                        c.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .map(|n| ((*t).to_owned(), n.max(0) as u64))
+                    })
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(StoreStatus {
+            backend: "sqlite",
+            location: self.location(),
+            schema_version: self.schema_version()?,
+            known_version: MIGRATIONS.len() as i64,
+            rows,
+            pool: None,
+        })
     }
 }

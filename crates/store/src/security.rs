@@ -6,7 +6,7 @@ use strata_engine::session::StoreError;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
-use strata_engine::ratelimit::{RateEvent, RateLog};
+use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
 
 use crate::SqliteStore;
 
@@ -15,23 +15,45 @@ const KEEP_MS: i64 = 24 * 60 * 60 * 1000;
 
 static APPENDS: AtomicU64 = AtomicU64::new(0);
 
+#[async_trait]
 impl RateLog for SqliteStore {
-    fn load(&self, since_ms: i64) -> Result<Vec<RateEvent>, StoreError> {
-        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-        let mut stmt = conn
-            .prepare("SELECT key, tool, ts_ms FROM rate_events WHERE ts_ms > ?1")
-            .map_err(|e| StoreError(e.to_string()))?;
-        let rows = stmt
-            .query_map([since_ms], |r| {
-                Ok(RateEvent {
-                    key: r.get(0)?,
-                    tool: r.get(1)?,
-                    ts_ms: r.get(2)?,
-                })
-            })
-            .map_err(|e| StoreError(e.to_string()))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError(e.to_string()))
+    async fn load_since(&self, since_ms: i64) -> Result<Vec<RateEvent>, StoreError> {
+        self.with(move |c| {
+            c.prepare_cached("SELECT key, tool, ts_ms FROM rate_events WHERE ts_ms > ?1")?
+                .query_map([since_ms], |r| {
+                    Ok(RateEvent {
+                        key: r.get(0)?,
+                        tool: r.get(1)?,
+                        ts_ms: r.get(2)?,
+                    })
+                })?
+                .collect()
+        })
+        .await
+    }
+
+    /// Inserts and counts in one write (SQLite's writer lock orders it against every other
+    /// process). The limiter does not use it for SQLite — a local log counts in memory — but
+    /// the store answers it the same way PostgreSQL does.
+    async fn record(&self, e: RateEvent) -> Result<[u32; 3], StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.write(move |c| {
+            c.prepare_cached("INSERT INTO rate_events (key, tool, ts_ms) VALUES (?1, ?2, ?3)")?
+                .execute(params![e.key, e.tool, e.ts_ms])?;
+            let mut counts = [0u32; 3];
+            let mut st = c.prepare_cached(
+                "SELECT COUNT(*) FROM rate_events WHERE key = ?1 AND tool = ?2 AND ts_ms > ?3",
+            )?;
+            for (n, (_, span)) in counts.iter_mut().zip(WINDOWS) {
+                let k: i64 = st.query_row(params![e.key, e.tool, e.ts_ms - span], |r| r.get(0))?;
+                *n = u32::try_from(k).unwrap_or(u32::MAX);
+            }
+            let _ = tx.send(counts);
+            Ok(1)
+        })
+        .await?;
+        rx.await
+            .map_err(|_| StoreError("the database writer has stopped".into()))
     }
 
     fn append(&self, e: RateEvent) {
@@ -50,10 +72,10 @@ impl RateLog for SqliteStore {
     }
 }
 
-const COLS: &str = "id, agent_id, tool, principal, args, description, status, approver, reason, \
+pub(crate) const COLS: &str = "id, agent_id, tool, principal, args, description, status, approver, reason, \
                     created_at, decided_at";
 
-fn approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+pub(crate) fn approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let args: String = r.get(4)?;
     let status: String = r.get(6)?;
     Ok(ApprovalRecord {

@@ -556,3 +556,41 @@ pub fn python_has(module: &str, pip_package: &str) -> bool {
     }
     ok
 }
+
+/// The PostgreSQL server the storage tests use: `STRATA_TEST_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test` (the project's machines and CI run one with
+/// trust auth). `None` when nothing answers there — the test says SKIPPED and passes —
+/// except under `CI`, where it fails (`.ci/run` starts the server).
+pub fn postgres_url() -> Option<String> {
+    let url = std::env::var("STRATA_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let addr = url
+        .split_once('@')
+        .map_or(url.as_str(), |(_, rest)| rest)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("127.0.0.1:5432")
+        .to_owned();
+    let answers = std::net::ToSocketAddrs::to_socket_addrs(&addr)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
+        });
+    if !answers {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs PostgreSQL at {addr} (.ci/run starts it with pg_ctlcluster)"
+        );
+        eprintln!(
+            "SKIPPED: no PostgreSQL at {addr}; start one (trust auth, database `test`) or set STRATA_TEST_POSTGRES_URL"
+        );
+        return None;
+    }
+    Some(url)
+}
+
+/// A schema name no other test run uses (`t_<random>`).
+pub fn unique_schema() -> String {
+    format!("t_{}", uuid::Uuid::new_v4().simple())
+}

@@ -451,6 +451,7 @@ fn mask(v: &mut Value) {
                 Value::String(s) if crate::secret::is_secret_key(k) && !s.starts_with("vault:") => {
                     *s = "********".into();
                 }
+                Value::String(s) if k == "url" => *s = super::mask_url_password(s),
                 other => mask(other),
             }
         }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
-    /// `sqlite` (default), `honcho` or `none`.
+    /// `sqlite` (default), `postgres`, `honcho` or `none`.
     pub backend: MemoryBackendKind,
     /// The SQLite file, relative to the data dir (may be the sessions database).
     pub database: PathBuf,
@@ -31,6 +31,12 @@ pub struct MemoryConfig {
     pub embedder: Option<EmbedderConfig>,
     /// Confidence decay, archiving and purging.
     pub decay: DecayConfig,
+    /// PostgreSQL for `backend: postgres`; unset keys (the whole section, usually) come from
+    /// `storage.postgres`, so memory shares the store's server.
+    pub postgres: Option<super::PostgresConfig>,
+    /// Language of the full-text search on PostgreSQL (a text search configuration:
+    /// `english`, `simple`, `german`…).
+    pub language: String,
     /// The Honcho backend (`backend: honcho`).
     pub honcho: Option<HonchoConfig>,
 }
@@ -48,6 +54,8 @@ impl Default for MemoryConfig {
             dedup_threshold: 0.9,
             embedder: None,
             decay: DecayConfig::default(),
+            postgres: None,
+            language: "english".into(),
             honcho: None,
         }
     }
@@ -60,6 +68,9 @@ pub enum MemoryBackendKind {
     /// Embedded SQLite with FTS5 and vectors.
     #[default]
     Sqlite,
+    /// PostgreSQL (`memory.postgres`, else the `storage.postgres` server), full-text search
+    /// with `tsvector` and vectors ranked in process.
+    Postgres,
     /// A Honcho server.
     Honcho,
     /// No memory.

@@ -32,6 +32,7 @@ mod memory;
 mod security;
 mod server;
 mod sessions;
+mod storage;
 mod team;
 mod tools;
 pub use agents::*;
@@ -42,6 +43,7 @@ pub use memory::*;
 pub use security::*;
 pub use server::*;
 pub use sessions::*;
+pub use storage::*;
 pub use team::*;
 pub use tools::*;
 
@@ -62,6 +64,8 @@ pub struct Config {
     pub defaults: DefaultsConfig,
     /// Conversation sessions: cache size, summarisation, retention.
     pub sessions: SessionsConfig,
+    /// Where sessions, approvals and rate-limit counters live (SQLite or PostgreSQL).
+    pub storage: StorageConfig,
     /// Agents by id (usually from `config/agents.yaml`).
     pub agents: BTreeMap<String, AgentConfig>,
     /// People and agents of the team (from `config/team.json`).
@@ -86,6 +90,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "tools",
     "defaults",
     "sessions",
+    "storage",
     "agents",
     "team",
     "mcp",

@@ -292,6 +292,7 @@ const LADDER: &[(&str, &[&str])] = &[
             "monitor",
             "ratelimit",
             "approval",
+            "store",
             "skills",
             "registry",
             "invoker",

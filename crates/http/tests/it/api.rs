@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use strata_engine::ToolFilter;
 use strata_engine::config::{Access, Config, LlmConfig};
 use strata_engine::runtime::{AgentManager, LlmAgent};
-use strata_engine::session::InMemoryStore;
 use strata_engine::{Env, Invoker, Registry, ToolError, tool};
 use strata_http::{HttpState, Token};
 use strata_store::JsonlAudit;
@@ -78,7 +77,8 @@ async fn server() -> Server {
     .expect("p");
     let agent = LlmAgent::new("main", "# Main", provider, "fake", invoker.clone())
         .with_tools(ToolFilter::All);
-    let store = Arc::new(InMemoryStore::default());
+    let store =
+        Arc::new(strata_store::SqliteStore::open(&d.join("data/strata.db")).expect("store"));
     let manager = Arc::new(AgentManager::new(vec![Arc::new(agent)], store.clone(), env));
 
     let state = Arc::new(HttpState {

@@ -32,7 +32,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         Err(e) => return fail(&e),
     };
     let result = rt.block_on(async {
-        let wired = crate::wiring::build(&l.config, l.registry.clone(), None)?;
+        let wired = crate::wiring::build(&l.config, l.registry.clone(), None).await?;
         wired
             .approvals
             .add_channel(Arc::new(crate::wiring::StderrApprovals));

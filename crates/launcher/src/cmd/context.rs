@@ -29,15 +29,18 @@ pub(crate) struct Context {
 /// stderr. [`CliInvoker::finish`] saves what is queued.
 pub(crate) struct CliInvoker {
     pub(crate) invoker: Arc<strata_engine::Invoker>,
-    store: Arc<strata_store::SqliteStore>,
+    store: Arc<dyn strata_engine::store::StateStore>,
     audit: Arc<JsonlAudit>,
 }
 
 impl CliInvoker {
     pub(crate) fn open(l: &Context, rt: &tokio::runtime::Runtime) -> anyhow::Result<Self> {
         let audit = Arc::new(open_audit(l)?);
-        let store = open_store(l)?;
-        let env = rt.block_on(async { make_env(l) })?;
+        let (store, env) = rt.block_on(async {
+            let (env, _) = crate::wiring::env(&l.config).await?;
+            let store = open_store(l, &env).await?;
+            anyhow::Ok((store, env))
+        })?;
         let (invoker, approvals) = rt.block_on(async {
             crate::wiring::invoker(env, l.registry.clone(), audit.clone(), store.clone())
         });
@@ -140,15 +143,15 @@ pub(crate) fn parse_args_json(raw: &str) -> Result<Value, String> {
     }
 }
 
-/// The data dir's SQLite store (sessions, rate-limit counters, approvals).
-pub(crate) fn open_store(l: &Context) -> anyhow::Result<Arc<strata_store::SqliteStore>> {
-    Ok(Arc::new(strata_store::SqliteStore::open(
-        &l.config.data_dir.join(&l.config.config.sessions.database),
-    )?))
-}
-
-pub(crate) fn make_env(l: &Context) -> anyhow::Result<Arc<Env>> {
-    crate::wiring::env(&l.config).map(|(e, _)| e)
+/// The configured state store (sessions, rate-limit counters, approvals), its `vault:`
+/// references resolved with `env`'s vault.
+pub(crate) async fn open_store(
+    l: &Context,
+    env: &Env,
+) -> anyhow::Result<Arc<dyn strata_engine::store::StateStore>> {
+    crate::storage::open_store(&l.config, env.vault.as_deref())
+        .await
+        .map(|(s, _)| s)
 }
 
 pub(crate) fn open_audit(l: &Context) -> Result<JsonlAudit, strata_store::audit_log::AuditError> {

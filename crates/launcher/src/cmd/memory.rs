@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use strata_engine::memory::{
     Memory, MemoryQuery, MemoryScope, MemoryType, NewMemory, SearchMode, Viewer,
 };
-use strata_memory::{Backend, SqliteMemory};
+use strata_memory::{Backend, MemoryMaintenance};
 
 use crate::Exit;
 use crate::cli::MemoryCommand;
@@ -52,11 +52,11 @@ fn print(list: &[Memory], json: bool) -> Exit {
     Exit::Ok
 }
 
-fn sqlite(b: &Backend) -> Result<&Arc<SqliteMemory>, Exit> {
+fn kept(b: &Backend) -> Result<&Arc<dyn MemoryMaintenance>, Exit> {
     match b {
-        Backend::Sqlite(s) => Ok(s),
+        Backend::Kept(s) => Ok(s),
         Backend::Honcho(_) => Err(fail(
-            "this command needs `memory.backend: sqlite`; Honcho keeps its memory on its server",
+            "this command needs `memory.backend: sqlite` or `postgres`; Honcho keeps its memory on its server",
         )),
     }
 }
@@ -119,9 +119,9 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let backend = match strata_memory::build(&l.config.config, &l.config.data_dir, None) {
-        Ok(Some(b)) => b,
-        Ok(None) => return fail("memory is off (`memory.backend: none`)"),
+    let backend = match rt.block_on(crate::wiring::env(&l.config)) {
+        Ok((_, Some(b))) => b,
+        Ok((_, None)) => return fail("memory is off (`memory.backend: none`)"),
         Err(e) => return fail(e),
     };
     let mem = backend.as_dyn();
@@ -185,7 +185,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
             MemoryCommand::Show { id } => match mem.get(&op, &id).await {
                 Ok(Some(m)) => {
                     println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
-                    if let Backend::Sqlite(s) = &backend
+                    if let Backend::Kept(s) = &backend
                         && let Ok(h) = s.history(&id).await
                     {
                         for (ts, action, actor, reason) in h {
@@ -211,7 +211,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                 }
             }
             MemoryCommand::Stats { json } => {
-                let s = match sqlite(&backend) {
+                let s = match kept(&backend) {
                     Ok(s) => s,
                     Err(e) => return e,
                 };
@@ -227,7 +227,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                             st.archived,
                             st.pinned,
                             st.with_vectors,
-                            s.path().display()
+                            s.location()
                         );
                         let mut scopes: Vec<_> = st.by_scope.into_iter().collect();
                         scopes.sort();
@@ -240,7 +240,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                 }
             }
             MemoryCommand::Export { file } => {
-                let s = match sqlite(&backend) {
+                let s = match kept(&backend) {
                     Ok(s) => s,
                     Err(e) => return e,
                 };
@@ -311,7 +311,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                 if bad > 0 { Exit::Usage } else { Exit::Ok }
             }
             MemoryCommand::Decay { dry_run, json } => {
-                let s = match sqlite(&backend) {
+                let s = match kept(&backend) {
                     Ok(s) => s,
                     Err(e) => return e,
                 };

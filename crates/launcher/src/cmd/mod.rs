@@ -12,6 +12,7 @@ pub(crate) mod repl;
 pub(crate) mod security;
 mod serve;
 pub mod skill;
+mod storage;
 mod tools;
 mod vault;
 
@@ -114,6 +115,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         } => mcp::mcp_stdio(&loaded, stdio),
         Command::Approvals { command } => security::approvals(Some(&loaded), command),
         Command::Memory { command } => memory::run(&loaded, command),
+        Command::Storage { command } => storage::run(&loaded, command),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => security::safety_scan(&loaded, &input, json, jsonl),

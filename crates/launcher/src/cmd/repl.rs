@@ -35,7 +35,7 @@ pub(crate) fn run(
             return Exit::Failure;
         }
     };
-    let wired = match rt.block_on(async { crate::wiring::build(cfg, registry, None) }) {
+    let wired = match rt.block_on(crate::wiring::build(cfg, registry, None)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -81,7 +81,11 @@ pub fn approvals(loaded: Option<&Context>, command: ApprovalsCommand) -> Exit {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let store = match open_store(l) {
+    let opened = rt.block_on(async {
+        let (env, _) = crate::wiring::env(&l.config).await?;
+        open_store(l, &env).await
+    });
+    let store = match opened {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e:#}");

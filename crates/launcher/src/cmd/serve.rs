@@ -77,15 +77,15 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         local.ip().to_string()
     };
     let mcp_url = format!("http://{mcp_host}:{}/mcp", local.port());
-    let wired =
-        rt.block_on(async { crate::wiring::build(c, l.registry.clone(), Some(&mcp_url)) })?;
+    let wired = rt.block_on(crate::wiring::build(c, l.registry.clone(), Some(&mcp_url)))?;
     crate::wiring::warn_missing_vault_refs(c, wired.invoker.env().vault.as_deref());
     tracing::info!(
         tools = l.registry.len(),
         layers = %layer_summary(&l.registry),
         modules = %l.registry.modules().join(","),
         audit = %wired.audit.path().display(),
-        sessions = %wired.store.path().display(),
+        store = %wired.store.backend(),
+        sessions = %wired.store.location(),
         "registry loaded"
     );
     tracing::info!(agents = %wired.manager.agent_ids().join(","), "agents ready");
@@ -128,7 +128,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     let manager = wired.manager.clone();
     let decay_hours = c.config.memory.decay.interval_hours;
     let memory_sqlite = match &wired.memory {
-        Some(strata_memory::Backend::Sqlite(m)) if decay_hours > 0 => Some(m.clone()),
+        Some(strata_memory::Backend::Kept(m)) if decay_hours > 0 => Some(m.clone()),
         _ => None,
     };
     let env = wired.invoker.env().clone();

@@ -220,3 +220,90 @@ impl SqliteMemory {
         .await
     }
 }
+
+#[async_trait]
+impl crate::MemoryMaintenance for SqliteMemory {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn decay(&self, dry_run: bool) -> Result<DecayReport, MemoryError> {
+        SqliteMemory::decay(self, dry_run).await
+    }
+
+    async fn stats(&self) -> Result<Stats, MemoryError> {
+        SqliteMemory::stats(self).await
+    }
+
+    async fn export(&self) -> Result<Vec<Memory>, MemoryError> {
+        SqliteMemory::export(self).await
+    }
+
+    async fn history(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(i64, String, String, Option<String>)>, MemoryError> {
+        SqliteMemory::history(self, id).await
+    }
+
+    async fn bulk_insert(
+        &self,
+        items: Vec<NewMemory>,
+        vectors: Vec<Option<Vec<f32>>>,
+    ) -> Result<usize, MemoryError> {
+        SqliteMemory::bulk_insert(self, items, vectors).await
+    }
+
+    async fn dump(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<crate::MemoryRow>, Option<i64>), MemoryError> {
+        self.db(move |c| {
+            let rows: Vec<(i64, crate::MemoryRow)> = c
+                .prepare(&format!(
+                    "SELECT {COLS}, decayed_at, archived_at, embedding, embedder FROM memories m \
+                     WHERE mid > ?1 ORDER BY mid LIMIT ?2"
+                ))?
+                .query_map(params![after, limit as i64], |r| {
+                    let (mid, memory) = row_to_memory(r)?;
+                    let blob: Option<Vec<u8>> = r.get(18)?;
+                    Ok((
+                        mid,
+                        crate::MemoryRow {
+                            memory,
+                            decayed_at: r.get(16)?,
+                            archived_at: r.get(17)?,
+                            embedding: blob.map(|b| from_blob(&b)),
+                            embedder: r.get(19)?,
+                        },
+                    ))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            let last = rows.last().map(|(mid, _)| *mid);
+            Ok((rows.into_iter().map(|(_, row)| row).collect(), last))
+        })
+        .await
+    }
+
+    async fn dump_log(&self, after: i64, limit: usize) -> Result<Vec<crate::LogRow>, MemoryError> {
+        self.db(move |c| {
+            c.prepare(
+                "SELECT seq, ts, memory_id, action, actor, reason FROM memory_log WHERE seq > ?1 \
+                 ORDER BY seq LIMIT ?2",
+            )?
+            .query_map(params![after, limit as i64], |r| {
+                Ok(crate::LogRow {
+                    seq: r.get(0)?,
+                    ts: r.get(1)?,
+                    memory_id: r.get(2)?,
+                    action: r.get(3)?,
+                    actor: r.get(4)?,
+                    reason: r.get(5)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+}

@@ -15,15 +15,13 @@ use strata_engine::memory::{
     NewMemory, SearchMode, Stored, Viewer, private_key,
 };
 
-use crate::text::{dot, from_blob, normalize, to_blob, word_similarity};
+use crate::text::{from_blob, normalize, to_blob, word_similarity};
 
 mod backend;
-mod index;
 mod maintenance;
 mod recall;
 
-use index::VecIndex;
-use recall::{format_block, rrf};
+use crate::rank::{VecIndex, format_block, rrf};
 
 const SCHEMA_VERSION: i64 = 2;
 

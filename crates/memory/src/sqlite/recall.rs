@@ -195,39 +195,3 @@ impl SqliteMemory {
         }
     }
 }
-
-pub(super) fn format_block(items: &[Memory], budget_chars: usize) -> Option<String> {
-    let mut body = String::new();
-    for m in items {
-        let label = match &m.category {
-            Some(c) => format!("{}/{c}", m.memory_type.as_str()),
-            None => m.memory_type.as_str().to_owned(),
-        };
-        let pin = if m.pinned { ", pinned" } else { "" };
-        let line = format!("- [{label}{pin}] {}\n", m.content.replace('\n', " "));
-        if body.len() + line.len() > budget_chars {
-            break;
-        }
-        body.push_str(&line);
-    }
-    (!body.is_empty()).then(|| format!("[MEMORY]\n{body}[/MEMORY]"))
-}
-
-/// Reciprocal rank fusion (k = 60) of two ranked lists.
-pub(super) fn rrf(
-    a: Vec<(i64, Memory)>,
-    b: Vec<(i64, Memory)>,
-    limit: usize,
-) -> Vec<(i64, Memory)> {
-    const K: f64 = 60.0;
-    let mut score: HashMap<i64, (f64, Memory)> = HashMap::new();
-    for list in [a, b] {
-        for (rank, (mid, m)) in list.into_iter().enumerate() {
-            let e = score.entry(mid).or_insert((0.0, m));
-            e.0 += 1.0 / (K + rank as f64 + 1.0);
-        }
-    }
-    let mut v: Vec<(i64, f64, Memory)> = score.into_iter().map(|(k, (s, m))| (k, s, m)).collect();
-    v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-    v.into_iter().take(limit).map(|(k, _, m)| (k, m)).collect()
-}

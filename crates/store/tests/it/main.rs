@@ -3,5 +3,4 @@
 // Test code: a failed expectation should stop the test, with its message.
 #![allow(clippy::expect_used)]
 
-mod security;
 mod sessions;

@@ -1,0 +1,1153 @@
+//! `PgMemory`: agent memory in PostgreSQL — full-text search over a `tsvector` column with a
+//! GIN index (in `memory.language`), vectors stored per row as `real[]` and ranked in process
+//! as the SQLite backend ranks them (no pgvector needed), scopes, dedup, decay, and a change
+//! log through which every instance's copy of the vectors follows the others' writes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use strata_engine::Principal;
+use strata_engine::config::{Config, MemoryConfig};
+use strata_engine::memory::{
+    Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
+    NewMemory, SearchMode, Stored, Viewer, private_key,
+};
+use strata_memory::rank::{VecIndex, format_block, rrf};
+use strata_memory::text::{normalize, terms, word_similarity};
+use strata_memory::{DecayReport, LogRow, MemoryMaintenance, MemoryRow, Stats};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use crate::db::Db;
+
+const COLS: &str = "mid, id, type, content, category, tags, confidence, pinned, scope, created_by, \
+                    access_count, last_access, created_at, updated_at, archived, taint";
+
+/// The weighted document of a row: content first, category and tags second (the SQLite
+/// backend weighs its columns 1 : 0.5 : 0.5). `$L` is the language.
+const FTS: &str = "setweight(to_tsvector($L::text::regconfig, $C), 'A') || \
+                   setweight(to_tsvector($L::text::regconfig, coalesce($K, '')), 'B') || \
+                   setweight(to_tsvector($L::text::regconfig, $T), 'B')";
+
+/// Which rows a viewer sees, as parameters `$1` (all), `$2` (scopes), `$3` (fleet reading).
+const VISIBLE: &str = "($1 OR m.scope = ANY($2) OR ($3 AND m.scope LIKE 'agent:%'))";
+
+fn row_to_memory(r: &Row) -> (i64, Memory) {
+    let tags: String = r.get(5);
+    let scope: String = r.get(8);
+    let kind: String = r.get(2);
+    (
+        r.get(0),
+        Memory {
+            id: r.get(1),
+            memory_type: MemoryType::parse(&kind).unwrap_or_default(),
+            content: r.get(3),
+            category: r.get(4),
+            tags: serde_json::from_str(&tags).unwrap_or_default(),
+            confidence: r.get::<_, f64>(6) as f32,
+            pinned: r.get(7),
+            scope: scope.parse().unwrap_or(MemoryScope::Global),
+            created_by: r.get(9),
+            access_count: r.get::<_, i64>(10).max(0) as u64,
+            last_access: r.get(11),
+            created_at: r.get(12),
+            updated_at: r.get(13),
+            archived: r.get(14),
+            taint: r.get(15),
+        },
+    )
+}
+
+/// The viewer as the three parameters of [`VISIBLE`].
+fn visibility(viewer: &Viewer) -> (bool, Vec<String>, bool) {
+    let mut scopes = vec!["global".to_owned()];
+    if let Some(a) = &viewer.agent {
+        scopes.push(format!("agent:{a}"));
+    }
+    scopes.extend(viewer.groups.iter().map(|g| format!("group:{g}")));
+    if let Some(p) = &viewer.private_key {
+        scopes.push(format!("private:{p}"));
+    }
+    (viewer.all, scopes, viewer.fleet_read)
+}
+
+/// The query for `terms`: each term a lexeme alternative. Terms are runs of letters and
+/// digits, so nothing a user typed can become tsquery syntax; the text is a parameter.
+fn tsquery_text(terms: &[String]) -> String {
+    terms.join(" | ")
+}
+
+/// How far back in the change log a refresh looks for entries committed out of order.
+const LOG_WINDOW: i64 = 256;
+
+#[derive(Default)]
+struct Follow {
+    /// The highest change-log sequence number applied.
+    watermark: i64,
+    /// Sequence numbers applied within the window below the watermark.
+    applied: BTreeSet<i64>,
+}
+
+/// The PostgreSQL memory backend.
+pub struct PgMemory {
+    db: Arc<Db>,
+    cfg: MemoryConfig,
+    team: Config,
+    embedder: Option<Arc<dyn Embedder>>,
+    vectors: Arc<Mutex<VecIndex>>,
+    follow: tokio::sync::Mutex<Follow>,
+    clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+}
+
+fn system_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl PgMemory {
+    /// Memory over `db` (connected and migrated); `config` supplies `memory.*` and the team.
+    /// Loads the vectors of live memories.
+    pub async fn open(db: Arc<Db>, config: &Config) -> Result<Self, MemoryError> {
+        let m = PgMemory {
+            db,
+            cfg: config.memory.clone(),
+            team: config.clone(),
+            embedder: None,
+            vectors: Arc::new(Mutex::new(VecIndex::default())),
+            follow: tokio::sync::Mutex::new(Follow::default()),
+            clock: Arc::new(system_now),
+        };
+        m.reload_vectors().await?;
+        Ok(m)
+    }
+
+    /// Uses `embedder` for semantic recall and dedup.
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Replaces the clock (Unix seconds; tests of decay).
+    pub fn with_clock(mut self, clock: Arc<dyn Fn() -> i64 + Send + Sync>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    fn lang(&self) -> &str {
+        &self.cfg.language
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, MemoryError> {
+        self.db.client().await.map_err(|e| MemoryError(e.0))
+    }
+
+    fn fail(&self, e: tokio_postgres::Error) -> MemoryError {
+        MemoryError(self.db.fail(e).0)
+    }
+
+    /// Reads every live vector again (at open, after decay).
+    async fn reload_vectors(&self) -> Result<(), MemoryError> {
+        let c = self.client().await?;
+        let mut follow = self.follow.lock().await;
+        let top: i64 = c
+            .query_one("SELECT COALESCE(MAX(seq), 0) FROM memory_log", &[])
+            .await
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        let rows = c
+            .query(
+                "SELECT mid, scope, embedding FROM memories WHERE embedding IS NOT NULL AND NOT archived",
+                &[],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let mut idx = VecIndex::default();
+        for r in rows {
+            let v: Vec<f32> = r.get(2);
+            idx.insert(r.get(0), r.get::<_, &str>(1), &v);
+        }
+        *self.vectors.lock().unwrap_or_else(|p| p.into_inner()) = idx;
+        // Entries up to `top` are reflected (or, committed later below it, re-read once).
+        follow.watermark = top;
+        follow.applied.clear();
+        Ok(())
+    }
+
+    /// Applies other writers' changes (any instance) to the in-process vectors: every
+    /// change-log entry since the last look names a row, which is read again.
+    async fn follow(&self) -> Result<(), MemoryError> {
+        let c = self.client().await?;
+        let mut f = self.follow.lock().await;
+        let floor = f.watermark - LOG_WINDOW;
+        let seen: Vec<i64> = f.applied.iter().copied().collect();
+        let entries = c
+            .query(
+                "SELECT l.seq, l.mid, m.scope, m.embedding, m.archived FROM memory_log l \
+                 LEFT JOIN memories m ON m.mid = l.mid \
+                 WHERE l.seq > $1 AND l.mid IS NOT NULL AND NOT (l.seq = ANY($2)) ORDER BY l.seq",
+                &[&floor, &seen],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+            for e in &entries {
+                let mid: i64 = e.get(1);
+                let scope: Option<&str> = e.get(2);
+                let v: Option<Vec<f32>> = e.get(3);
+                let archived: Option<bool> = e.get(4);
+                match (scope, v, archived) {
+                    (Some(s), Some(v), Some(false)) => idx.insert(mid, s, &v),
+                    _ => idx.remove(mid),
+                }
+            }
+        }
+        for e in &entries {
+            let seq: i64 = e.get(0);
+            f.watermark = f.watermark.max(seq);
+            f.applied.insert(seq);
+        }
+        let keep_from = f.watermark - LOG_WINDOW;
+        f.applied = f.applied.split_off(&keep_from);
+        Ok(())
+    }
+
+    async fn embed_one(&self, text: &str) -> Option<Vec<f32>> {
+        let e = self.embedder.as_ref()?;
+        match e.embed(&[text.to_owned()]).await {
+            Ok(mut v) if !v.is_empty() => {
+                let mut x = v.swap_remove(0);
+                normalize(&mut x);
+                Some(x)
+            }
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!(embedder = %e.name(), error = %err, "embedding failed; keyword recall only for this item");
+                None
+            }
+        }
+    }
+
+    async fn keyword(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Vec<(i64, Memory)>, MemoryError> {
+        let t = terms(&q.text, 16);
+        if t.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t = self.prune_common(t).await;
+        let (all, scopes, fleet) = visibility(viewer);
+        let kind = q.memory_type.map(MemoryType::as_str);
+        let sql = format!(
+            "SELECT {cols} FROM memories m, to_tsquery($4::text::regconfig, $5) q \
+             WHERE m.fts @@ q AND NOT m.archived AND {VISIBLE} \
+             AND ($6::TEXT IS NULL OR m.type = $6) AND ($7::TEXT IS NULL OR m.category = $7) \
+             ORDER BY ts_rank(m.fts, q) DESC, m.mid LIMIT $8",
+            cols = COLS
+                .split(", ")
+                .map(|c| format!("m.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let c = self.client().await?;
+        let st = c.prepare_cached(&sql).await.map_err(|e| self.fail(e))?;
+        let rows = c
+            .query(
+                &st,
+                &[
+                    &all,
+                    &scopes,
+                    &fleet,
+                    &self.lang(),
+                    &tsquery_text(&t),
+                    &kind,
+                    &q.category,
+                    &(limit as i64),
+                ],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok(rows.iter().map(row_to_memory).collect())
+    }
+
+    /// Drops query terms so common that they would fill the results on their own (in more
+    /// than 5 % of the memories, at least 1,000) while a rarer term remains; when every term
+    /// is that common, only the rarest stays — as the SQLite backend does. Counting stops at
+    /// four times the cap (enough to tell the rarest of several common words), so a very
+    /// common word costs little more than a rare one.
+    async fn prune_common(&self, terms: Vec<String>) -> Vec<String> {
+        if terms.len() < 2 {
+            return terms;
+        }
+        let counts = async {
+            let c = self.client().await?;
+            let total: i64 = c
+                .query_one("SELECT COALESCE(MAX(mid), 0) FROM memories", &[])
+                .await
+                .map_err(|e| self.fail(e))?
+                .get(0);
+            let cap = (total / 20).max(1000);
+            let rows = c
+                .query(
+                    "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM memories \
+                     WHERE fts @@ to_tsquery($1::text::regconfig, u.t) LIMIT $3::BIGINT * 4) s) \
+                     FROM unnest($2::TEXT[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+                    &[&self.lang(), &terms, &cap],
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+            Ok::<_, MemoryError>((
+                cap,
+                rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>(),
+            ))
+        };
+        let (cap, counts) = match counts.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "term counts unavailable; searching with every term");
+                return terms;
+            }
+        };
+        if counts.iter().all(|n| *n <= cap) {
+            return terms;
+        }
+        if counts.iter().any(|n| *n <= cap) {
+            return terms
+                .into_iter()
+                .zip(counts)
+                .filter(|(_, n)| *n <= cap)
+                .map(|(t, _)| t)
+                .collect();
+        }
+        let rarest = counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| **n)
+            .map_or(0, |(i, _)| i);
+        vec![terms[rarest].clone()]
+    }
+
+    async fn semantic(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Option<Vec<(i64, Memory)>>, MemoryError> {
+        let Some(qv) = self.embed_one(&q.text).await else {
+            return Ok(None);
+        };
+        self.follow().await?;
+        let filtered = q.memory_type.is_some() || q.category.is_some();
+        let want = if filtered { limit * 4 } else { limit };
+        let hits = {
+            let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+            idx.top(&qv, want, |scope| viewer.sees_str(scope))
+        };
+        if hits.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let mids: Vec<i64> = hits.iter().map(|(m, _)| *m).collect();
+        let kind = q.memory_type.map(MemoryType::as_str);
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {COLS} FROM memories m WHERE mid = ANY($1) AND NOT archived \
+                     AND ($2::TEXT IS NULL OR type = $2) AND ($3::TEXT IS NULL OR category = $3)"
+                ),
+                &[&mids, &kind, &q.category],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let by_mid: HashMap<i64, Memory> = rows.iter().map(row_to_memory).collect();
+        Ok(Some(
+            hits.into_iter()
+                .filter_map(|(mid, _)| by_mid.get(&mid).map(|m| (mid, m.clone())))
+                .take(limit)
+                .collect(),
+        ))
+    }
+
+    async fn touch(&self, mids: Vec<i64>) {
+        if mids.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let r = async {
+            let c = self.client().await?;
+            c.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_access = $2 WHERE mid = ANY($1)",
+                &[&mids, &now],
+            )
+            .await
+            .map_err(|e| self.fail(e))
+        };
+        if let Err(e) = r.await {
+            tracing::warn!(error = %e, "memory access stats not updated");
+        }
+    }
+
+    /// A near-duplicate of `content` in `scope`: (mid, id).
+    async fn duplicate(
+        &self,
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError> {
+        let threshold = self.cfg.dedup_threshold;
+        if let Some(v) = vector {
+            self.follow().await?;
+            let scope_s = scope.to_string();
+            let hit = {
+                let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+                idx.top(v, 1, |s| s == scope_s)
+            };
+            if let Some((mid, sim)) = hit.first()
+                && *sim >= threshold
+            {
+                let c = self.client().await?;
+                let id: Option<String> = c
+                    .query_opt("SELECT id FROM memories WHERE mid = $1", &[mid])
+                    .await
+                    .map_err(|e| self.fail(e))?
+                    .map(|r| r.get(0));
+                return Ok(id.map(|id| (*mid, id)));
+            }
+            return Ok(None);
+        }
+        let q = MemoryQuery {
+            text: content.to_owned(),
+            limit: 5,
+            ..Default::default()
+        };
+        for (mid, m) in self.keyword(&Viewer::operator(), &q, 20).await? {
+            if m.scope == *scope && word_similarity(&m.content, content) >= threshold {
+                return Ok(Some((mid, m.id)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Copies rows as they are (same ids, vectors, timestamps); a memory already present is
+    /// left as it is. Returns how many were new.
+    pub async fn restore(&self, rows: &[MemoryRow]) -> Result<u64, MemoryError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let sql = format!(
+            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
+             created_by, access_count, last_access, created_at, updated_at, decayed_at, archived, \
+             archived_at, embedding, embedder, taint, fts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+             $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, {}) ON CONFLICT (id) DO NOTHING",
+            fts_expr(20, 3, 4, 5)
+        );
+        let st = tx.prepare(&sql).await.map_err(|e| self.fail(e))?;
+        let mut n = 0;
+        for r in rows {
+            let m = &r.memory;
+            let tags = serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into());
+            let params: [&(dyn ToSql + Sync); 20] = [
+                &m.id,
+                &m.memory_type.as_str(),
+                &m.content,
+                &m.category,
+                &tags,
+                &f64::from(m.confidence),
+                &m.pinned,
+                &m.scope.to_string(),
+                &m.created_by,
+                &(m.access_count as i64),
+                &m.last_access,
+                &m.created_at,
+                &m.updated_at,
+                &r.decayed_at,
+                &m.archived,
+                &r.archived_at,
+                &r.embedding,
+                &r.embedder,
+                &m.taint,
+                &self.cfg.language,
+            ];
+            n += tx.execute(&st, &params).await.map_err(|e| self.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.fail(e))?;
+        self.reload_vectors().await?;
+        Ok(n)
+    }
+
+    /// Copies change-log entries (keyed by their source sequence number). Returns how many
+    /// were new.
+    pub async fn restore_log(&self, rows: &[LogRow]) -> Result<u64, MemoryError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let mut n = 0;
+        for r in rows {
+            n += tx
+                .execute(
+                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason, source_id) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (source_id) DO NOTHING",
+                    &[&r.ts, &r.memory_id, &r.action, &r.actor, &r.reason, &r.seq],
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.fail(e))?;
+        Ok(n)
+    }
+}
+
+/// [`FTS`] with its placeholders numbered: language `l`, content `c`, category `k`, tags `t`.
+fn fts_expr(l: usize, c: usize, k: usize, t: usize) -> String {
+    FTS.replace("$L", &format!("${l}"))
+        .replace("$C", &format!("${c}"))
+        .replace("$K", &format!("${k}"))
+        .replace("$T", &format!("${t}"))
+}
+
+async fn log(
+    tx: &deadpool_postgres::Transaction<'_>,
+    ts: i64,
+    id: &str,
+    mid: i64,
+    action: &str,
+    actor: &str,
+    reason: Option<&str>,
+) -> Result<u64, tokio_postgres::Error> {
+    tx.execute(
+        "INSERT INTO memory_log (ts, memory_id, mid, action, actor, reason) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&ts, &id, &mid, &action, &actor, &reason],
+    )
+    .await
+}
+
+#[async_trait]
+impl MemoryBackend for PgMemory {
+    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
+        let groups = match agent {
+            Some(a) => self
+                .cfg
+                .groups
+                .iter()
+                .filter(|(_, members)| members.iter().any(|m| m == a))
+                .map(|(g, _)| g.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        Viewer {
+            agent: agent.map(str::to_owned),
+            private_key: private_key(&self.team, sender),
+            groups,
+            fleet_read: self.cfg.fleet_read,
+            all: false,
+        }
+    }
+
+    async fn context_block(
+        &self,
+        turn: &MemoryTurn<'_>,
+        message: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
+        let (all, scopes, fleet) = visibility(&viewer);
+        let c = self.client().await?;
+        let pinned: Vec<Memory> = c
+            .query(
+                &format!(
+                    "SELECT {COLS} FROM memories m WHERE pinned AND NOT archived AND {VISIBLE} \
+                     ORDER BY updated_at DESC LIMIT 20"
+                ),
+                &[&all, &scopes, &fleet],
+            )
+            .await
+            .map_err(|e| self.fail(e))?
+            .iter()
+            .map(|r| row_to_memory(r).1)
+            .collect();
+        drop(c);
+        let recalled = self
+            .search(
+                &viewer,
+                &MemoryQuery {
+                    text: message.to_owned(),
+                    limit: self.cfg.recall_limit,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let mut items = pinned;
+        for m in recalled {
+            if !items.iter().any(|x| x.id == m.id) {
+                items.push(m);
+            }
+        }
+        turn.recalled(&items);
+        Ok(format_block(
+            &items,
+            self.cfg.context_tokens.saturating_mul(4),
+        ))
+    }
+
+    async fn record_exchange(
+        &self,
+        turn: &MemoryTurn<'_>,
+        user: &str,
+        reply: &str,
+    ) -> Result<(), MemoryError> {
+        if !self.cfg.record_exchanges
+            || reply.trim().is_empty()
+            || strata_engine::agent::is_no_reply(reply)
+        {
+            return Ok(());
+        }
+        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
+        let scope = match &viewer.private_key {
+            Some(p) => MemoryScope::Private(p.clone()),
+            None => viewer.default_scope(),
+        };
+        let cut = |s: &str| s.chars().take(1000).collect::<String>();
+        let content = format!(
+            "{} said: {}\n{} answered: {}",
+            turn.sender,
+            cut(user),
+            turn.agent_id,
+            cut(reply)
+        );
+        let taint = turn.taint_note(&content);
+        self.store(
+            &viewer,
+            NewMemory {
+                content,
+                memory_type: MemoryType::Episodic,
+                category: Some("exchange".into()),
+                tags: vec![format!("channel:{}", turn.channel_id)],
+                scope,
+                pinned: false,
+                created_by: format!("agent:{}", turn.agent_id),
+                confidence: Some(0.6),
+                taint,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
+        let limit = q.limit.clamp(1, 100);
+        let mut ranked: Vec<(i64, Memory)> = match q.mode {
+            SearchMode::Keyword => self.keyword(viewer, q, limit).await?,
+            SearchMode::Semantic => match self.semantic(viewer, q, limit).await? {
+                Some(v) => v,
+                None => self.keyword(viewer, q, limit).await?,
+            },
+            SearchMode::Hybrid => {
+                let kw = self.keyword(viewer, q, limit * 3).await?;
+                match self.semantic(viewer, q, limit * 3).await? {
+                    None => kw.into_iter().take(limit).collect(),
+                    Some(sem) => rrf(kw, sem, limit),
+                }
+            }
+        };
+        ranked.truncate(limit);
+        self.touch(ranked.iter().map(|(m, _)| *m).collect()).await;
+        Ok(ranked.into_iter().map(|(_, m)| m).collect())
+    }
+
+    async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
+        if m.content.trim().is_empty() {
+            return Err(MemoryError("content is empty".into()));
+        }
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError(format!(
+                "scope `{}` is not writable here",
+                m.scope
+            )));
+        }
+        let vector = self.embed_one(&m.content).await;
+        let now = self.now();
+        if let Some((mid, id)) = self
+            .duplicate(&m.scope, &m.content, vector.as_deref())
+            .await?
+        {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+            let old = tx
+                .query_one(
+                    "SELECT content, tags FROM memories WHERE mid = $1 FOR UPDATE",
+                    &[&mid],
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+            let (old_content, old_tags): (String, String) = (old.get(0), old.get(1));
+            let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
+            for t in &m.tags {
+                if !all.contains(t) {
+                    all.push(t.clone());
+                }
+            }
+            let keep = if m.content.len() > old_content.len() {
+                m.content.clone()
+            } else {
+                old_content
+            };
+            let tags = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
+            let sql = format!(
+                "UPDATE memories m SET content = $2, tags = $3, pinned = pinned OR $4, \
+                 confidence = GREATEST(confidence, $5), updated_at = $6, archived = FALSE, \
+                 taint = COALESCE(taint, $7), fts = {} WHERE mid = $1",
+                fts_expr(8, 2, 9, 3)
+            );
+            tx.execute(
+                &sql,
+                &[
+                    &mid,
+                    &keep,
+                    &tags,
+                    &m.pinned,
+                    &f64::from(m.confidence.unwrap_or(1.0)),
+                    &now,
+                    &m.taint,
+                    &self.cfg.language,
+                    &m.category,
+                ],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+            log(
+                &tx,
+                now,
+                &id,
+                mid,
+                "merge",
+                &m.created_by,
+                Some("near-duplicate stored"),
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+            tx.commit().await.map_err(|e| self.fail(e))?;
+            return Ok(Stored::Merged(id));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let tags = serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into());
+        let embedder = self.embedder.as_ref().map(|e| e.name());
+        let scope = m.scope.to_string();
+        let sql = format!(
+            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
+             created_by, created_at, updated_at, embedding, embedder, taint, fts) VALUES ($1, $2, \
+             $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, {}) RETURNING mid",
+            fts_expr(14, 3, 4, 5)
+        );
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let mid: i64 = tx
+            .query_one(
+                &sql,
+                &[
+                    &id,
+                    &m.memory_type.as_str(),
+                    &m.content,
+                    &m.category,
+                    &tags,
+                    &f64::from(m.confidence.unwrap_or(1.0).clamp(0.0, 1.0)),
+                    &m.pinned,
+                    &scope,
+                    &m.created_by,
+                    &now,
+                    &vector,
+                    &embedder,
+                    &m.taint,
+                    &self.cfg.language,
+                ],
+            )
+            .await
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        log(&tx, now, &id, mid, "insert", &m.created_by, None)
+            .await
+            .map_err(|e| self.fail(e))?;
+        tx.commit().await.map_err(|e| self.fail(e))?;
+        if let Some(v) = vector {
+            self.vectors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(mid, &scope, &v);
+        }
+        Ok(Stored::Created(id))
+    }
+
+    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
+        let c = self.client().await?;
+        let m = c
+            .query_opt(
+                &format!("SELECT {COLS} FROM memories m WHERE id = $1"),
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.fail(e))?
+            .map(|r| row_to_memory(&r).1);
+        Ok(m.filter(|m| viewer.sees(&m.scope)))
+    }
+
+    async fn forget(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<bool, MemoryError> {
+        let Some(m) = self.get(viewer, id).await? else {
+            return Ok(false);
+        };
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError(format!(
+                "memory `{id}` is in scope `{}`, not writable here",
+                m.scope
+            )));
+        }
+        let now = self.now();
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        // The row holds the text, its full-text document and its vector: one delete.
+        let mid: Option<i64> = tx
+            .query_opt("DELETE FROM memories WHERE id = $1 RETURNING mid", &[&id])
+            .await
+            .map_err(|e| self.fail(e))?
+            .map(|r| r.get(0));
+        if let Some(mid) = mid {
+            log(&tx, now, id, mid, "delete", by, Some(reason))
+                .await
+                .map_err(|e| self.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.fail(e))?;
+        // The deleted row version and its index entries go now, not at the next autovacuum;
+        // GIN keeps a word it no longer points to in its entry tree, so the full-text index
+        // is rebuilt (concurrently: recall goes on meanwhile). WAL and backups keep older
+        // versions until they are recycled (docs/STORAGE.md).
+        if mid.is_some() {
+            for step in ["VACUUM memories", "REINDEX INDEX CONCURRENTLY memories_fts"] {
+                if let Err(e) = c.batch_execute(step).await {
+                    tracing::warn!(step, error = %crate::db::sql_error(&e), "cleanup after forget failed; the row is deleted, traces stay until autovacuum");
+                }
+            }
+        }
+        if let Some(mid) = mid {
+            self.vectors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(mid);
+        }
+        Ok(mid.is_some())
+    }
+
+    async fn list(
+        &self,
+        viewer: &Viewer,
+        since: Option<i64>,
+        scope: Option<&MemoryScope>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        let (all, scopes, fleet) = visibility(viewer);
+        let scope = scope.map(ToString::to_string);
+        let c = self.client().await?;
+        Ok(c.query(
+            &format!(
+                "SELECT {COLS} FROM memories m WHERE NOT archived AND {VISIBLE} \
+                 AND ($4::BIGINT IS NULL OR updated_at >= $4) AND ($5::TEXT IS NULL OR scope = $5) \
+                 ORDER BY updated_at DESC, mid DESC LIMIT $6"
+            ),
+            &[
+                &all,
+                &scopes,
+                &fleet,
+                &since,
+                &scope,
+                &(limit.clamp(1, 10_000) as i64),
+            ],
+        )
+        .await
+        .map_err(|e| self.fail(e))?
+        .iter()
+        .map(|r| row_to_memory(r).1)
+        .collect())
+    }
+}
+
+#[async_trait]
+impl MemoryMaintenance for PgMemory {
+    fn location(&self) -> String {
+        format!("{} schema {}", self.db.target(), self.db.schema())
+    }
+
+    async fn decay(&self, dry_run: bool) -> Result<DecayReport, MemoryError> {
+        let now = self.now();
+        let d = self.cfg.decay.clone();
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let mut report = DecayReport::default();
+        let grace_s = i64::from(d.grace_days) * 86_400;
+        let rows = tx
+            .query(
+                "SELECT mid, id, confidence, GREATEST(created_at, COALESCE(last_access, 0)), decayed_at \
+                 FROM memories WHERE NOT pinned AND NOT archived AND COALESCE(last_access, created_at) < $1 \
+                 FOR UPDATE",
+                &[&(now - grace_s)],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        for r in rows {
+            let (mid, id, conf, used, decayed_at): (i64, String, f64, i64, Option<i64>) =
+                (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+            let from = (used + grace_s).max(decayed_at.unwrap_or(i64::MIN));
+            let days = (now - from) as f64 / 86_400.0;
+            if days <= 0.0 {
+                continue;
+            }
+            let next = (conf - f64::from(d.daily_rate) * days).max(0.0);
+            report.decayed += 1;
+            let archive = next < f64::from(d.archive_below) - 1e-9;
+            if archive {
+                report.archived.push(id.clone());
+            }
+            if !dry_run {
+                tx.execute(
+                    "UPDATE memories SET confidence = $2, decayed_at = $3, archived = $4, \
+                     archived_at = CASE WHEN $4 THEN $3 ELSE archived_at END WHERE mid = $1",
+                    &[&mid, &next, &now, &archive],
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+                if archive {
+                    let why = format!("confidence {next:.2} below {}", d.archive_below);
+                    log(&tx, now, &id, mid, "archive", "decay", Some(&why))
+                        .await
+                        .map_err(|e| self.fail(e))?;
+                }
+            }
+        }
+        if d.purge_after_days > 0 {
+            let cutoff = now - i64::from(d.purge_after_days) * 86_400;
+            let old: Vec<(i64, String)> = tx
+                .query(
+                    "SELECT mid, id FROM memories WHERE archived AND archived_at <= $1 ORDER BY mid",
+                    &[&cutoff],
+                )
+                .await
+                .map_err(|e| self.fail(e))?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            if !dry_run {
+                for (mid, id) in &old {
+                    tx.execute("DELETE FROM memories WHERE mid = $1", &[mid])
+                        .await
+                        .map_err(|e| self.fail(e))?;
+                    log(
+                        &tx,
+                        now,
+                        id,
+                        *mid,
+                        "purge",
+                        "decay",
+                        Some("archived too long"),
+                    )
+                    .await
+                    .map_err(|e| self.fail(e))?;
+                }
+            }
+            report.purged = old.into_iter().map(|(_, id)| id).collect();
+        }
+        if dry_run {
+            tx.rollback().await.map_err(|e| self.fail(e))?;
+        } else {
+            tx.commit().await.map_err(|e| self.fail(e))?;
+            if !report.archived.is_empty() || !report.purged.is_empty() {
+                self.follow().await?;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn stats(&self) -> Result<Stats, MemoryError> {
+        let c = self.client().await?;
+        let mut s = Stats::default();
+        let r = c
+            .query_one(
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE archived), COUNT(*) FILTER (WHERE pinned), \
+                 COUNT(embedding) FROM memories",
+                &[],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+        (s.total, s.archived, s.pinned, s.with_vectors) = (n(0), n(1), n(2), n(3));
+        for (sql, map) in [
+            (
+                "SELECT scope, COUNT(*) FROM memories GROUP BY scope",
+                &mut s.by_scope,
+            ),
+            (
+                "SELECT type, COUNT(*) FROM memories GROUP BY type",
+                &mut s.by_type,
+            ),
+        ] {
+            for r in c.query(sql, &[]).await.map_err(|e| self.fail(e))? {
+                map.insert(r.get(0), r.get::<_, i64>(1).max(0) as u64);
+            }
+        }
+        Ok(s)
+    }
+
+    async fn export(&self) -> Result<Vec<Memory>, MemoryError> {
+        let c = self.client().await?;
+        Ok(
+            c.query(&format!("SELECT {COLS} FROM memories m ORDER BY mid"), &[])
+                .await
+                .map_err(|e| self.fail(e))?
+                .iter()
+                .map(|r| row_to_memory(r).1)
+                .collect(),
+        )
+    }
+
+    async fn history(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(i64, String, String, Option<String>)>, MemoryError> {
+        let c = self.client().await?;
+        Ok(c
+            .query(
+                "SELECT ts, action, actor, reason FROM memory_log WHERE memory_id = $1 ORDER BY ts, seq",
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.fail(e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect())
+    }
+
+    async fn bulk_insert(
+        &self,
+        items: Vec<NewMemory>,
+        vectors: Vec<Option<Vec<f32>>>,
+    ) -> Result<usize, MemoryError> {
+        let now = self.now();
+        let mut vectors = vectors;
+        vectors.resize(items.len(), None);
+        for v in vectors.iter_mut().flatten() {
+            normalize(v);
+        }
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let sql = format!(
+            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
+             created_by, created_at, updated_at, embedding, taint, fts) VALUES ($1, $2, $3, $4, \
+             $5, $6, $7, $8, $9, $10, $10, $11, $12, {}) RETURNING mid",
+            fts_expr(13, 3, 4, 5)
+        );
+        let st = tx.prepare(&sql).await.map_err(|e| self.fail(e))?;
+        let mut inserted = Vec::with_capacity(items.len());
+        for (m, v) in items.into_iter().zip(vectors) {
+            let id = uuid::Uuid::new_v4().to_string();
+            let tags = serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into());
+            let scope = m.scope.to_string();
+            let mid: i64 = tx
+                .query_one(
+                    &st,
+                    &[
+                        &id,
+                        &m.memory_type.as_str(),
+                        &m.content,
+                        &m.category,
+                        &tags,
+                        &f64::from(m.confidence.unwrap_or(1.0)),
+                        &m.pinned,
+                        &scope,
+                        &m.created_by,
+                        &now,
+                        &v,
+                        &m.taint,
+                        &self.cfg.language,
+                    ],
+                )
+                .await
+                .map_err(|e| self.fail(e))?
+                .get(0);
+            log(&tx, now, &id, mid, "insert", &m.created_by, Some("bulk"))
+                .await
+                .map_err(|e| self.fail(e))?;
+            inserted.push((mid, scope, v));
+        }
+        tx.commit().await.map_err(|e| self.fail(e))?;
+        let n = inserted.len();
+        let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        for (mid, scope, v) in inserted {
+            if let Some(v) = v {
+                idx.insert(mid, &scope, &v);
+            }
+        }
+        Ok(n)
+    }
+
+    async fn dump(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<MemoryRow>, Option<i64>), MemoryError> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {COLS}, decayed_at, archived_at, embedding, embedder FROM memories m \
+                     WHERE mid > $1 ORDER BY mid LIMIT $2"
+                ),
+                &[&after, &(limit as i64)],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let last = rows.last().map(|r| r.get::<_, i64>(0));
+        Ok((
+            rows.iter()
+                .map(|r| MemoryRow {
+                    memory: row_to_memory(r).1,
+                    decayed_at: r.get(16),
+                    archived_at: r.get(17),
+                    embedding: r.get(18),
+                    embedder: r.get(19),
+                })
+                .collect(),
+            last,
+        ))
+    }
+
+    async fn dump_log(&self, after: i64, limit: usize) -> Result<Vec<LogRow>, MemoryError> {
+        let c = self.client().await?;
+        Ok(c.query(
+            "SELECT seq, ts, memory_id, action, actor, reason FROM memory_log WHERE seq > $1 \
+                 ORDER BY seq LIMIT $2",
+            &[&after, &(limit as i64)],
+        )
+        .await
+        .map_err(|e| self.fail(e))?
+        .iter()
+        .map(|r| LogRow {
+            seq: r.get(0),
+            ts: r.get(1),
+            memory_id: r.get(2),
+            action: r.get(3),
+            actor: r.get(4),
+            reason: r.get(5),
+        })
+        .collect())
+    }
+}

@@ -1,0 +1,183 @@
+//! Schema migrations, embedded in the binary and applied at open: all pending steps in one
+//! transaction that first takes an advisory lock for the schema, so two instances starting
+//! at once apply them once (the second waits, then finds nothing to do). A database at a
+//! newer version than this binary knows is refused, untouched.
+
+use deadpool_postgres::Client;
+
+use crate::db::{PgError, sql_error};
+
+/// Migrations in order; the index + 1 is the version.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, turns, the tool log, rate events, approvals, memories and their log.
+    "CREATE TABLE sessions (
+        id BIGSERIAL PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        summary TEXT,
+        turns_since_summary BIGINT NOT NULL DEFAULT 0,
+        turn_count BIGINT NOT NULL DEFAULT 0,
+        provider_state TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (agent_id, session_id)
+    );
+    CREATE INDEX sessions_by_updated ON sessions (updated_at);
+    CREATE TABLE turns (
+        session BIGINT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        turn BIGINT NOT NULL,
+        messages TEXT NOT NULL,
+        message_count BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (session, turn)
+    );
+    CREATE TABLE tool_log (
+        id BIGSERIAL PRIMARY KEY,
+        ts BIGINT NOT NULL,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        elapsed_ms DOUBLE PRECISION NOT NULL,
+        request_id TEXT NOT NULL,
+        source_id BIGINT UNIQUE
+    );
+    CREATE INDEX tool_log_by_ts ON tool_log (ts);
+    CREATE TABLE rate_events (
+        id BIGSERIAL PRIMARY KEY,
+        key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        source_id BIGINT UNIQUE
+    );
+    CREATE INDEX rate_events_by_key ON rate_events (key, tool, ts_ms);
+    CREATE INDEX rate_events_by_ts ON rate_events (ts_ms);
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        seq BIGSERIAL,
+        agent_id TEXT,
+        tool TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        args TEXT NOT NULL,
+        description TEXT NOT NULL,
+        status TEXT NOT NULL,
+        approver TEXT,
+        reason TEXT,
+        created_at BIGINT NOT NULL,
+        decided_at BIGINT
+    );
+    CREATE INDEX approvals_by_status ON approvals (status, created_at);
+    CREATE TABLE memories (
+        mid BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        category TEXT,
+        tags TEXT NOT NULL DEFAULT '[]',
+        confidence DOUBLE PRECISION NOT NULL DEFAULT 1.0,
+        pinned BOOLEAN NOT NULL DEFAULT FALSE,
+        scope TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        access_count BIGINT NOT NULL DEFAULT 0,
+        last_access BIGINT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        decayed_at BIGINT,
+        archived BOOLEAN NOT NULL DEFAULT FALSE,
+        archived_at BIGINT,
+        embedding REAL[],
+        embedder TEXT,
+        taint TEXT,
+        fts TSVECTOR NOT NULL
+    );
+    CREATE INDEX memories_fts ON memories USING GIN (fts);
+    CREATE INDEX memories_by_scope ON memories (scope, archived);
+    CREATE INDEX memories_by_updated ON memories (updated_at);
+    CREATE TABLE memory_log (
+        seq BIGSERIAL PRIMARY KEY,
+        ts BIGINT NOT NULL,
+        memory_id TEXT NOT NULL,
+        mid BIGINT,
+        action TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        reason TEXT,
+        source_id BIGINT UNIQUE
+    );
+    CREATE INDEX memory_log_by_memory ON memory_log (memory_id);",
+];
+
+/// The newest schema version this binary knows.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The tables `storage status` counts, in the order `storage migrate` copies them.
+pub const TABLES: &[&str] = &[
+    "sessions",
+    "turns",
+    "tool_log",
+    "approvals",
+    "rate_events",
+    "memories",
+    "memory_log",
+];
+
+/// Applies pending migrations to `schema` (created when missing).
+pub(crate) async fn run(client: &mut Client, target: &str, schema: &str) -> Result<(), PgError> {
+    let fail = |e: tokio_postgres::Error| PgError::Migration {
+        target: target.to_owned(),
+        schema: schema.to_owned(),
+        reason: sql_error(&e),
+    };
+    let tx = client.transaction().await.map_err(fail)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('strata-migrate:' || $1, 0))",
+        &[&schema],
+    )
+    .await
+    .map_err(fail)?;
+    // The schema is an identifier (checked by `Db::connect`), not a parameter.
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+         SET LOCAL search_path TO \"{schema}\";
+         CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);"
+    ))
+    .await
+    .map_err(fail)?;
+    let found: Option<i64> = tx
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await
+        .map_err(fail)?
+        .map(|r| r.get(0));
+    let found = found.unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(PgError::TooNew {
+            target: target.to_owned(),
+            schema: schema.to_owned(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.batch_execute(step).await.map_err(fail)?;
+        tracing::info!(version = i + 1, schema, "PostgreSQL schema migrated");
+    }
+    if found < SCHEMA_VERSION {
+        tx.execute("DELETE FROM schema_version", &[])
+            .await
+            .map_err(fail)?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .await
+        .map_err(fail)?;
+    }
+    tx.commit().await.map_err(fail)
+}
+
+/// The version the schema is at.
+pub(crate) async fn version(client: &Client) -> Result<i64, tokio_postgres::Error> {
+    Ok(client
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?
+        .map_or(0, |r| r.get(0)))
+}

@@ -1,0 +1,652 @@
+//! `PgStore`: sessions and their tool log, approval requests and rate-limit counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+use strata_engine::llm::ChatMessage;
+use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
+use strata_engine::session::{SessionKey, SessionState, SessionStore, StoreError, ToolLogEntry};
+use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
+use strata_store::dump::{RateRow, SessionRow, ToolLogRow};
+use tokio_postgres::Row;
+
+use crate::db::Db;
+use crate::migrate::{SCHEMA_VERSION, TABLES};
+
+/// Sessions, approvals and rate-limit counters in PostgreSQL.
+#[derive(Clone)]
+pub struct PgStore {
+    db: Arc<Db>,
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Rate events older than this are deleted (the longest window is a day).
+const KEEP_MS: i64 = 24 * 60 * 60 * 1000;
+static RECORDS: AtomicU64 = AtomicU64::new(0);
+
+const APPROVAL_COLS: &str = "id, agent_id, tool, principal, args, description, status, approver, \
+                             reason, created_at, decided_at";
+
+fn approval(r: &Row) -> ApprovalRecord {
+    let args: String = r.get(4);
+    let status: String = r.get(6);
+    ApprovalRecord {
+        id: r.get(0),
+        agent_id: r.get(1),
+        tool: r.get(2),
+        principal: r.get(3),
+        args: serde_json::from_str(&args).unwrap_or(Value::Null),
+        description: r.get(5),
+        // An unknown status (a newer binary wrote it) reads as timeout: never as approved.
+        status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Timeout),
+        approver: r.get(7),
+        reason: r.get(8),
+        created_at: r.get(9),
+        decided_at: r.get(10),
+    }
+}
+
+impl PgStore {
+    /// The store over `db` (connected and migrated).
+    pub fn new(db: Arc<Db>) -> Self {
+        PgStore { db }
+    }
+
+    /// The pool.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    async fn insert_tool_log(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        entries: &[ToolLogEntry],
+        t: i64,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let st = tx
+            .prepare_cached(
+                "INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        for e in entries {
+            tx.execute(
+                &st,
+                &[
+                    &t,
+                    &e.key.agent_id,
+                    &e.key.session_id,
+                    &e.tool,
+                    &e.status,
+                    &e.elapsed_ms,
+                    &e.request_id,
+                ],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        }
+        Ok(())
+    }
+
+    /// Copies sessions with their turns; a session already present (same agent and session
+    /// id) is left as it is. Returns (sessions, turns) copied.
+    pub async fn restore_sessions(&self, rows: &[SessionRow]) -> Result<(u64, u64), StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let (mut sessions, mut turns) = (0, 0);
+        for s in rows {
+            let pk: Option<i64> = tx
+                .query_opt(
+                    "INSERT INTO sessions (agent_id, session_id, summary, turns_since_summary, \
+                     turn_count, provider_state, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     ON CONFLICT (agent_id, session_id) DO NOTHING RETURNING id",
+                    &[
+                        &s.agent_id,
+                        &s.session_id,
+                        &s.summary,
+                        &s.turns_since_summary,
+                        &s.turn_count,
+                        &s.provider_state,
+                        &s.created_at,
+                        &s.updated_at,
+                    ],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?
+                .map(|r| r.get(0));
+            let Some(pk) = pk else { continue };
+            sessions += 1;
+            for t in &s.turns {
+                tx.execute(
+                    "INSERT INTO turns (session, turn, messages, message_count, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                    &[&pk, &t.turn, &t.messages, &t.message_count, &t.created_at],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?;
+                turns += 1;
+            }
+        }
+        tx.commit().await.map_err(|e| self.db.fail(e))?;
+        Ok((sessions, turns))
+    }
+
+    /// Copies tool-log rows (keyed by their source row id). Returns how many were new.
+    pub async fn restore_tool_log(&self, rows: &[ToolLogRow]) -> Result<u64, StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let mut n = 0;
+        for r in rows {
+            n += tx
+                .execute(
+                    "INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, \
+                     request_id, source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     ON CONFLICT (source_id) DO NOTHING",
+                    &[
+                        &r.ts,
+                        &r.agent_id,
+                        &r.session_id,
+                        &r.tool,
+                        &r.status,
+                        &r.elapsed_ms,
+                        &r.request_id,
+                        &r.source_id,
+                    ],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.db.fail(e))?;
+        Ok(n)
+    }
+
+    /// Copies rate events (keyed by their source row id). Returns how many were new.
+    pub async fn restore_rate_events(&self, rows: &[RateRow]) -> Result<u64, StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let mut n = 0;
+        for r in rows {
+            n += tx
+                .execute(
+                    "INSERT INTO rate_events (key, tool, ts_ms, source_id) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (source_id) DO NOTHING",
+                    &[&r.key, &r.tool, &r.ts_ms, &r.source_id],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.db.fail(e))?;
+        Ok(n)
+    }
+
+    /// Copies approval requests (keyed by id). Returns how many were new.
+    pub async fn restore_approvals(&self, rows: &[ApprovalRecord]) -> Result<u64, StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let mut n = 0;
+        for a in rows {
+            n += tx
+                .execute(
+                    &format!(
+                        "INSERT INTO approvals ({APPROVAL_COLS}) VALUES ($1, $2, $3, $4, $5, $6, \
+                         $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING"
+                    ),
+                    &[
+                        &a.id,
+                        &a.agent_id,
+                        &a.tool,
+                        &a.principal,
+                        &a.args.to_string(),
+                        &a.description,
+                        &a.status.as_str(),
+                        &a.approver,
+                        &a.reason,
+                        &a.created_at,
+                        &a.decided_at,
+                    ],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?;
+        }
+        tx.commit().await.map_err(|e| self.db.fail(e))?;
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError> {
+        let c = self.db.client().await?;
+        let Some(row) = c
+            .query_opt(
+                "SELECT id, summary, turns_since_summary, provider_state FROM sessions
+                 WHERE agent_id = $1 AND session_id = $2",
+                &[&key.agent_id, &key.session_id],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?
+        else {
+            return Ok(None);
+        };
+        let pk: i64 = row.get(0);
+        let turns = c
+            .query(
+                "SELECT messages FROM turns WHERE session = $1 ORDER BY turn",
+                &[&pk],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let mut messages: Vec<ChatMessage> = Vec::new();
+        for t in turns {
+            let text: String = t.get(0);
+            match serde_json::from_str::<Vec<ChatMessage>>(&text) {
+                Ok(mut m) => messages.append(&mut m),
+                Err(e) => tracing::error!(error = %e, "unreadable turn skipped"),
+            }
+        }
+        let state: Option<String> = row.get(3);
+        Ok(Some(SessionState {
+            summary: row.get(1),
+            messages,
+            turns_since_summary: u32::try_from(row.get::<_, i64>(2)).unwrap_or(u32::MAX),
+            provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
+            taint: Vec::new(),
+        }))
+    }
+
+    async fn append_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        self.record_turn(key, messages, provider_state, &[]).await
+    }
+
+    async fn record_turn(
+        &self,
+        key: &SessionKey,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
+        let state = provider_state.map(Value::to_string);
+        let t = now();
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let up = tx
+            .prepare_cached(
+                "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state)
+                 VALUES ($1, $2, $3, $3, 1, 1, $4)
+                 ON CONFLICT (agent_id, session_id) DO UPDATE SET
+                    updated_at = excluded.updated_at,
+                    turns_since_summary = sessions.turns_since_summary + 1,
+                    turn_count = sessions.turn_count + 1,
+                    provider_state = excluded.provider_state
+                 RETURNING id, turn_count",
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let row = tx
+            .query_one(&up, &[&key.agent_id, &key.session_id, &t, &state])
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let (pk, turn): (i64, i64) = (row.get(0), row.get(1));
+        let ins = tx
+            .prepare_cached(
+                "INSERT INTO turns (session, turn, messages, message_count, created_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        tx.execute(&ins, &[&pk, &turn, &json, &(messages.len() as i64), &t])
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        self.insert_tool_log(&tx, tools, t).await?;
+        tx.commit().await.map_err(|e| self.db.fail(e))
+    }
+
+    async fn compact(
+        &self,
+        key: &SessionKey,
+        summary: &str,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        let Some(pk) = tx
+            .query_opt(
+                "SELECT id FROM sessions WHERE agent_id = $1 AND session_id = $2 FOR UPDATE",
+                &[&key.agent_id, &key.session_id],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?
+            .map(|r| r.get::<_, i64>(0))
+        else {
+            return Ok(());
+        };
+        // Keep the newest `keep` messages: whole turns from the end, the oldest kept turn
+        // trimmed when `keep` falls inside it, everything older deleted.
+        let rows = tx
+            .query(
+                "SELECT turn, message_count FROM turns WHERE session = $1 ORDER BY turn DESC",
+                &[&pk],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let mut kept = 0i64;
+        let mut boundary: Option<i64> = None;
+        for r in rows {
+            let (turn, count): (i64, i64) = (r.get(0), r.get(1));
+            if kept + count <= keep as i64 {
+                kept += count;
+                continue;
+            }
+            let take = keep as i64 - kept;
+            if take > 0 {
+                let text: String = tx
+                    .query_one(
+                        "SELECT messages FROM turns WHERE session = $1 AND turn = $2",
+                        &[&pk, &turn],
+                    )
+                    .await
+                    .map_err(|e| self.db.fail(e))?
+                    .get(0);
+                let mut msgs: Vec<ChatMessage> =
+                    serde_json::from_str(&text).map_err(|e| StoreError(e.to_string()))?;
+                let tail = msgs.split_off(msgs.len().saturating_sub(take as usize));
+                let json = serde_json::to_string(&tail).map_err(|e| StoreError(e.to_string()))?;
+                tx.execute(
+                    "UPDATE turns SET messages = $3, message_count = $4 WHERE session = $1 AND turn = $2",
+                    &[&pk, &turn, &json, &take],
+                )
+                .await
+                .map_err(|e| self.db.fail(e))?;
+                boundary = Some(turn);
+            } else {
+                boundary = Some(turn + 1);
+            }
+            break;
+        }
+        if let Some(b) = boundary {
+            tx.execute(
+                "DELETE FROM turns WHERE session = $1 AND turn < $2",
+                &[&pk, &b],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        }
+        tx.execute(
+            "UPDATE sessions SET summary = $2, turns_since_summary = 0, updated_at = $3 WHERE id = $1",
+            &[&pk, &summary, &now()],
+        )
+        .await
+        .map_err(|e| self.db.fail(e))?;
+        tx.commit().await.map_err(|e| self.db.fail(e))
+    }
+
+    async fn reset(&self, key: &SessionKey) -> Result<(), StoreError> {
+        let c = self.db.client().await?;
+        c.execute(
+            "DELETE FROM sessions WHERE agent_id = $1 AND session_id = $2",
+            &[&key.agent_id, &key.session_id],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.db.fail(e))
+    }
+
+    async fn prune(&self, idle: Duration) -> Result<usize, StoreError> {
+        let cutoff = now() - idle.as_secs() as i64;
+        let c = self.db.client().await?;
+        c.execute("DELETE FROM sessions WHERE updated_at < $1", &[&cutoff])
+            .await
+            .map(|n| n as usize)
+            .map_err(|e| self.db.fail(e))
+    }
+
+    async fn log_tools(&self, entries: &[ToolLogEntry]) -> Result<(), StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        self.insert_tool_log(&tx, entries, now()).await?;
+        tx.commit().await.map_err(|e| self.db.fail(e))
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        let c = self.db.client().await?;
+        c.query_one("SELECT COUNT(*) FROM sessions", &[])
+            .await
+            .map(|r| r.get::<_, i64>(0).max(0) as u64)
+            .map_err(|e| self.db.fail(e))
+    }
+}
+
+#[async_trait]
+impl RateLog for PgStore {
+    async fn load_since(&self, since_ms: i64) -> Result<Vec<RateEvent>, StoreError> {
+        let c = self.db.client().await?;
+        Ok(c.query(
+            "SELECT key, tool, ts_ms FROM rate_events WHERE ts_ms > $1",
+            &[&since_ms],
+        )
+        .await
+        .map_err(|e| self.db.fail(e))?
+        .into_iter()
+        .map(|r| RateEvent {
+            key: r.get(0),
+            tool: r.get(1),
+            ts_ms: r.get(2),
+        })
+        .collect())
+    }
+
+    fn append(&self, e: RateEvent) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(err) = me.record(e).await {
+                tracing::error!(error = %err, "a rate-limit event was not stored");
+            }
+        });
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn record(&self, e: RateEvent) -> Result<[u32; 3], StoreError> {
+        let mut c = self.db.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
+        // One key and tool at a time across every instance: the count below must see every
+        // event recorded before this one (READ COMMITTED takes its snapshot per statement,
+        // so the lock comes first, in its own statement).
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || E'\\n' || $2, 0))",
+            &[&e.key, &e.tool],
+        )
+        .await
+        .map_err(|err| self.db.fail(err))?;
+        let [(_, m), (_, h), (_, d)] = WINDOWS;
+        let row = tx
+            .query_one(
+                "WITH ins AS (INSERT INTO rate_events (key, tool, ts_ms) VALUES ($1, $2, $3) RETURNING ts_ms)
+                 SELECT 1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $4),
+                        1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $5),
+                        1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $6),
+                        (SELECT COUNT(*) FROM ins)
+                 FROM rate_events WHERE key = $1 AND tool = $2 AND ts_ms > $3 - $6",
+                &[&e.key, &e.tool, &e.ts_ms, &m, &h, &d],
+            )
+            .await
+            .map_err(|err| self.db.fail(err))?;
+        if RECORDS.fetch_add(1, Ordering::Relaxed).is_multiple_of(1024) {
+            tx.execute(
+                "DELETE FROM rate_events WHERE ts_ms <= $1",
+                &[&(e.ts_ms - KEEP_MS)],
+            )
+            .await
+            .map_err(|err| self.db.fail(err))?;
+        }
+        tx.commit().await.map_err(|err| self.db.fail(err))?;
+        let n = |i: usize| u32::try_from(row.get::<_, i64>(i)).unwrap_or(u32::MAX);
+        Ok([n(0), n(1), n(2)])
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for PgStore {
+    async fn insert(&self, a: &ApprovalRecord) -> Result<(), StoreError> {
+        let c = self.db.client().await?;
+        c.execute(
+            &format!(
+                "INSERT INTO approvals ({APPROVAL_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ),
+            &[
+                &a.id,
+                &a.agent_id,
+                &a.tool,
+                &a.principal,
+                &a.args.to_string(),
+                &a.description,
+                &a.status.as_str(),
+                &a.approver,
+                &a.reason,
+                &a.created_at,
+                &a.decided_at,
+            ],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.db.fail(e))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let c = self.db.client().await?;
+        c.query_opt(
+            &format!("SELECT {APPROVAL_COLS} FROM approvals WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .map(|r| r.as_ref().map(approval))
+        .map_err(|e| self.db.fail(e))
+    }
+
+    async fn list(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let c = self.db.client().await?;
+        let status = status.map(ApprovalStatus::as_str);
+        c.query(
+            &format!(
+                "SELECT {APPROVAL_COLS} FROM approvals WHERE ($1::TEXT IS NULL OR status = $1) \
+                 ORDER BY created_at DESC, seq DESC LIMIT $2"
+            ),
+            &[&status, &(limit as i64)],
+        )
+        .await
+        .map(|rows| rows.iter().map(approval).collect())
+        .map_err(|e| self.db.fail(e))
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        status: ApprovalStatus,
+        approver: Option<&str>,
+        reason: Option<&str>,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let c = self.db.client().await?;
+        c.execute(
+            "UPDATE approvals SET status = $2, approver = $3, reason = $4, decided_at = $5 \
+             WHERE id = $1 AND status = 'pending'",
+            &[&id, &status.as_str(), &approver, &reason, &at],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(|e| self.db.fail(e))
+    }
+
+    async fn expire(&self, created_before: i64, at: i64) -> Result<usize, StoreError> {
+        let c = self.db.client().await?;
+        c.execute(
+            "UPDATE approvals SET status = 'timeout', reason = 'timeout', decided_at = $2 \
+             WHERE status = 'pending' AND created_at <= $1",
+            &[&created_before, &at],
+        )
+        .await
+        .map(|n| n as usize)
+        .map_err(|e| self.db.fail(e))
+    }
+}
+
+#[async_trait]
+impl StateStore for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn location(&self) -> String {
+        format!("{} schema {}", self.db.target(), self.db.schema())
+    }
+
+    /// Every write is committed before its call returns; rate events handed to `append` are
+    /// recorded by `record` in the limiter's path instead.
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn health(&self) -> StoreHealth {
+        let answer = async {
+            let c = self.db.client().await?;
+            c.query_one("SELECT 1", &[])
+                .await
+                .map_err(|e| self.db.fail(e))
+        };
+        match answer.await {
+            Ok(_) => StoreHealth::Ok,
+            Err(e) => StoreHealth::Degraded { reason: e.0 },
+        }
+    }
+
+    async fn status(&self) -> Result<StoreStatus, StoreError> {
+        let c = self.db.client().await?;
+        let version = crate::migrate::version(&c)
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let mut rows = Vec::new();
+        for t in TABLES {
+            // Table names come from the constant list, never from input.
+            let n: i64 = c
+                .query_one(&format!("SELECT COUNT(*) FROM {t}"), &[])
+                .await
+                .map_err(|e| self.db.fail(e))?
+                .get(0);
+            rows.push(((*t).to_owned(), n.max(0) as u64));
+        }
+        Ok(StoreStatus {
+            backend: "postgres",
+            location: self.location(),
+            schema_version: version,
+            known_version: SCHEMA_VERSION,
+            rows,
+            pool: Some(self.db.pool_status()),
+        })
+    }
+}

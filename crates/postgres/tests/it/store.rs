@@ -1,0 +1,488 @@
+//! The state store's conformance suite: sessions and their tool log, approvals and rate-limit
+//! counters, each test run against SQLite and PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use strata_engine::Principal;
+use strata_engine::access::AccessPolicy;
+use strata_engine::approval::{ApprovalRecord, ApprovalStatus, Approvals, decide_in, now_secs};
+use strata_engine::config::{Config, Limits, RateLimitsConfig};
+use strata_engine::llm::{ChatMessage, Role, ToolCall};
+use strata_engine::ratelimit::{RateEvent, RateLimiter, RateLog, RateVerdict};
+use strata_engine::session::{SessionKey, ToolLogEntry};
+
+use crate::both;
+use crate::harness::{Harness, Kind};
+
+fn turn(user: &str, answer: &str) -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::text(Role::User, user),
+        ChatMessage {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: json!({"path": "a"}),
+            }],
+            tool_call_id: None,
+        },
+        ChatMessage {
+            role: Role::Tool,
+            content: "file text".into(),
+            tool_calls: vec![],
+            tool_call_id: Some("c1".into()),
+        },
+        ChatMessage::text(Role::Assistant, answer),
+    ]
+}
+
+async fn history_survives_a_restart(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let key = SessionKey::new("main", "cli");
+    {
+        let s = h.store().await;
+        s.append_turn(
+            &key,
+            &turn("one", "first"),
+            Some(&json!({"cli_session": "abc"})),
+        )
+        .await
+        .expect("append");
+        s.append_turn(&key, &turn("two", "second"), None)
+            .await
+            .expect("append");
+        s.flush().await.expect("flush");
+    }
+    let s = h.store().await;
+    let st = s.status().await.expect("status");
+    assert_eq!(st.schema_version, st.known_version);
+    let state = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(state.messages.len(), 8);
+    assert_eq!(
+        state.messages[1].tool_calls[0].arguments,
+        json!({"path": "a"})
+    );
+    assert_eq!(state.messages[2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(state.messages[7].content, "second");
+    assert_eq!(state.turns_since_summary, 2);
+    assert_eq!(
+        state.provider_state, None,
+        "the last turn's provider state wins"
+    );
+    assert!(
+        s.load(&SessionKey::new("main", "other"))
+            .await
+            .expect("load")
+            .is_none()
+    );
+}
+both!(history_survives_a_restart);
+
+async fn compaction_keeps_the_newest_messages(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    let key = SessionKey::new("a", "s");
+    for i in 0..3 {
+        s.append_turn(&key, &turn(&format!("u{i}"), &format!("a{i}")), None)
+            .await
+            .expect("append");
+    }
+    // Keep falls inside the second turn: its last two messages survive.
+    s.compact(&key, "they talked", 6).await.expect("compact");
+    let st = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(st.summary.as_deref(), Some("they talked"));
+    assert_eq!(st.turns_since_summary, 0);
+    assert_eq!(st.messages.len(), 6);
+    assert_eq!(st.messages[0].role, Role::Tool);
+    assert_eq!(st.messages[1].content, "a1");
+    assert_eq!(st.messages[2].content, "u2");
+    // On a turn boundary: whole turns only.
+    s.compact(&key, "shorter", 4).await.expect("compact");
+    let st = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(st.messages.len(), 4);
+    assert_eq!(st.messages[0].content, "u2");
+    // A later turn still appends after the kept ones.
+    s.append_turn(&key, &turn("u3", "a3"), None)
+        .await
+        .expect("append");
+    let st = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(st.messages.len(), 8);
+    assert_eq!(st.messages[4].content, "u3");
+    // Compacting a session that does not exist changes nothing and is no error.
+    s.compact(&SessionKey::new("a", "none"), "x", 2)
+        .await
+        .expect("compact nothing");
+}
+both!(compaction_keeps_the_newest_messages);
+
+async fn reset_prune_count_and_tool_log(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    let (k1, k2) = (SessionKey::new("a", "1"), SessionKey::new("a", "2"));
+    s.append_turn(&k1, &turn("x", "y"), None)
+        .await
+        .expect("append");
+    s.record_turn(
+        &k2,
+        &turn("x", "y"),
+        None,
+        &[ToolLogEntry {
+            key: k2.clone(),
+            tool: "t".into(),
+            status: "ok".into(),
+            elapsed_ms: 1.5,
+            request_id: "r".into(),
+        }],
+    )
+    .await
+    .expect("record");
+    assert_eq!(s.count().await.expect("count"), 2);
+    s.reset(&k1).await.expect("reset");
+    assert!(s.load(&k1).await.expect("load").is_none());
+    s.log_tools(&[ToolLogEntry {
+        key: k2.clone(),
+        tool: "u".into(),
+        status: "error".into(),
+        elapsed_ms: 2.0,
+        request_id: "r2".into(),
+    }])
+    .await
+    .expect("log");
+    s.flush().await.expect("flush");
+    assert_eq!(h.count("tool_log", "request_id IN ('r', 'r2')").await, 2);
+    assert_eq!(
+        h.count("tool_log", "tool = 'u' AND status = 'error'").await,
+        1
+    );
+
+    assert_eq!(s.prune(Duration::from_secs(3600)).await.expect("prune"), 0);
+    // Timestamps have one-second resolution: wait past it, then prune everything idle.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(s.prune(Duration::ZERO).await.expect("prune"), 1);
+    assert_eq!(s.count().await.expect("count"), 0);
+    assert_eq!(
+        h.count("turns", "1 = 1").await,
+        0,
+        "turns go with their session"
+    );
+}
+both!(reset_prune_count_and_tool_log);
+
+async fn concurrent_writers_lose_nothing(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let s = s.clone();
+        set.spawn(async move {
+            let key = SessionKey::new("a", format!("s{}", i % 50));
+            s.append_turn(&key, &turn(&format!("u{i}"), &format!("a{i}")), None)
+                .await
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("join").expect("append");
+    }
+    assert_eq!(s.count().await.expect("count"), 50);
+    let mut total = 0;
+    for k in 0..50 {
+        let st = s
+            .load(&SessionKey::new("a", format!("s{k}")))
+            .await
+            .expect("load")
+            .expect("exists");
+        assert_eq!(st.turns_since_summary, 4);
+        total += st.messages.len();
+    }
+    assert_eq!(total, 200 * 4);
+}
+both!(concurrent_writers_lose_nothing);
+
+/// Answers with the number of messages it was shown.
+struct Counter;
+
+#[strata_engine::async_trait]
+impl strata_engine::agent::Agent for Counter {
+    fn id(&self) -> &str {
+        "counter"
+    }
+    async fn handle(
+        &self,
+        turn: strata_engine::agent::TurnContext,
+        input: strata_engine::agent::Message,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        let text = format!("seen {} earlier messages", turn.history.len());
+        let mut r = strata_engine::agent::Reply::text(text.clone());
+        r.transcript = vec![
+            ChatMessage::text(Role::User, input.text),
+            ChatMessage::text(Role::Assistant, text),
+        ];
+        Ok(r)
+    }
+}
+
+async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
+    use strata_engine::runtime::{AgentManager, TurnRequest};
+    let Some(h) = Harness::new(kind) else { return };
+    let env = Arc::new(strata_engine::Env::new(
+        Config::default(),
+        h.dir.path().to_path_buf(),
+        h.dir.path().join("data"),
+    ));
+    let req = |session: &str| TurnRequest {
+        agent_id: "counter".into(),
+        session_id: session.into(),
+        channel_id: session.into(),
+        sender: Principal::Operator,
+        message: strata_engine::agent::Message::text("hi"),
+        depth: 0,
+        taint: None,
+    };
+    {
+        let store = h.store().await;
+        let m = AgentManager::new(vec![Arc::new(Counter)], store.clone(), env.clone());
+        assert_eq!(
+            m.turn(req("a")).await.expect("t1").text,
+            "seen 0 earlier messages"
+        );
+        assert_eq!(
+            m.turn(req("a")).await.expect("t2").text,
+            "seen 2 earlier messages"
+        );
+        assert_eq!(
+            m.turn(req("b")).await.expect("t1b").text,
+            "seen 0 earlier messages"
+        );
+        store.flush().await.expect("flush");
+    }
+    let m = AgentManager::new(vec![Arc::new(Counter)], h.store().await, env);
+    assert_eq!(
+        m.turn(req("a")).await.expect("t3").text,
+        "seen 4 earlier messages"
+    );
+    assert_eq!(
+        m.turn(req("b")).await.expect("t2b").text,
+        "seen 2 earlier messages"
+    );
+}
+both!(a_restarted_runtime_resumes_every_session);
+
+async fn rate_limit_counters_survive_a_restart(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let cfg = RateLimitsConfig {
+        defaults: Limits {
+            per_hour: Some(3),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    {
+        let store = h.store().await;
+        let limiter = RateLimiter::new(cfg.clone(), Some(store.clone() as Arc<dyn RateLog>));
+        for _ in 0..3 {
+            assert_eq!(
+                limiter.check("agent:main", Some("main"), "fetch").await,
+                RateVerdict::Ok
+            );
+        }
+        store.flush().await.expect("flush");
+    }
+    // A new process: the three calls of the last hour are still counted.
+    let store = h.store().await;
+    let limiter = RateLimiter::new(cfg, Some(store.clone() as Arc<dyn RateLog>));
+    match limiter.check("agent:main", Some("main"), "fetch").await {
+        RateVerdict::Refuse(e) => assert_eq!((e.window, e.count, e.limit), ("hour", 4, 3)),
+        other => panic!("expected a refusal after restart, got {other:?}"),
+    }
+    assert_eq!(
+        limiter.check("agent:other", Some("other"), "fetch").await,
+        RateVerdict::Ok
+    );
+}
+both!(rate_limit_counters_survive_a_restart);
+
+/// `record` counts the windows with the new event included, per key and tool, and only
+/// events inside each window.
+async fn recorded_events_are_counted_per_window(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    let t0 = now_secs() * 1000;
+    let ev = |key: &str, tool: &str, ts_ms: i64| RateEvent {
+        key: key.into(),
+        tool: tool.into(),
+        ts_ms,
+    };
+    assert_eq!(
+        s.record(ev("k", "t", t0 - 2 * 3_600_000)).await,
+        Ok([1, 1, 1])
+    );
+    assert_eq!(s.record(ev("k", "t", t0 - 120_000)).await, Ok([1, 1, 2]));
+    assert_eq!(s.record(ev("k", "t", t0)).await, Ok([1, 2, 3]));
+    assert_eq!(s.record(ev("k", "t", t0 + 1)).await, Ok([2, 3, 4]));
+    assert_eq!(s.record(ev("k", "other", t0 + 2)).await, Ok([1, 1, 1]));
+    assert_eq!(s.record(ev("j", "t", t0 + 3)).await, Ok([1, 1, 1]));
+    let mut loaded = s.load_since(t0 - 3_600_000).await.expect("load");
+    loaded.sort_by_key(|e| e.ts_ms);
+    assert_eq!(loaded.len(), 5, "{loaded:?}");
+    assert_eq!(loaded[0], ev("k", "t", t0 - 120_000));
+}
+both!(recorded_events_are_counted_per_window);
+
+/// Many concurrent checks against a shared limit: exactly the limit pass.
+async fn concurrent_checks_never_overshoot_a_shared_limit(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    if !s.shared() {
+        // A local log counts in memory; its limiter is tested in the engine.
+        return;
+    }
+    let cfg = RateLimitsConfig {
+        defaults: Limits {
+            per_minute: Some(10),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Two limiters on two pools: two processes.
+    let a = Arc::new(RateLimiter::new(cfg.clone(), Some(s as Arc<dyn RateLog>)));
+    let b = Arc::new(RateLimiter::new(
+        cfg,
+        Some(h.store().await as Arc<dyn RateLog>),
+    ));
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..30 {
+        let l = if i % 2 == 0 { a.clone() } else { b.clone() };
+        set.spawn(async move { l.check("agent:x", Some("x"), "t").await });
+    }
+    let mut ok = 0;
+    while let Some(r) = set.join_next().await {
+        match r.expect("join") {
+            RateVerdict::Ok => ok += 1,
+            RateVerdict::Refuse(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(ok, 10);
+}
+both!(concurrent_checks_never_overshoot_a_shared_limit);
+
+fn record(id: &str, created_at: i64) -> ApprovalRecord {
+    ApprovalRecord {
+        id: id.into(),
+        agent_id: Some("main".into()),
+        tool: "deploy".into(),
+        principal: "person:adam".into(),
+        args: json!({"env": "prod", "token": "[redacted]"}),
+        description: "agent `main` (for person:adam) wants to run `deploy`".into(),
+        status: ApprovalStatus::Pending,
+        approver: None,
+        reason: None,
+        created_at,
+        decided_at: None,
+    }
+}
+
+async fn approvals_survive_a_restart_and_stale_ones_time_out(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    {
+        let s = h.store().await;
+        s.insert(&record("fresh", now_secs()))
+            .await
+            .expect("insert");
+        s.insert(&record("stale", now_secs() - 7200))
+            .await
+            .expect("insert");
+        s.insert(&record("done", now_secs() - 10))
+            .await
+            .expect("insert");
+        decide_in(s.as_ref(), "done", true, &Principal::Operator, Some("fine"))
+            .await
+            .expect("decide");
+        // The same id twice is an error, and the first stays.
+        assert!(s.insert(&record("done", now_secs())).await.is_err());
+    }
+    let s = h.store().await;
+    let mut cfg = Config::default();
+    cfg.security.hitl.timeout = 1800;
+    let approvals = Approvals::new(s.clone(), Arc::new(AccessPolicy::from_config(&cfg)));
+    // At start, pending requests older than the timeout become `timeout`.
+    assert_eq!(approvals.sweep().await, Ok(1));
+    let pending = s
+        .list(Some(ApprovalStatus::Pending), 10)
+        .await
+        .expect("list");
+    assert_eq!(pending.len(), 1);
+    let fresh = &pending[0];
+    assert_eq!(fresh.id, "fresh");
+    assert_eq!(fresh.args["env"], "prod");
+    assert_eq!(
+        s.get("stale").await.expect("get").map(|r| r.status),
+        Some(ApprovalStatus::Timeout)
+    );
+    let done = s.get("done").await.expect("get").expect("row");
+    assert_eq!(
+        (
+            done.status,
+            done.approver.as_deref(),
+            done.reason.as_deref()
+        ),
+        (ApprovalStatus::Approved, Some("operator"), Some("fine"))
+    );
+    // Only a pending request can be decided, once.
+    assert_eq!(
+        s.decide("done", ApprovalStatus::Denied, None, None, now_secs())
+            .await,
+        Ok(false)
+    );
+    // Newest first.
+    let ids: Vec<String> = s
+        .list(None, 10)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, ["fresh", "done", "stale"]);
+    assert_eq!(s.list(None, 2).await.expect("list").len(), 2);
+    assert_eq!(s.get("nothing").await, Ok(None));
+}
+both!(approvals_survive_a_restart_and_stale_ones_time_out);
+
+async fn a_decision_written_by_another_process_reaches_the_waiter(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    let approvals = Arc::new(Approvals::new(
+        s.clone(),
+        Arc::new(AccessPolicy::from_config(&Config::default())),
+    ));
+    let a2 = approvals.clone();
+    let waiter = tokio::spawn(async move { a2.request(record("x1", now_secs())).await });
+    // `strata approvals approve` without --remote: its own connection.
+    let other = h.store().await;
+    let mut decided = false;
+    for _ in 0..100 {
+        if decide_in(other.as_ref(), "x1", true, &Principal::Operator, None)
+            .await
+            .is_ok()
+        {
+            decided = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(decided, "the request never appeared in the database");
+    let outcome = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter notices within its poll interval")
+        .expect("join");
+    assert_eq!(
+        outcome,
+        strata_engine::approval::ApprovalOutcome::Approved {
+            by: "operator".into()
+        }
+    );
+}
+both!(a_decision_written_by_another_process_reaches_the_waiter);
