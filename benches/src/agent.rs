@@ -70,10 +70,35 @@ struct Setup {
     _audit: Arc<JsonlAudit>,
 }
 
+/// Where a run keeps its sessions.
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    InMemory,
+    Sqlite,
+    Postgres,
+}
+
+/// The store for one run (a fresh file, or a fresh schema dropped by the caller).
+async fn store(
+    dir: &std::path::Path,
+    backend: Backend,
+    tag: &str,
+    schema: Option<&crate::pg::Schema>,
+) -> Result<Arc<dyn SessionStore>, String> {
+    Ok(match (backend, schema) {
+        (Backend::InMemory, _) => Arc::new(InMemoryStore::default()),
+        (Backend::Sqlite, _) => {
+            Arc::new(SqliteStore::open(&dir.join(format!("{tag}.db"))).map_err(|e| e.to_string())?)
+        }
+        (Backend::Postgres, Some(s)) => Arc::new(strata_postgres::PgStore::new(s.db(16).await?)),
+        (Backend::Postgres, None) => return Err("no PostgreSQL schema".into()),
+    })
+}
+
 fn setup(
     dir: &std::path::Path,
     latency: Duration,
-    sqlite: bool,
+    store: Arc<dyn SessionStore>,
     tag: &str,
 ) -> Result<Setup, String> {
     let config = Config {
@@ -100,11 +125,6 @@ fn setup(
     });
     let agent = LlmAgent::new("bench", "You benchmark.", provider.clone(), "m", invoker)
         .with_tools(ToolFilter::All);
-    let store: Arc<dyn SessionStore> = if sqlite {
-        Arc::new(SqliteStore::open(&dir.join(format!("{tag}.db"))).map_err(|e| e.to_string())?)
-    } else {
-        Arc::new(InMemoryStore::default())
-    };
     let manager = Arc::new(AgentManager::new(vec![Arc::new(agent)], store, env));
     Ok(Setup {
         manager,
@@ -187,32 +207,47 @@ pub fn run(quick: bool) -> Result<Report, String> {
         .map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
-    for (label, sqlite) in [
-        ("instant provider, in-memory store", false),
-        ("instant provider, SQLite store", true),
-    ] {
+    let pg = crate::pg::url();
+    let mut backends = vec![
+        ("in-memory store", Backend::InMemory),
+        ("SQLite store", Backend::Sqlite),
+    ];
+    if pg.is_some() {
+        backends.push(("PostgreSQL store", Backend::Postgres));
+    }
+    // A fresh schema per run, dropped after it.
+    let schema = |tag: &str| pg.as_deref().map(|u| crate::pg::Schema::new(u, tag));
+    let mut overhead_by = std::collections::BTreeMap::new();
+    for (label, backend) in &backends {
         let (mut tp, mut p50, mut p99, mut over) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
-            let s = setup(
-                dir.path(),
-                Duration::ZERO,
-                sqlite,
-                &format!("seq-{sqlite}-{run}"),
-            )?;
+            let tag = format!("seq{run}");
+            let sc = schema(&tag);
+            let st = rt.block_on(store(dir.path(), *backend, &tag, sc.as_ref()))?;
+            let s = setup(dir.path(), Duration::ZERO, st, &tag)?;
             rt.block_on(sequential(&s, 200, 20))?; // warm-up
             let (t, a, b, o) = rt.block_on(sequential(&s, turns, 100))?;
+            drop(s);
+            if let Some(sc) = &sc {
+                rt.block_on(sc.drop_now());
+            }
             tp.push(t);
             p50.push(a);
             p99.push(b);
             over.push(o);
         }
+        let overhead = median(&mut over);
+        overhead_by.insert(*label, overhead);
         let mut extra = std::collections::BTreeMap::new();
-        extra.insert(
-            "engine_overhead_us_per_turn_median".into(),
-            median(&mut over),
-        );
+        extra.insert("engine_overhead_us_per_turn_median".into(), overhead);
+        if let (Backend::Postgres, Some(sqlite)) = (backend, overhead_by.get("SQLite store")) {
+            extra.insert(
+                "overhead_ratio_postgres_to_sqlite".into(),
+                overhead / sqlite,
+            );
+        }
         rows.push(Row {
-            name: label.into(),
+            name: format!("instant provider, {label}"),
             throughput_per_s: median(&mut tp),
             p50_us: median(&mut p50),
             p99_us: median(&mut p99),
@@ -224,21 +259,33 @@ pub fn run(quick: bool) -> Result<Report, String> {
     let per = if quick { 3 } else { 5 };
     let latency = Duration::from_millis(50);
     let ideal = sessions as f64 / (2.0 * latency.as_secs_f64());
-    for (label, sqlite) in [
-        ("1000 sessions × 50 ms, in-memory", false),
-        ("1000 sessions × 50 ms, SQLite", true),
-    ] {
+    let mut ratio_by = std::collections::BTreeMap::new();
+    for (label, backend) in &backends {
         let mut tp = Vec::new();
         for run in 0..runs.min(3) {
-            let s = setup(dir.path(), latency, sqlite, &format!("conc-{sqlite}-{run}"))?;
+            let tag = format!("conc{run}");
+            let sc = schema(&tag);
+            let st = rt.block_on(store(dir.path(), *backend, &tag, sc.as_ref()))?;
+            let s = setup(dir.path(), latency, st, &tag)?;
             tp.push(rt.block_on(concurrent(&s, sessions, per))?);
+            drop(s);
+            if let Some(sc) = &sc {
+                rt.block_on(sc.drop_now());
+            }
         }
         let m = median(&mut tp);
+        ratio_by.insert(*label, m / ideal);
         let mut extra = std::collections::BTreeMap::new();
         extra.insert("ideal_turns_per_s".into(), ideal);
         extra.insert("ratio_to_ideal".into(), m / ideal);
+        if let (Backend::Postgres, Some(sqlite)) = (backend, ratio_by.get("SQLite store")) {
+            extra.insert(
+                "throughput_ratio_postgres_to_sqlite".into(),
+                (m / ideal) / sqlite,
+            );
+        }
         rows.push(Row {
-            name: label.into(),
+            name: format!("1000 sessions × 50 ms, {label}"),
             throughput_per_s: m,
             extra,
             ..Row::default()

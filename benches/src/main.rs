@@ -5,6 +5,7 @@
 mod agent;
 mod invoke;
 mod memory;
+mod pg;
 mod safety;
 mod sandbox;
 mod serve;

@@ -11,7 +11,7 @@ use strata_engine::memory::{
     Embedder, Embedding, MemoryBackend, MemoryQuery, MemoryScope, MemoryType, NewMemory,
     SearchMode, Viewer,
 };
-use strata_memory::SqliteMemory;
+use strata_memory::{MemoryMaintenance, SqliteMemory};
 
 use crate::{Report, Row, median, quantile};
 
@@ -88,6 +88,91 @@ fn stats(lat: &mut [f64], secs: f64) -> Row {
     }
 }
 
+/// Fills `mem` with `size` memories (a quarter agent-scoped, all with vectors) and measures
+/// keyword and hybrid recall.
+fn recall(
+    rt: &tokio::runtime::Runtime,
+    mem: &dyn MemoryMaintenance,
+    vocab: &[String],
+    size: usize,
+    queries: usize,
+    runs: usize,
+    op: &Viewer,
+) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let mut r = fastrand::Rng::with_seed(7);
+    for chunk in 0..size.div_ceil(10_000) {
+        let n = (size - chunk * 10_000).min(10_000);
+        let items: Vec<NewMemory> = (0..n)
+            .map(|i| NewMemory {
+                content: sentence(vocab, &mut r, chunk * 10_000 + i),
+                memory_type: MemoryType::Semantic,
+                category: None,
+                tags: vec![],
+                scope: if i % 4 == 0 {
+                    MemoryScope::Agent("main".into())
+                } else {
+                    MemoryScope::Global
+                },
+                pinned: false,
+                created_by: "bench".into(),
+                confidence: None,
+                taint: None,
+            })
+            .collect();
+        let vectors = (0..n)
+            .map(|i| Some(vector((chunk * 10_000 + i) as u64)))
+            .collect();
+        rt.block_on(mem.bulk_insert(items, vectors))
+            .map_err(|e| e.to_string())?;
+    }
+    for (label, mode) in [
+        ("keyword", SearchMode::Keyword),
+        ("hybrid 384-dim", SearchMode::Hybrid),
+    ] {
+        let (mut tp, mut p50, mut p99) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 0..runs {
+            let mut qr = fastrand::Rng::with_seed(100 + run as u64);
+            let mut lat = Vec::with_capacity(queries);
+            let mut hits = 0usize;
+            let started = Instant::now();
+            for _ in 0..queries {
+                let text = format!(
+                    "what about {} and {} {}?",
+                    word(vocab, &mut qr),
+                    word(vocab, &mut qr),
+                    word(vocab, &mut qr)
+                );
+                let q = MemoryQuery {
+                    text,
+                    limit: 8,
+                    mode,
+                    ..Default::default()
+                };
+                let t = Instant::now();
+                let found = rt.block_on(mem.search(op, &q)).map_err(|e| e.to_string())?;
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+                hits += usize::from(!found.is_empty());
+            }
+            let row = stats(&mut lat, started.elapsed().as_secs_f64());
+            if hits * 2 < queries {
+                return Err(format!("only {hits} of {queries} queries found anything"));
+            }
+            tp.push(row.throughput_per_s);
+            p50.push(row.p50_us);
+            p99.push(row.p99_us);
+        }
+        rows.push(Row {
+            name: label.into(),
+            throughput_per_s: median(&mut tp),
+            p50_us: median(&mut p50),
+            p99_us: median(&mut p99),
+            ..Row::default()
+        });
+    }
+    Ok(rows)
+}
+
 pub fn run(quick: bool) -> Result<Report, String> {
     let sizes: &[usize] = if quick { &[10_000] } else { &[10_000, 100_000] };
     let queries = if quick { 200 } else { 500 };
@@ -129,82 +214,55 @@ pub fn run(quick: bool) -> Result<Report, String> {
         row.name = "store (dedup + vector)".into();
         rows.push(row);
     }
+    let pg = crate::pg::url();
+    let mut backends = vec!["SQLite"];
+    if pg.is_some() {
+        backends.push("PostgreSQL");
+    }
+    let mut p99_by: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
     for &size in sizes {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mem = SqliteMemory::open(&dir.path().join("m.db"), &Config::default())
-            .map_err(|e| e.to_string())?
-            .with_embedder(Arc::new(SeededEmbedder));
-        let mut r = fastrand::Rng::with_seed(7);
-        for chunk in 0..size.div_ceil(10_000) {
-            let n = (size - chunk * 10_000).min(10_000);
-            let items: Vec<NewMemory> = (0..n)
-                .map(|i| NewMemory {
-                    content: sentence(&vocab, &mut r, chunk * 10_000 + i),
-                    memory_type: MemoryType::Semantic,
-                    category: None,
-                    tags: vec![],
-                    scope: if i % 4 == 0 {
-                        MemoryScope::Agent("main".into())
-                    } else {
-                        MemoryScope::Global
-                    },
-                    pinned: false,
-                    created_by: "bench".into(),
-                    confidence: None,
-                    taint: None,
-                })
-                .collect();
-            let vectors = (0..n)
-                .map(|i| Some(vector((chunk * 10_000 + i) as u64)))
-                .collect();
-            rt.block_on(mem.bulk_insert(items, vectors))
-                .map_err(|e| e.to_string())?;
-        }
-        for (label, mode) in [
-            ("keyword", SearchMode::Keyword),
-            ("hybrid 384-dim", SearchMode::Hybrid),
-        ] {
-            let (mut tp, mut p50, mut p99) = (Vec::new(), Vec::new(), Vec::new());
-            for run in 0..runs {
-                let mut qr = fastrand::Rng::with_seed(100 + run as u64);
-                let mut lat = Vec::with_capacity(queries);
-                let mut hits = 0usize;
-                let started = Instant::now();
-                for _ in 0..queries {
-                    let text = format!(
-                        "what about {} and {} {}?",
-                        word(&vocab, &mut qr),
-                        word(&vocab, &mut qr),
-                        word(&vocab, &mut qr)
-                    );
-                    let q = MemoryQuery {
-                        text,
-                        limit: 8,
-                        mode,
-                        ..Default::default()
-                    };
-                    let t = Instant::now();
-                    let found = rt
-                        .block_on(mem.search(&op, &q))
-                        .map_err(|e| e.to_string())?;
-                    lat.push(t.elapsed().as_secs_f64() * 1e6);
-                    hits += usize::from(!found.is_empty());
+        for backend in &backends {
+            let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+            let schema = match *backend {
+                "PostgreSQL" => pg.as_deref().map(|u| crate::pg::Schema::new(u, "memory")),
+                _ => None,
+            };
+            let mem: Arc<dyn MemoryMaintenance> = match &schema {
+                None => Arc::new(
+                    SqliteMemory::open(&dir.path().join("m.db"), &Config::default())
+                        .map_err(|e| e.to_string())?
+                        .with_embedder(Arc::new(SeededEmbedder)),
+                ),
+                Some(sc) => {
+                    let db = rt.block_on(sc.db(8))?;
+                    Arc::new(
+                        rt.block_on(strata_postgres::PgMemory::open(db, &Config::default()))
+                            .map_err(|e| e.to_string())?
+                            .with_embedder(Arc::new(SeededEmbedder)),
+                    )
                 }
-                let row = stats(&mut lat, started.elapsed().as_secs_f64());
-                if hits * 2 < queries {
-                    return Err(format!("only {hits} of {queries} queries found anything"));
-                }
-                tp.push(row.throughput_per_s);
-                p50.push(row.p50_us);
-                p99.push(row.p99_us);
+            };
+            let rows_here = recall(&rt, mem.as_ref(), &vocab, size, queries, runs, &op);
+            if let Some(sc) = &schema {
+                drop(mem);
+                rt.block_on(sc.drop_now());
             }
-            rows.push(Row {
-                name: format!("{label} @ {size}"),
-                throughput_per_s: median(&mut tp),
-                p50_us: median(&mut p50),
-                p99_us: median(&mut p99),
-                ..Row::default()
-            });
+            for mut row in rows_here? {
+                let key = format!("{} @ {size}", row.name);
+                match *backend {
+                    "PostgreSQL" => {
+                        if let Some(base) = p99_by.get(&key) {
+                            row.extra
+                                .insert("p99_ratio_postgres_to_sqlite".into(), row.p99_us / base);
+                        }
+                    }
+                    _ => {
+                        p99_by.insert(key.clone(), row.p99_us);
+                    }
+                }
+                row.name = format!("{key}, {backend}");
+                rows.push(row);
+            }
         }
     }
     Ok(Report {

@@ -290,8 +290,8 @@ mod tests {
 
     #[test]
     fn the_target_has_no_password() {
-        let pg = tokio_postgres::Config::from_str("postgres://u:hunter2@db.internal:6543/app")
+        let pg = tokio_postgres::Config::from_str("postgres://u:hunter2@db.example:6543/app")
             .expect("url");
-        assert_eq!(describe(&pg), "db.internal:6543/app");
+        assert_eq!(describe(&pg), "db.example:6543/app");
     }
 }

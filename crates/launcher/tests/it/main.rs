@@ -14,4 +14,6 @@ mod remote;
 mod secrets;
 mod security;
 mod skills_repl;
+#[cfg(feature = "postgres")]
+mod storage;
 mod taint;

@@ -6,4 +6,5 @@
 
 mod harness;
 mod memory;
+mod postgres;
 mod store;

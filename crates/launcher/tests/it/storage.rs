@@ -1,0 +1,661 @@
+//! PostgreSQL storage through the real binary: two `serve` processes on one database share
+//! sessions, rate-limit counters and approvals; a kill -9 loses no acknowledged write;
+//! `storage migrate` copies a populated SQLite deployment once; an unreachable server stops
+//! `serve` with a sentence naming it (and never the password).
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use strata_engine::memory::{
+    MemoryBackend, MemoryQuery, MemoryScope, NewMemory, SearchMode, Viewer,
+};
+use strata_memory::MemoryMaintenance;
+use strata_test_support::{FakeServer, openai};
+
+use common::api;
+
+const BOSS: &str = "boss-token-0123456789";
+
+/// A schema of its own, dropped when the test ends.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Option<Schema> {
+        Some(Schema {
+            url: strata_test_support::postgres_url()?,
+            name: strata_test_support::unique_schema(),
+        })
+    }
+
+    async fn client(&self) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        c.batch_execute(&format!("SET search_path TO {}", self.name))
+            .await
+            .expect("search path");
+        c
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        self.client()
+            .await
+            .query_one(sql, &[])
+            .await
+            .expect("count")
+            .get(0)
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = c
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// An overlay keeping everything in `schema`, with a fake provider, an owner token,
+/// `memory_search` gated and `current_time` limited to 60 calls a minute.
+fn overlay(llm_url: &str, schema: &Schema) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
+             storage:\n  backend: postgres\n  postgres:\n    url: {}\n    schema: {}\n    pool_size: 4\n\
+             memory:\n  backend: postgres\n\
+             security:\n  hitl:\n    gated_tools: [memory_search]\n  \
+             rate_limits:\n    tools:\n      current_time: {{per_minute: 60}}\n",
+            common::fake_llm(llm_url, "literal-test-key", "fake-model"),
+            schema.url,
+            schema.name
+        ),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [current_time, memory_search]\n",
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "olivia", "name": "Owner Example", "access": "owner"}],
+            "agents": [{"id": "main", "agent_tier": "coordinator"}]}"#,
+    );
+    dir
+}
+
+/// A second instance of the same deployment: the same config, its own data dir (the
+/// instance lock is per data dir, as it is per machine in a real deployment).
+fn serve_second(ov: &Path) -> common::Served {
+    let data = ov.join("data-b");
+    common::serve_with(ov, &["--data-dir", data.to_str().expect("utf-8")])
+}
+
+async fn pending(base: &str) -> Vec<Value> {
+    for _ in 0..300 {
+        let (_, v) = api("GET", &format!("{base}/api/approvals"), BOSS, None).await;
+        let rows = v["value"]["approvals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if !rows.is_empty() {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no approval request appeared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_sessions_counters_and_approvals() {
+    let Some(schema) = Schema::new() else { return };
+    let fake = FakeServer::start().await.expect("fake");
+    fake.script([
+        openai::text("Noted: the sky is green."),
+        openai::text("You said the sky is green."),
+        openai::tool_calls(&[("c1", "memory_search", json!({"query": "sky"}))]),
+        openai::text("Nothing remembered."),
+    ]);
+    let ov = overlay(&fake.url, &schema);
+    let a = common::serve(ov.path());
+    let b = serve_second(ov.path());
+
+    // A session written by one instance is read by the other.
+    let (st, v) = api(
+        "POST",
+        &format!("{}/chat", a.base),
+        BOSS,
+        Some(json!({"message": "remember: the sky is green", "session_id": "shared"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = api(
+        "POST",
+        &format!("{}/chat", b.base),
+        BOSS,
+        Some(json!({"message": "what colour is the sky?", "session_id": "shared"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let second = &fake.requests()[1].body;
+    let history = second["messages"].to_string();
+    assert!(
+        history.contains("remember: the sky is green")
+            && history.contains("Noted: the sky is green."),
+        "the second instance's turn did not see the first's: {history}"
+    );
+
+    // The rate limit is one counter: 60 a minute across both, not 60 each.
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..80 {
+        let base = if i % 2 == 0 {
+            a.base.clone()
+        } else {
+            b.base.clone()
+        };
+        calls.spawn(async move {
+            api(
+                "POST",
+                &format!("{base}/api/invoke"),
+                BOSS,
+                Some(json!({"tool": "current_time", "args": {}})),
+            )
+            .await
+        });
+    }
+    let (mut ok, mut limited) = (0, 0);
+    while let Some(r) = calls.join_next().await {
+        let (_, v) = r.expect("join");
+        match v["value"]["status"].as_str() {
+            Some("ok") => ok += 1,
+            Some("rate_limited") => limited += 1,
+            other => panic!("unexpected {other:?}: {v}"),
+        }
+    }
+    assert_eq!((ok, limited), (60, 20));
+
+    // An approval requested on one instance is listed and decided on the other.
+    let chat_url = format!("{}/chat", a.base);
+    let turn = tokio::spawn(async move {
+        api(
+            "POST",
+            &chat_url,
+            BOSS,
+            Some(json!({"message": "what do you remember?", "session_id": "t"})),
+        )
+        .await
+    });
+    let rows = pending(&b.base).await;
+    let id = rows[0]["id"].as_str().expect("id").to_owned();
+    let (st, v) = api(
+        "POST",
+        &format!("{}/api/approvals/{id}/approve", b.base),
+        BOSS,
+        Some(json!({"reason": "fine"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .expect("the first instance noticed the decision")
+        .expect("join");
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["response"], "Nothing remembered.");
+
+    // Both report a healthy store.
+    for s in [&a, &b] {
+        let (_, h) = api("GET", &format!("{}/api/health", s.base), BOSS, None).await;
+        assert_eq!(h["ok"], true, "{h}");
+        assert_eq!(h["store"]["backend"], "postgres");
+        assert_eq!(h["store"]["state"], "ok");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_9_loses_no_acknowledged_write() {
+    let Some(schema) = Schema::new() else { return };
+    let fake = FakeServer::start().await.expect("fake");
+    fake.script((0..800).map(|i| openai::text(&format!("reply {i}"))));
+    let ov = overlay(&fake.url, &schema);
+    let s = common::serve(ov.path());
+    let base = s.base.clone();
+    let stored = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let cut = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sessions = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let http = common::client();
+    let mut burst = tokio::task::JoinSet::new();
+    for i in 0..600 {
+        let (base, stored, sessions) = (base.clone(), stored.clone(), sessions.clone());
+        let (http, cut) = (http.clone(), cut.clone());
+        burst.spawn(async move {
+            // Errors after the kill are expected: only acknowledged writes count.
+            if i % 3 == 0 {
+                let session = format!("burst-{i}");
+                let r = http
+                    .post(format!("{base}/chat"))
+                    .header("X-Strata-Token", BOSS)
+                    .json(&json!({"message": format!("turn {i}"), "session_id": session}))
+                    .send()
+                    .await;
+                match r {
+                    Ok(r) if r.status().as_u16() == 200 => {
+                        sessions.lock().expect("lock").push(session)
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            } else {
+                let r = http
+                    .post(format!("{base}/api/invoke"))
+                    .header("X-Strata-Token", BOSS)
+                    .json(&json!({"tool": "memory_store", "args": {
+                        "content": format!("burst fact {i} about kestrel {}", i * 7919),
+                        "scope": "global"}}))
+                    .send()
+                    .await;
+                let Ok(r) = r else {
+                    cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                };
+                if let Ok(v) = r.json::<Value>().await
+                    && v["value"]["status"] == "ok"
+                    && let Some(id) = v["value"]["value"]["id"].as_str()
+                {
+                    stored.lock().expect("lock").push(id.to_owned());
+                }
+            }
+        });
+    }
+    // Let the burst get going, then kill the server mid-flight.
+    for _ in 0..600 {
+        let (m, t) = (
+            stored.lock().expect("lock").len(),
+            sessions.lock().expect("lock").len(),
+        );
+        if m >= 30 && t >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = s.child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    while burst.join_next().await.is_some() {}
+    drop(s);
+    let stored = stored.lock().expect("lock").clone();
+    let sessions = sessions.lock().expect("lock").clone();
+    assert!(
+        !stored.is_empty() && !sessions.is_empty(),
+        "the burst acknowledged nothing before the kill ({} memories, {} turns)",
+        stored.len(),
+        sessions.len()
+    );
+    assert!(
+        cut.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the kill came after the burst, not during it"
+    );
+    let c = schema.client().await;
+    for id in &stored {
+        let n: i64 = c
+            .query_one("SELECT COUNT(*) FROM memories WHERE id = $1", &[id])
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(n, 1, "acknowledged memory {id} is missing");
+    }
+    for session in &sessions {
+        let n: i64 = c
+            .query_one(
+                "SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session \
+                 WHERE s.agent_id = 'main' AND s.session_id = $1",
+                &[session],
+            )
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(n, 1, "acknowledged turn of {session} is missing");
+    }
+}
+
+fn strata(ov: &Path, args: &[&str]) -> std::process::Output {
+    common::strata(ov).args(args).output().expect("run strata")
+}
+
+/// A unit vector in 16 dimensions pointing mostly along `i % 16`.
+fn vector(i: usize) -> Vec<f32> {
+    let mut v = vec![0.05f32; 16];
+    v[i % 16] = 1.0;
+    v[(i / 16) % 16] += 0.5;
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_copies_a_deployment_once_and_recall_agrees() {
+    let Some(schema) = Schema::new() else { return };
+    let ov = tempfile::tempdir().expect("tmp");
+    let d = ov.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "storage:\n  postgres:\n    url: {}\n    schema: {}\n",
+            schema.url, schema.name
+        ),
+    );
+    let data = d.join("data");
+    let cfg = strata_engine::config::Config::default();
+    // A populated SQLite deployment: sessions, 10k memories with vectors, approvals,
+    // rate-limit events, the tool log.
+    {
+        use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+        use strata_engine::llm::{ChatMessage, Role};
+        use strata_engine::ratelimit::RateLog;
+        use strata_engine::session::{SessionKey, SessionStore, ToolLogEntry};
+        let store = strata_store::SqliteStore::open(&data.join("strata.db")).expect("store");
+        for s in 0..20 {
+            let key = SessionKey::new("main", format!("s{s}"));
+            for t in 0..3 {
+                store
+                    .record_turn(
+                        &key,
+                        &[
+                            ChatMessage::text(Role::User, format!("question {s}.{t}")),
+                            ChatMessage::text(Role::Assistant, format!("answer {s}.{t}")),
+                        ],
+                        None,
+                        &[ToolLogEntry {
+                            key: key.clone(),
+                            tool: "current_time".into(),
+                            status: "ok".into(),
+                            elapsed_ms: 1.0,
+                            request_id: format!("r{s}.{t}"),
+                        }],
+                    )
+                    .await
+                    .expect("turn");
+            }
+        }
+        for i in 0..5 {
+            store
+                .insert(&ApprovalRecord {
+                    id: format!("ap{i}"),
+                    agent_id: Some("main".into()),
+                    tool: "deploy".into(),
+                    principal: "person:olivia".into(),
+                    args: json!({"n": i}),
+                    description: format!("request {i}"),
+                    status: ApprovalStatus::Pending,
+                    approver: None,
+                    reason: None,
+                    created_at: 1_700_000_000 + i,
+                    decided_at: None,
+                })
+                .await
+                .expect("approval");
+        }
+        for i in 0..30 {
+            store
+                .record(strata_engine::ratelimit::RateEvent {
+                    key: "agent:main".into(),
+                    tool: "current_time".into(),
+                    ts_ms: 1_700_000_000_000 + i,
+                })
+                .await
+                .expect("rate");
+        }
+        store.flush().await.expect("flush");
+        let mem = strata_memory::SqliteMemory::open(&data.join("memory.db"), &cfg).expect("mem");
+        let words = [
+            "harbour", "glacier", "orchid", "lantern", "meadow", "quartz",
+        ];
+        let items: Vec<NewMemory> = (0..10_000)
+            .map(|i| NewMemory {
+                content: format!(
+                    "memory {i}: the {} near the {} ({})",
+                    words[i % 6],
+                    words[(i / 6) % 6],
+                    i * 31
+                ),
+                memory_type: Default::default(),
+                category: Some(format!("c{}", i % 4)),
+                tags: vec![format!("t{}", i % 9)],
+                scope: if i % 5 == 0 {
+                    MemoryScope::Agent("main".into())
+                } else {
+                    MemoryScope::Global
+                },
+                pinned: i % 1000 == 0,
+                created_by: "test".into(),
+                confidence: Some(0.9),
+                taint: None,
+            })
+            .collect();
+        let vectors = (0..10_000).map(|i| Some(vector(i))).collect();
+        mem.bulk_insert(items, vectors).await.expect("bulk");
+        let op = Viewer::operator();
+        let first = mem.list(&op, None, None, 1).await.expect("list");
+        mem.forget(&op, &first[0].id, "a test forgets one", "test")
+            .await
+            .expect("forget");
+    }
+
+    // Dry run: counts, writes nothing.
+    let o = strata(
+        d,
+        &[
+            "storage",
+            "migrate",
+            "--from",
+            "sqlite",
+            "--to",
+            "postgres",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["tables"]["memories"]["read"], 9_999);
+    assert_eq!(v["tables"]["memories"]["copied"], 0);
+    assert_eq!(schema.count("SELECT COUNT(*) FROM memories").await, 0);
+
+    // The copy.
+    let o = strata(
+        d,
+        &["storage", "migrate", "--from", "sqlite", "--to", "postgres"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("verified"), "{text}");
+    let expect = [
+        ("sessions", 20),
+        ("turns", 60),
+        ("tool_log", 60),
+        ("approvals", 5),
+        ("rate_events", 30),
+        ("memories", 9_999),
+    ];
+    for (table, n) in expect {
+        assert_eq!(
+            schema.count(&format!("SELECT COUNT(*) FROM {table}")).await,
+            n,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM memories WHERE embedding IS NOT NULL")
+            .await,
+        9_999
+    );
+    // Every memory-log entry (10,000 bulk inserts are not logged by SQLite; the forget is).
+    assert!(schema.count("SELECT COUNT(*) FROM memory_log").await >= 1);
+
+    // A second run copies nothing twice.
+    let o = strata(
+        d,
+        &[
+            "storage", "migrate", "--from", "sqlite", "--to", "postgres", "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    for (table, n) in expect {
+        assert_eq!(v["tables"][table]["copied"], 0, "{table}: {v}");
+        assert_eq!(v["tables"][table]["target"], n, "{table}: {v}");
+    }
+    assert_eq!(v["verified"], true);
+
+    // Recall answers the same on both backends: keyword and vector ranks.
+    let sqlite = strata_memory::SqliteMemory::open(&data.join("memory.db"), &cfg).expect("mem");
+    let pg_cfg = strata_engine::config::PostgresConfig {
+        url: Some(schema.url.clone()),
+        schema: schema.name.clone(),
+        ..Default::default()
+    };
+    let db = Arc::new(
+        strata_postgres::Db::connect(&schema.url, &pg_cfg)
+            .await
+            .expect("connect"),
+    );
+    let pg = strata_postgres::PgMemory::open(db, &cfg)
+        .await
+        .expect("pg memory");
+    let op = Viewer::operator();
+    for text in [
+        "glacier orchid",
+        "131502",
+        "quartz lantern meadow",
+        "harbour",
+    ] {
+        let q = MemoryQuery {
+            text: text.into(),
+            limit: 5,
+            mode: SearchMode::Keyword,
+            ..Default::default()
+        };
+        let a: Vec<String> = sqlite
+            .search(&op, &q)
+            .await
+            .expect("s")
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        let b: Vec<String> = pg
+            .search(&op, &q)
+            .await
+            .expect("p")
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        assert_eq!(a.len(), b.len(), "{text}: {a:?} vs {b:?}");
+        assert!(!a.is_empty(), "{text}");
+        // Both rank by term weight: every result holds every query word it can.
+        for (x, y) in a.iter().zip(&b) {
+            let words = |s: &str| text.split(' ').filter(|w| s.contains(w)).count();
+            assert_eq!(words(x), words(y), "{text}: {a:?} vs {b:?}");
+        }
+    }
+    let unique = MemoryQuery {
+        text: "131502".into(),
+        limit: 5,
+        mode: SearchMode::Keyword,
+        ..Default::default()
+    };
+    assert_eq!(
+        sqlite.search(&op, &unique).await.expect("s")[0].id,
+        pg.search(&op, &unique).await.expect("p")[0].id
+    );
+    // The vectors arrived intact: the same rows, the same vector for each.
+    let (src, _) = MemoryMaintenance::dump(&sqlite, 0, 200)
+        .await
+        .expect("dump");
+    let (dst, _) = MemoryMaintenance::dump(&pg, 0, 200).await.expect("dump");
+    for (x, y) in src.iter().zip(&dst) {
+        assert_eq!(x.memory.id, y.memory.id);
+        assert_eq!(x.embedding, y.embedding);
+        assert_eq!(x.memory.scope, y.memory.scope);
+        assert_eq!(x.memory.pinned, y.memory.pinned);
+    }
+
+    // status names the backend and counts.
+    let o = strata(
+        d,
+        &[
+            "--set",
+            "storage.backend=postgres",
+            "storage",
+            "status",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["backend"], "postgres");
+    assert_eq!(v["rows"]["memories"], 9_999);
+    assert_eq!(v["schema_version"], v["known_version"]);
+    assert_eq!(v["health"]["state"], "ok");
+    assert!(v["pool"]["max_size"].as_u64().is_some(), "{v}");
+}
+
+#[test]
+fn an_unreachable_server_stops_serve_naming_it_but_not_the_password() {
+    let ov = tempfile::tempdir().expect("tmp");
+    common::write(
+        ov.path(),
+        "config/config.yaml",
+        "storage:\n  backend: postgres\n  postgres:\n    url: postgres://app:pa55-w0rd-x@127.0.0.1:9/strata\n    connect_timeout_secs: 2\n",
+    );
+    let o = common::strata(ov.path())
+        .args(["serve", "--set", "server.port=0"])
+        .output()
+        .expect("serve");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("127.0.0.1:9/strata"), "{err}");
+    assert!(err.contains("unreachable"), "{err}");
+    assert!(!err.contains("pa55-w0rd-x"), "the password leaked: {err}");
+    // config show masks it too.
+    let o = strata(ov.path(), &["config", "show"]);
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("postgres://app:********@127.0.0.1:9/strata"),
+        "{shown}"
+    );
+    assert!(!shown.contains("pa55-w0rd-x"), "{shown}");
+}

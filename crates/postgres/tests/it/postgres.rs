@@ -1,0 +1,258 @@
+//! What only PostgreSQL has: migrations under an advisory lock, a newer schema refused, a
+//! server that goes away mid-run and comes back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use strata_engine::session::{SessionKey, SessionStore};
+use strata_engine::store::{StateStore, StoreHealth};
+use strata_postgres::{Db, PgError, PgStore, SCHEMA_VERSION};
+
+use crate::harness::{Harness, Kind, raw};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_starting_at_once_migrate_once() {
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (url, cfg) = (h.url.clone(), h.pg_config());
+        set.spawn(async move { Db::connect(&url, &cfg).await.map(|_| ()) });
+    }
+    while let Some(r) = set.join_next().await {
+        let r = r.expect("join");
+        assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+    }
+    assert_eq!(h.count("schema_version", "1 = 1").await, 1);
+    assert_eq!(
+        h.count("schema_version", &format!("version = {SCHEMA_VERSION}"))
+            .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused_untouched() {
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let s = PgStore::new(h.db().await);
+    s.append_turn(&SessionKey::new("a", "b"), &[], None)
+        .await
+        .expect("append");
+    let c = raw(&h.url).await;
+    c.batch_execute(&format!(
+        "UPDATE {}.schema_version SET version = 99",
+        h.schema
+    ))
+    .await
+    .expect("bump");
+    match Db::connect(&h.url, &h.pg_config()).await {
+        Err(PgError::TooNew {
+            found: 99, known, ..
+        }) => assert_eq!(known, SCHEMA_VERSION),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("opened a newer schema"),
+    }
+    assert_eq!(h.count("sessions", "1 = 1").await, 1, "nothing was touched");
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_with_the_key() {
+    let mut cfg = strata_engine::config::PostgresConfig {
+        schema: "Robert'); DROP TABLE x;--".into(),
+        ..Default::default()
+    };
+    let e = Db::connect("postgres://u@127.0.0.1/x", &cfg)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("storage.postgres.schema"), "{e}");
+    cfg.schema = "strata".into();
+    let e = Db::connect("not a url at all://", &cfg)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("storage.postgres.url"), "{e}");
+}
+
+/// A TCP proxy on 127.0.0.1 in front of the server that can be cut (every connection
+/// dropped, new ones refused) and restored.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    up: Arc<AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let up = Arc::new(AtomicBool::new(true));
+        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (up2, conns2) = (up.clone(), conns.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = l.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let target = target.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                conns2.lock().expect("lock").push(task.abort_handle());
+            }
+        });
+        Proxy { addr, up, conns }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for c in self.conns.lock().expect("lock").drain(..) {
+            c.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_fails_calls_clearly_reports_degraded_and_recovers() {
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    // The same server, reached through the proxy.
+    let server = h
+        .url
+        .split_once('@')
+        .map(|(_, r)| r.split('/').next().unwrap_or("127.0.0.1:5432"))
+        .unwrap_or("127.0.0.1:5432")
+        .to_owned();
+    let proxy = Proxy::start(server.clone()).await;
+    let url = h.url.replacen(&server, &proxy.addr.to_string(), 1);
+    let mut cfg = h.pg_config();
+    cfg.connect_timeout_secs = 1;
+    let s = PgStore::new(Arc::new(Db::connect(&url, &cfg).await.expect("connect")));
+    let key = SessionKey::new("main", "outage");
+    s.append_turn(&key, &[], None).await.expect("before");
+    assert_eq!(s.health().await, StoreHealth::Ok);
+
+    proxy.cut();
+    let e = s
+        .append_turn(&key, &[], None)
+        .await
+        .expect_err("fails while the server is away");
+    assert!(
+        e.0.contains(&proxy.addr.to_string()),
+        "names the server: {e}"
+    );
+    match s.health().await {
+        StoreHealth::Degraded { reason } => {
+            assert!(reason.contains(&proxy.addr.to_string()), "{reason}")
+        }
+        StoreHealth::Ok => panic!("healthy while the server is away"),
+    }
+
+    proxy.restore();
+    // Back within the backoff (at most 5 s between attempts).
+    let mut back = false;
+    for _ in 0..80 {
+        if s.health().await == StoreHealth::Ok {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "the pool did not reconnect");
+    s.append_turn(&key, &[], None).await.expect("after");
+    // What was acknowledged before the outage is there, and nothing twice.
+    let st = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(st.turns_since_summary, 2);
+}
+
+/// Hashed words in 16 dimensions (deterministic; enough to tell texts apart).
+struct Words;
+
+impl strata_engine::memory::Embedder for Words {
+    fn name(&self) -> String {
+        "words".into()
+    }
+    fn embed<'a>(&'a self, texts: &'a [String]) -> strata_engine::memory::Embedding<'a> {
+        Box::pin(async move {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.0f32; 16];
+                    for w in t.split_whitespace() {
+                        let h = w
+                            .bytes()
+                            .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+                        v[(h % 16) as usize] += 1.0;
+                    }
+                    v
+                })
+                .collect())
+        })
+    }
+}
+
+/// Two instances' memories: a vector stored by one is recalled by the other, and one
+/// forgotten by one is gone from the other's ranking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_follow_each_others_vectors() {
+    use strata_engine::memory::{
+        MemoryBackend, MemoryQuery, MemoryScope, NewMemory, SearchMode, Viewer,
+    };
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let cfg = strata_engine::config::Config::default();
+    let open = || async {
+        strata_postgres::PgMemory::open(h.db().await, &cfg)
+            .await
+            .expect("open")
+            .with_embedder(Arc::new(Words))
+    };
+    let (a, b) = (open().await, open().await);
+    let op = Viewer::operator();
+    let new = |c: &str| NewMemory {
+        content: c.into(),
+        memory_type: Default::default(),
+        category: None,
+        tags: vec![],
+        scope: MemoryScope::Global,
+        pinned: false,
+        created_by: "test".into(),
+        confidence: None,
+        taint: None,
+    };
+    let q = MemoryQuery {
+        text: "violet comet".into(),
+        limit: 1,
+        mode: SearchMode::Semantic,
+        ..Default::default()
+    };
+    b.store(&op, new("grey pebble")).await.expect("store");
+    let stored = a.store(&op, new("violet comet")).await.expect("store");
+    let hits = b.search(&op, &q).await.expect("search");
+    assert_eq!(hits.first().map(|m| m.id.as_str()), Some(stored.id()));
+    assert!(
+        a.forget(&op, stored.id(), "test", "test")
+            .await
+            .expect("forget")
+    );
+    let hits = b.search(&op, &q).await.expect("search");
+    assert!(
+        hits.iter().all(|m| m.id != stored.id()),
+        "the other instance still ranks a forgotten memory: {hits:?}"
+    );
+}
