@@ -208,13 +208,37 @@ impl AgentManager {
         let started = std::time::Instant::now();
         let slot = self.slot(&key);
         let mut guard = slot.lock().await;
+        // Another instance sharing the store may have written this session since it was
+        // loaded here: then it is read again.
+        if let Some(v) = guard.as_ref().and_then(|s| s.version) {
+            let now = self
+                .store
+                .version(&key)
+                .await
+                .map_err(|e| AgentError::Other(e.to_string()))?;
+            if now != Some(v) {
+                *guard = None;
+            }
+        }
         if guard.is_none() {
             let loaded = self
                 .store
                 .load(&key)
                 .await
                 .map_err(|e| AgentError::Other(e.to_string()))?;
-            *guard = Some(loaded.unwrap_or_default());
+            let state = match loaded {
+                Some(s) => s,
+                // New here; a shared store still counts its writes from zero.
+                None => SessionState {
+                    version: self
+                        .store
+                        .version(&key)
+                        .await
+                        .map_err(|e| AgentError::Other(e.to_string()))?,
+                    ..SessionState::default()
+                },
+            };
+            *guard = Some(state);
         }
         let state = guard.get_or_insert_with(SessionState::default);
         let mut ctx = TurnContext::new(
@@ -239,12 +263,23 @@ impl AgentManager {
         let taint = ctx.taint.clone();
         let reply = agent.handle(ctx, req.message).await;
         // Kept even when the turn failed: the content came in all the same.
+        let before = state.taint.len();
         for s in taint.sources() {
             if state.taint.len() < crate::taint::MAX_SOURCES && !state.taint.contains(&s) {
                 state.taint.push(s);
             }
         }
-        let reply = reply?;
+        let tainted_now = state.taint.len() > before;
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => {
+                // The session may not exist in the store yet; where it does, keep the mark.
+                if tainted_now && let Err(se) = self.store.set_taint(&key, &state.taint).await {
+                    tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %se, "session taint not stored");
+                }
+                return Err(e);
+            }
+        };
         tracing::debug!(
             agent = %key.agent_id,
             session = %key.session_id,
@@ -279,6 +314,13 @@ impl AgentManager {
         {
             // The answer exists; losing its storage must not lose the answer.
             tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %e, "turn not stored");
+        } else {
+            // Our own write; another instance's in between makes the next check differ.
+            state.version = state.version.map(|v| v + 1);
+        }
+        // After the turn is stored, so the session exists to carry the mark.
+        if tainted_now && let Err(e) = self.store.set_taint(&key, &state.taint).await {
+            tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %e, "session taint not stored");
         }
         state.messages.extend(reply.transcript.iter().cloned());
         state.turns_since_summary += 1;
@@ -302,6 +344,7 @@ impl AgentManager {
                 let keep = state.messages.len() - cut;
                 match self.store.compact(key, &summary, keep).await {
                     Ok(()) => {
+                        state.version = state.version.map(|v| v + 1);
                         state.messages.drain(..cut);
                         state.summary = Some(summary);
                         state.turns_since_summary = 0;
@@ -326,7 +369,8 @@ impl AgentManager {
             .reset(&key)
             .await
             .map_err(|e| AgentError::Other(e.to_string()))?;
-        *guard = Some(SessionState::default());
+        // Read again at the next turn (a shared store gives it a new version).
+        *guard = None;
         Ok(())
     }
 

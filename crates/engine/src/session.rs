@@ -39,10 +39,14 @@ pub struct SessionState {
     pub turns_since_summary: u32,
     /// Provider-specific state (e.g. a CLI session id).
     pub provider_state: Option<Value>,
-    /// What has tainted this session's turns so far (kept while the session is live, not
-    /// stored: after a restart, source tools' results still in the history and a tainted
-    /// summary taint the next turn again; a message from an untrusted sender does not).
+    /// What has tainted this session's turns so far, kept by the store
+    /// ([`SessionStore::set_taint`]) so a restart or another instance still knows — a
+    /// message from an untrusted sender included, which the history alone does not show.
     pub taint: Vec<crate::taint::TaintSource>,
+    /// The store's write counter for the session when it was loaded, where other processes
+    /// may write it too ([`SessionStore::version`]); `None` where this process is its only
+    /// writer.
+    pub version: Option<i64>,
 }
 
 /// One tool call made during a turn, for the session's tool log.
@@ -105,6 +109,24 @@ pub trait SessionStore: Send + Sync {
     }
     /// Number of sessions.
     async fn count(&self) -> Result<u64, StoreError>;
+    /// The session's write counter, where other processes may write the same session (a
+    /// shared database; every `record_turn` and `compact` adds one): the manager compares it
+    /// with the one it loaded and reloads a session another instance changed. `None` (the
+    /// default): this process is the session's only writer, nothing to compare.
+    async fn version(&self, key: &SessionKey) -> Result<Option<i64>, StoreError> {
+        let _ = key;
+        Ok(None)
+    }
+    /// Keeps what has tainted the session (the whole list; not a write that changes the
+    /// version). Stores that keep nothing ignore it.
+    async fn set_taint(
+        &self,
+        key: &SessionKey,
+        sources: &[crate::taint::TaintSource],
+    ) -> Result<(), StoreError> {
+        let _ = (key, sources);
+        Ok(())
+    }
 }
 
 /// Sessions in a map: lost on restart.
@@ -182,6 +204,18 @@ impl SessionStore for InMemoryStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend_from_slice(entries);
+        Ok(())
+    }
+
+    async fn set_taint(
+        &self,
+        key: &SessionKey,
+        sources: &[crate::taint::TaintSource],
+    ) -> Result<(), StoreError> {
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, _)) = map.get_mut(key) {
+            s.taint = sources.to_vec();
+        }
         Ok(())
     }
 

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::access::Tier;
@@ -28,7 +28,7 @@ use crate::scope::matches_any;
 use crate::spec::{SideEffects, ToolSpec};
 
 /// What made a turn tainted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaintKind {
     /// A tool's result (`read_url`, `web_search`, an MCP client tool…).
@@ -42,7 +42,7 @@ pub enum TaintKind {
 }
 
 /// One source of taint, as the audit log and approval requests show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaintSource {
     /// Its kind.
     pub kind: TaintKind,

@@ -37,7 +37,7 @@ async fn postgres_store(
     cfg: &LoadedConfig,
     vault: Option<&dyn Vault>,
 ) -> anyhow::Result<(Arc<dyn StateStore>, Shared)> {
-    let db = connect(&cfg.config.storage.postgres, "storage.postgres", vault).await?;
+    let db = connect(cfg, &cfg.config.storage.postgres, "storage.postgres", vault).await?;
     Ok((
         Arc::new(strata_postgres::PgStore::new(db.clone())),
         Some(db),
@@ -54,9 +54,11 @@ async fn postgres_store(
     )
 }
 
-/// Connects to the server `pg` names (its `url` resolved from `vault:`/`env:`).
+/// Connects to the server `pg` names (its `url` resolved from `vault:`/`env:`, its
+/// `ca_file` taken from the overlay directory).
 #[cfg(feature = "postgres")]
 pub async fn connect(
+    cfg: &LoadedConfig,
     pg: &strata_engine::config::PostgresConfig,
     key: &str,
     vault: Option<&dyn Vault>,
@@ -69,8 +71,10 @@ pub async fn connect(
     };
     let url = strata_engine::secret::resolve_ref(url, vault, &format!("{key}.url"))
         .map_err(|e| anyhow::anyhow!(e))?;
+    let mut pg = pg.clone();
+    pg.ca_file = pg.ca_file.map(|f| cfg.overlay_dir.join(f));
     Ok(Arc::new(
-        strata_postgres::Db::connect(url.expose(), pg).await?,
+        strata_postgres::Db::connect(url.expose(), &pg).await?,
     ))
 }
 
@@ -104,10 +108,12 @@ async fn postgres_memory(
         .as_ref()
         .filter(|p| p.url.is_some());
     let db = match (own, shared) {
-        (Some(pg), _) => connect(pg, "memory.postgres", vault).await?,
+        (Some(pg), _) => connect(cfg, pg, "memory.postgres", vault).await?,
         (None, Some(db)) => db.clone(),
         (None, None) => match &cfg.config.storage.postgres.url {
-            Some(_) => connect(&cfg.config.storage.postgres, "storage.postgres", vault).await?,
+            Some(_) => {
+                connect(cfg, &cfg.config.storage.postgres, "storage.postgres", vault).await?
+            }
             None => anyhow::bail!(
                 "`memory.backend: postgres` needs `memory.postgres.url` or `storage.postgres.url`"
             ),

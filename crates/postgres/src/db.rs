@@ -9,7 +9,6 @@ use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, R
 use strata_engine::config::PostgresConfig;
 use strata_engine::session::StoreError;
 use strata_engine::store::PoolStatus;
-use tokio_postgres::NoTls;
 
 /// Opening the database failed.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +108,8 @@ fn valid_schema(schema: &str) -> bool {
 
 impl Db {
     /// Connects to `url` (already resolved from `vault:`/`env:`) with `cfg`'s pool size,
-    /// schema and timeouts, checks the server answers, and applies pending migrations.
+    /// schema, timeouts and TLS (the URL's `sslmode`, `cfg.ca_file` read as given — the
+    /// caller makes it absolute), checks the server answers, and applies pending migrations.
     pub async fn connect(url: &str, cfg: &PostgresConfig) -> Result<Db, PgError> {
         if !valid_schema(&cfg.schema) {
             return Err(PgError::Config(format!(
@@ -118,8 +118,16 @@ impl Db {
                 cfg.schema
             )));
         }
+        let (url, verify) = crate::tls::split_sslmode(url);
+        let ca = match &cfg.ca_file {
+            Some(p) => Some(std::fs::read(p).map_err(|e| {
+                PgError::Config(format!("`storage.postgres.ca_file` {}: {e}", p.display()))
+            })?),
+            None => None,
+        };
+        let tls = crate::tls::connector(verify, ca.as_deref()).map_err(PgError::Config)?;
         // tokio-postgres's parse errors do not repeat the string, so the password stays out.
-        let mut pg = tokio_postgres::Config::from_str(url).map_err(|e| {
+        let mut pg = tokio_postgres::Config::from_str(&url).map_err(|e| {
             PgError::Config(format!(
                 "`storage.postgres.url` is not a PostgreSQL URL (postgres://user:password@host:port/database): {e}"
             ))
@@ -135,7 +143,7 @@ impl Db {
         let target = describe(&pg);
         let mgr = Manager::from_config(
             pg,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

@@ -8,7 +8,8 @@
 //! - [`PgMemory`]: agent memory with `tsvector` full-text search (GIN) and vectors stored
 //!   per row and ranked in process as the SQLite backend ranks them;
 //! - [`Db`]: the pool (tokio-postgres + deadpool), every connection in the deployment's
-//!   schema with a statement timeout, reconnecting with backoff;
+//!   schema with a statement timeout, over TLS as the URL's `sslmode` asks, reconnecting
+//!   with backoff;
 //! - migrations embedded in the binary, applied at open under an advisory lock.
 //!
 //! Every statement is a constant with parameters; the one identifier that cannot be a
@@ -18,6 +19,7 @@ mod db;
 mod memory;
 mod migrate;
 mod store;
+mod tls;
 
 pub use db::{Db, PgError};
 pub use memory::PgMemory;

@@ -18,6 +18,8 @@ const MIGRATIONS: &[&str] = &[
         turns_since_summary BIGINT NOT NULL DEFAULT 0,
         turn_count BIGINT NOT NULL DEFAULT 0,
         provider_state TEXT,
+        taint TEXT,
+        version BIGINT NOT NULL DEFAULT 0,
         created_at BIGINT NOT NULL,
         updated_at BIGINT NOT NULL,
         UNIQUE (agent_id, session_id)

@@ -111,8 +111,8 @@ impl PgStore {
             let pk: Option<i64> = tx
                 .query_opt(
                     "INSERT INTO sessions (agent_id, session_id, summary, turns_since_summary, \
-                     turn_count, provider_state, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     turn_count, provider_state, created_at, updated_at, taint) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
                      ON CONFLICT (agent_id, session_id) DO NOTHING RETURNING id",
                     &[
                         &s.agent_id,
@@ -123,6 +123,7 @@ impl PgStore {
                         &s.provider_state,
                         &s.created_at,
                         &s.updated_at,
+                        &s.taint,
                     ],
                 )
                 .await
@@ -233,7 +234,7 @@ impl SessionStore for PgStore {
         let c = self.db.client().await?;
         let Some(row) = c
             .query_opt(
-                "SELECT id, summary, turns_since_summary, provider_state FROM sessions
+                "SELECT id, summary, turns_since_summary, provider_state, taint, version FROM sessions
                  WHERE agent_id = $1 AND session_id = $2",
                 &[&key.agent_id, &key.session_id],
             )
@@ -259,12 +260,16 @@ impl SessionStore for PgStore {
             }
         }
         let state: Option<String> = row.get(3);
+        let taint: Option<String> = row.get(4);
         Ok(Some(SessionState {
             summary: row.get(1),
             messages,
             turns_since_summary: u32::try_from(row.get::<_, i64>(2)).unwrap_or(u32::MAX),
             provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
-            taint: Vec::new(),
+            taint: taint
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default(),
+            version: Some(row.get(5)),
         }))
     }
 
@@ -291,13 +296,14 @@ impl SessionStore for PgStore {
         let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
         let up = tx
             .prepare_cached(
-                "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state)
-                 VALUES ($1, $2, $3, $3, 1, 1, $4)
+                "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state, version)
+                 VALUES ($1, $2, $3, $3, 1, 1, $4, 1)
                  ON CONFLICT (agent_id, session_id) DO UPDATE SET
                     updated_at = excluded.updated_at,
                     turns_since_summary = sessions.turns_since_summary + 1,
                     turn_count = sessions.turn_count + 1,
-                    provider_state = excluded.provider_state
+                    provider_state = excluded.provider_state,
+                    version = sessions.version + 1
                  RETURNING id, turn_count",
             )
             .await
@@ -392,7 +398,8 @@ impl SessionStore for PgStore {
             .map_err(|e| self.db.fail(e))?;
         }
         tx.execute(
-            "UPDATE sessions SET summary = $2, turns_since_summary = 0, updated_at = $3 WHERE id = $1",
+            "UPDATE sessions SET summary = $2, turns_since_summary = 0, updated_at = $3, \
+             version = version + 1 WHERE id = $1",
             &[&pk, &summary, &now()],
         )
         .await
@@ -425,6 +432,37 @@ impl SessionStore for PgStore {
         let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
         self.insert_tool_log(&tx, entries, now()).await?;
         tx.commit().await.map_err(|e| self.db.fail(e))
+    }
+
+    async fn version(&self, key: &SessionKey) -> Result<Option<i64>, StoreError> {
+        let c = self.db.client().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT COALESCE((SELECT version FROM sessions \
+                 WHERE agent_id = $1 AND session_id = $2), 0)",
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        c.query_one(&st, &[&key.agent_id, &key.session_id])
+            .await
+            .map(|r| Some(r.get(0)))
+            .map_err(|e| self.db.fail(e))
+    }
+
+    async fn set_taint(
+        &self,
+        key: &SessionKey,
+        sources: &[strata_engine::taint::TaintSource],
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(sources).map_err(|e| StoreError(e.to_string()))?;
+        let c = self.db.client().await?;
+        c.execute(
+            "UPDATE sessions SET taint = $3 WHERE agent_id = $1 AND session_id = $2",
+            &[&key.agent_id, &key.session_id, &json],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.db.fail(e))
     }
 
     async fn count(&self) -> Result<u64, StoreError> {

@@ -27,6 +27,8 @@ pub struct SessionRow {
     pub created_at: i64,
     /// Unix seconds.
     pub updated_at: i64,
+    /// What has tainted it (JSON list of taint sources).
+    pub taint: Option<String>,
     /// The stored turns, oldest first.
     pub turns: Vec<TurnRow>,
 }
@@ -90,7 +92,7 @@ impl SqliteStore {
             let rows: Vec<(i64, SessionRow)> = c
                 .prepare_cached(
                     "SELECT id, agent_id, session_id, summary, turns_since_summary, turn_count, \
-                     provider_state, created_at, updated_at FROM sessions WHERE id > ?1 \
+                     provider_state, created_at, updated_at, taint FROM sessions WHERE id > ?1 \
                      ORDER BY id LIMIT ?2",
                 )?
                 .query_map(params![after, limit as i64], |r| {
@@ -105,6 +107,7 @@ impl SqliteStore {
                             provider_state: r.get(6)?,
                             created_at: r.get(7)?,
                             updated_at: r.get(8)?,
+                            taint: r.get(9)?,
                             turns: Vec::new(),
                         },
                     ))

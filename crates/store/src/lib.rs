@@ -74,6 +74,8 @@ const MIGRATIONS: &[&str] = &[
         decided_at INTEGER
     );
     CREATE INDEX approvals_by_status ON approvals(status, created_at);",
+    // 3: what has tainted a session (JSON list of taint sources), kept across restarts.
+    "ALTER TABLE sessions ADD COLUMN taint TEXT;",
 ];
 
 pub mod dump;
@@ -429,7 +431,7 @@ impl SessionStore for SqliteStore {
         self.with(move |c| {
             let row = c
                 .query_row(
-                    "SELECT id, summary, turns_since_summary, provider_state FROM sessions
+                    "SELECT id, summary, turns_since_summary, provider_state, taint FROM sessions
                      WHERE agent_id = ?1 AND session_id = ?2",
                     params![key.agent_id, key.session_id],
                     |r| {
@@ -438,11 +440,12 @@ impl SessionStore for SqliteStore {
                             r.get::<_, Option<String>>(1)?,
                             r.get::<_, i64>(2)?,
                             r.get::<_, Option<String>>(3)?,
+                            r.get::<_, Option<String>>(4)?,
                         ))
                     },
                 )
                 .optional()?;
-            let Some((pk, summary, turns, state)) = row else {
+            let Some((pk, summary, turns, state, taint)) = row else {
                 return Ok(None);
             };
             let mut stmt =
@@ -460,7 +463,10 @@ impl SessionStore for SqliteStore {
                 messages,
                 turns_since_summary: u32::try_from(turns).unwrap_or(u32::MAX),
                 provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
-                taint: Vec::new(),
+                taint: taint
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default(),
+                version: None,
             }))
         })
         .await
@@ -603,6 +609,23 @@ impl SessionStore for SqliteStore {
         self.write(move |tx| insert_tool_log(tx, &entries, now()))
             .await
             .map(|_| ())
+    }
+
+    async fn set_taint(
+        &self,
+        key: &SessionKey,
+        sources: &[strata_engine::taint::TaintSource],
+    ) -> Result<(), StoreError> {
+        let key = key.clone();
+        let json = serde_json::to_string(sources).map_err(|e| StoreError(e.to_string()))?;
+        self.write(move |c| {
+            c.execute(
+                "UPDATE sessions SET taint = ?3 WHERE agent_id = ?1 AND session_id = ?2",
+                params![key.agent_id, key.session_id, json],
+            )
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn count(&self) -> Result<u64, StoreError> {

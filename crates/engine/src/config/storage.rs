@@ -39,6 +39,9 @@ pub struct PostgresConfig {
     pub connect_timeout_secs: u64,
     /// Seconds a statement may run before the server cancels it.
     pub statement_timeout_secs: u64,
+    /// PEM certificates the server's must chain to under `sslmode=verify-ca|verify-full`
+    /// (default: the system's roots); relative to the overlay directory.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for PostgresConfig {
@@ -49,6 +52,7 @@ impl Default for PostgresConfig {
             schema: "strata".into(),
             connect_timeout_secs: 5,
             statement_timeout_secs: 30,
+            ca_file: None,
         }
     }
 }

@@ -135,8 +135,8 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
     } else {
         None
     };
-    let db =
-        crate::storage::connect(&cfg.config.storage.postgres, "storage.postgres", vault).await?;
+    let db = crate::storage::connect(cfg, &cfg.config.storage.postgres, "storage.postgres", vault)
+        .await?;
     let dst = PgStore::new(db.clone());
     let mem_db = match cfg
         .config
@@ -145,7 +145,7 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
         .as_ref()
         .filter(|p| p.url.is_some())
     {
-        Some(pg) => crate::storage::connect(pg, "memory.postgres", vault).await?,
+        Some(pg) => crate::storage::connect(cfg, pg, "memory.postgres", vault).await?,
         None => db.clone(),
     };
     let dst_mem = PgMemory::open(mem_db, &cfg.config).await?;

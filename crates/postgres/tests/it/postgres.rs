@@ -256,3 +256,119 @@ async fn instances_follow_each_others_vectors() {
         "the other instance still ranks a forgotten memory: {hits:?}"
     );
 }
+
+/// The URL with `sslmode=mode` added.
+fn with_sslmode(url: &str, mode: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}sslmode={mode}")
+}
+
+async fn encrypted(db: &Db) -> bool {
+    let c = db.client().await.expect("client");
+    c.query_one(
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        &[],
+    )
+    .await
+    .expect("pg_stat_ssl")
+    .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslmode_is_honoured() {
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let c = raw(&h.url).await;
+    let ssl: String = c.query_one("SHOW ssl", &[]).await.expect("show").get(0);
+    if ssl != "on" {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI's PostgreSQL must have ssl = on (Debian's default, with its snakeoil certificate)"
+        );
+        eprintln!("SKIPPED: this PostgreSQL has ssl = off; turn it on to test TLS");
+        return;
+    }
+    let cfg = h.pg_config();
+    let plain = Db::connect(&with_sslmode(&h.url, "disable"), &cfg)
+        .await
+        .expect("disable");
+    assert!(!encrypted(&plain).await);
+    for mode in ["prefer", "require"] {
+        let db = Db::connect(&with_sslmode(&h.url, mode), &cfg)
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(encrypted(&db).await, "{mode} did not encrypt");
+    }
+    // Debian's certificate is self-signed for the machine's name: verification refuses it,
+    // saying why, and names the server without the password.
+    let e = Db::connect(&with_sslmode(&h.url, "verify-full"), &cfg)
+        .await
+        .err()
+        .expect("an unverifiable certificate is refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("unreachable") && msg.to_lowercase().contains("certificate"),
+        "{msg}"
+    );
+}
+
+/// Answers with the number of messages it was shown.
+struct Counter;
+
+#[strata_engine::async_trait]
+impl strata_engine::agent::Agent for Counter {
+    fn id(&self) -> &str {
+        "counter"
+    }
+    async fn handle(
+        &self,
+        turn: strata_engine::agent::TurnContext,
+        input: strata_engine::agent::Message,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        use strata_engine::llm::{ChatMessage, Role};
+        let text = format!("seen {}", turn.history.len());
+        let mut r = strata_engine::agent::Reply::text(text.clone());
+        r.transcript = vec![
+            ChatMessage::text(Role::User, input.text),
+            ChatMessage::text(Role::Assistant, text),
+        ];
+        Ok(r)
+    }
+}
+
+/// Two instances answering in one session in turn: each reads what the other wrote since,
+/// instead of answering from its own stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_alternating_in_a_session_see_each_others_turns() {
+    use strata_engine::runtime::{AgentManager, TurnRequest};
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let env = Arc::new(strata_engine::Env::new(
+        strata_engine::config::Config::default(),
+        h.dir.path().to_path_buf(),
+        h.dir.path().join("data"),
+    ));
+    let manager =
+        |store: Arc<dyn StateStore>| AgentManager::new(vec![Arc::new(Counter)], store, env.clone());
+    let a = manager(h.store().await);
+    let b = manager(h.store().await);
+    let req = || TurnRequest {
+        agent_id: "counter".into(),
+        session_id: "shared".into(),
+        channel_id: "shared".into(),
+        sender: strata_engine::Principal::Operator,
+        message: strata_engine::agent::Message::text("hi"),
+        depth: 0,
+        taint: None,
+    };
+    assert_eq!(a.turn(req()).await.expect("a1").text, "seen 0");
+    assert_eq!(b.turn(req()).await.expect("b1").text, "seen 2");
+    assert_eq!(a.turn(req()).await.expect("a2").text, "seen 4");
+    assert_eq!(a.turn(req()).await.expect("a3").text, "seen 6");
+    assert_eq!(b.turn(req()).await.expect("b2").text, "seen 8");
+    // A reset on one is seen by the other.
+    b.reset("counter", "shared").await.expect("reset");
+    assert_eq!(a.turn(req()).await.expect("a4").text, "seen 0");
+}

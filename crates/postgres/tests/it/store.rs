@@ -486,3 +486,114 @@ async fn a_decision_written_by_another_process_reaches_the_waiter(kind: Kind) {
     );
 }
 both!(a_decision_written_by_another_process_reaches_the_waiter);
+
+/// What has tainted a session is kept by the store: a restart still knows a message came
+/// from an untrusted sender, which the history alone does not show.
+async fn session_taint_survives_a_restart(kind: Kind) {
+    use strata_engine::taint::{TaintKind, TaintSource};
+    let Some(h) = Harness::new(kind) else { return };
+    let key = SessionKey::new("main", "tainted");
+    let sources = vec![
+        TaintSource {
+            kind: TaintKind::Message,
+            tool: None,
+            detail: "discord:999 (unknown)".into(),
+        },
+        TaintSource::tool("read_url", &json!({"url": "https://example.test/x"})),
+    ];
+    {
+        let s = h.store().await;
+        s.append_turn(&key, &turn("hi", "hello"), None)
+            .await
+            .expect("append");
+        s.set_taint(&key, &sources).await.expect("taint");
+        s.flush().await.expect("flush");
+    }
+    let s = h.store().await;
+    let st = s.load(&key).await.expect("load").expect("exists");
+    assert_eq!(st.taint, sources);
+    // A session nobody tainted has none; setting taint on a missing session is no error.
+    s.append_turn(&SessionKey::new("main", "clean"), &turn("a", "b"), None)
+        .await
+        .expect("append");
+    let clean = s
+        .load(&SessionKey::new("main", "clean"))
+        .await
+        .expect("load")
+        .expect("exists");
+    assert!(clean.taint.is_empty());
+    s.set_taint(&SessionKey::new("main", "none"), &sources)
+        .await
+        .expect("no session, no error");
+}
+both!(session_taint_survives_a_restart);
+
+/// Says whether its turn started tainted; a message "untrusted" taints the turn as a
+/// message from an untrusted sender does.
+struct Marker;
+
+#[strata_engine::async_trait]
+impl strata_engine::agent::Agent for Marker {
+    fn id(&self) -> &str {
+        "marker"
+    }
+    async fn handle(
+        &self,
+        turn: strata_engine::agent::TurnContext,
+        input: strata_engine::agent::Message,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        let text = if turn.taint.is_tainted() {
+            "tainted"
+        } else {
+            "clean"
+        };
+        if input.text == "untrusted" {
+            turn.taint.mark(strata_engine::taint::TaintSource {
+                kind: strata_engine::taint::TaintKind::Message,
+                tool: None,
+                detail: "discord:999 (unknown)".into(),
+            });
+        }
+        let mut r = strata_engine::agent::Reply::text(text);
+        r.transcript = vec![
+            ChatMessage::text(Role::User, input.text),
+            ChatMessage::text(Role::Assistant, text),
+        ];
+        Ok(r)
+    }
+}
+
+/// Through the session manager: a turn an untrusted sender tainted leaves the session
+/// tainted after a restart (before the store kept taint, only source tools' results in the
+/// history re-tainted it; a sender's message did not).
+async fn a_senders_taint_outlives_a_restart(kind: Kind) {
+    use strata_engine::runtime::{AgentManager, TurnRequest};
+    let Some(h) = Harness::new(kind) else { return };
+    let env = Arc::new(strata_engine::Env::new(
+        Config::default(),
+        h.dir.path().to_path_buf(),
+        h.dir.path().join("data"),
+    ));
+    let req = |text: &str| TurnRequest {
+        agent_id: "marker".into(),
+        session_id: "s".into(),
+        channel_id: "s".into(),
+        sender: Principal::Operator,
+        message: strata_engine::agent::Message::text(text),
+        depth: 0,
+        taint: None,
+    };
+    {
+        let store = h.store().await;
+        let m = AgentManager::new(vec![Arc::new(Marker)], store.clone(), env.clone());
+        assert_eq!(m.turn(req("untrusted")).await.expect("t1").text, "clean");
+        assert_eq!(m.turn(req("next")).await.expect("t2").text, "tainted");
+        store.flush().await.expect("flush");
+    }
+    let m = AgentManager::new(vec![Arc::new(Marker)], h.store().await, env);
+    assert_eq!(
+        m.turn(req("after restart")).await.expect("t3").text,
+        "tainted"
+    );
+}
+both!(a_senders_taint_outlives_a_restart);
