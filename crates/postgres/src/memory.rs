@@ -180,45 +180,64 @@ impl PgMemory {
     }
 
     /// Applies other writers' changes (any instance) to the in-process vectors: every
-    /// change-log entry since the last look names a row, which is read again.
+    /// change-log entry since the last look names a row, which is read again — one query
+    /// when nothing changed, two when something did. This instance's own inserts and
+    /// deletes are already applied and skipped.
     async fn follow(&self) -> Result<(), MemoryError> {
         let c = self.client().await?;
         let mut f = self.follow.lock().await;
         let floor = f.watermark - LOG_WINDOW;
-        let seen: Vec<i64> = f.applied.iter().copied().collect();
-        let entries = c
+        let seen: Vec<i64> = f.applied.range(floor + 1..).copied().collect();
+        let entries: Vec<(i64, i64)> = c
             .query(
-                "SELECT l.seq, l.mid, m.scope, m.embedding, m.archived FROM memory_log l \
-                 LEFT JOIN memories m ON m.mid = l.mid \
-                 WHERE l.seq > $1 AND l.mid IS NOT NULL AND NOT (l.seq = ANY($2)) ORDER BY l.seq",
+                "SELECT seq, mid FROM memory_log \
+                 WHERE seq > $1 AND mid IS NOT NULL AND NOT (seq = ANY($2)) ORDER BY seq",
                 &[&floor, &seen],
             )
             .await
-            .map_err(|e| self.fail(e))?;
-        if entries.is_empty() {
-            return Ok(());
-        }
-        {
+            .map_err(|e| self.fail(e))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        if !entries.is_empty() {
+            let mut mids: Vec<i64> = entries.iter().map(|(_, m)| *m).collect();
+            mids.sort_unstable();
+            mids.dedup();
+            let rows = c
+                .query(
+                    "SELECT mid, scope, embedding, archived FROM memories WHERE mid = ANY($1)",
+                    &[&mids],
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+            let mut live: HashMap<i64, (String, Vec<f32>)> = HashMap::new();
+            for r in rows {
+                let (mid, scope, v, archived): (i64, String, Option<Vec<f32>>, bool) =
+                    (r.get(0), r.get(1), r.get(2), r.get(3));
+                if let (Some(v), false) = (v, archived) {
+                    live.insert(mid, (scope, v));
+                }
+            }
             let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-            for e in &entries {
-                let mid: i64 = e.get(1);
-                let scope: Option<&str> = e.get(2);
-                let v: Option<Vec<f32>> = e.get(3);
-                let archived: Option<bool> = e.get(4);
-                match (scope, v, archived) {
-                    (Some(s), Some(v), Some(false)) => idx.insert(mid, s, &v),
-                    _ => idx.remove(mid),
+            for mid in mids {
+                match live.get(&mid) {
+                    Some((scope, v)) => idx.insert(mid, scope, v),
+                    None => idx.remove(mid),
                 }
             }
         }
-        for e in &entries {
-            let seq: i64 = e.get(0);
-            f.watermark = f.watermark.max(seq);
-            f.applied.insert(seq);
-        }
+        let newest = entries.iter().map(|(s, _)| *s).max().unwrap_or(0);
+        f.applied.extend(entries.iter().map(|(s, _)| *s));
+        let own = f.applied.last().copied().unwrap_or(0);
+        f.watermark = f.watermark.max(newest).max(own);
         let keep_from = f.watermark - LOG_WINDOW;
         f.applied = f.applied.split_off(&keep_from);
         Ok(())
+    }
+
+    /// Notes change-log entries this instance wrote and has applied already.
+    async fn applied(&self, seqs: impl IntoIterator<Item = i64>) {
+        self.follow.lock().await.applied.extend(seqs);
     }
 
     async fn embed_one(&self, text: &str) -> Option<Vec<f32>> {
@@ -515,6 +534,7 @@ fn fts_expr(l: usize, c: usize, k: usize, t: usize) -> String {
         .replace("$T", &format!("${t}"))
 }
 
+/// Logs a change; its sequence number.
 async fn log(
     tx: &deadpool_postgres::Transaction<'_>,
     ts: i64,
@@ -523,12 +543,17 @@ async fn log(
     action: &str,
     actor: &str,
     reason: Option<&str>,
-) -> Result<u64, tokio_postgres::Error> {
-    tx.execute(
-        "INSERT INTO memory_log (ts, memory_id, mid, action, actor, reason) VALUES ($1, $2, $3, $4, $5, $6)",
-        &[&ts, &id, &mid, &action, &actor, &reason],
-    )
-    .await
+) -> Result<i64, tokio_postgres::Error> {
+    let st = tx
+        .prepare_cached(
+            "INSERT INTO memory_log (ts, memory_id, mid, action, actor, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
+        )
+        .await?;
+    Ok(tx
+        .query_one(&st, &[&ts, &id, &mid, &action, &actor, &reason])
+        .await?
+        .get(0))
 }
 
 #[async_trait]
@@ -772,7 +797,7 @@ impl MemoryBackend for PgMemory {
             .await
             .map_err(|e| self.fail(e))?
             .get(0);
-        log(&tx, now, &id, mid, "insert", &m.created_by, None)
+        let seq = log(&tx, now, &id, mid, "insert", &m.created_by, None)
             .await
             .map_err(|e| self.fail(e))?;
         tx.commit().await.map_err(|e| self.fail(e))?;
@@ -782,6 +807,7 @@ impl MemoryBackend for PgMemory {
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(mid, &scope, &v);
         }
+        self.applied([seq]).await;
         Ok(Stored::Created(id))
     }
 
@@ -823,10 +849,13 @@ impl MemoryBackend for PgMemory {
             .await
             .map_err(|e| self.fail(e))?
             .map(|r| r.get(0));
+        let mut seq = None;
         if let Some(mid) = mid {
-            log(&tx, now, id, mid, "delete", by, Some(reason))
-                .await
-                .map_err(|e| self.fail(e))?;
+            seq = Some(
+                log(&tx, now, id, mid, "delete", by, Some(reason))
+                    .await
+                    .map_err(|e| self.fail(e))?,
+            );
         }
         tx.commit().await.map_err(|e| self.fail(e))?;
         // The deleted row version and its index entries go now, not at the next autovacuum;
@@ -846,6 +875,7 @@ impl MemoryBackend for PgMemory {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(mid);
         }
+        self.applied(seq).await;
         Ok(mid.is_some())
     }
 
@@ -1083,19 +1113,24 @@ impl MemoryMaintenance for PgMemory {
                 .await
                 .map_err(|e| self.fail(e))?
                 .get(0);
-            log(&tx, now, &id, mid, "insert", &m.created_by, Some("bulk"))
+            let seq = log(&tx, now, &id, mid, "insert", &m.created_by, Some("bulk"))
                 .await
                 .map_err(|e| self.fail(e))?;
-            inserted.push((mid, scope, v));
+            inserted.push((mid, seq, scope, v));
         }
         tx.commit().await.map_err(|e| self.fail(e))?;
         let n = inserted.len();
-        let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        for (mid, scope, v) in inserted {
-            if let Some(v) = v {
-                idx.insert(mid, &scope, &v);
+        let mut seqs = Vec::with_capacity(n);
+        {
+            let mut idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+            for (mid, seq, scope, v) in inserted {
+                if let Some(v) = v {
+                    idx.insert(mid, &scope, &v);
+                }
+                seqs.push(seq);
             }
         }
+        self.applied(seqs).await;
         Ok(n)
     }
 

@@ -292,39 +292,57 @@ impl SessionStore for PgStore {
         let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
         let state = provider_state.map(Value::to_string);
         let t = now();
-        let mut c = self.db.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
-        let up = tx
+        let tool: Vec<&str> = tools.iter().map(|e| e.tool.as_str()).collect();
+        let status: Vec<&str> = tools.iter().map(|e| e.status.as_str()).collect();
+        let elapsed: Vec<f64> = tools.iter().map(|e| e.elapsed_ms).collect();
+        let request: Vec<&str> = tools.iter().map(|e| e.request_id.as_str()).collect();
+        // One statement (one round trip, one commit): the session's row, the turn, and the
+        // turn's tool calls, all or nothing.
+        let c = self.db.client().await?;
+        let st = c
             .prepare_cached(
-                "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state, version)
-                 VALUES ($1, $2, $3, $3, 1, 1, $4, 1)
-                 ON CONFLICT (agent_id, session_id) DO UPDATE SET
-                    updated_at = excluded.updated_at,
-                    turns_since_summary = sessions.turns_since_summary + 1,
-                    turn_count = sessions.turn_count + 1,
-                    provider_state = excluded.provider_state,
-                    version = sessions.version + 1
-                 RETURNING id, turn_count",
+                "WITH s AS (
+                    INSERT INTO sessions (agent_id, session_id, created_at, updated_at,
+                        turns_since_summary, turn_count, provider_state, version)
+                    VALUES ($1, $2, $3, $3, 1, 1, $4, 1)
+                    ON CONFLICT (agent_id, session_id) DO UPDATE SET
+                        updated_at = excluded.updated_at,
+                        turns_since_summary = sessions.turns_since_summary + 1,
+                        turn_count = sessions.turn_count + 1,
+                        provider_state = excluded.provider_state,
+                        version = sessions.version + 1
+                    RETURNING id, turn_count
+                 ), t AS (
+                    INSERT INTO turns (session, turn, messages, message_count, created_at)
+                    SELECT id, turn_count, $5, $6, $3 FROM s
+                 ), l AS (
+                    INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
+                    SELECT $3, $1, $2, u.tool, u.status, u.elapsed, u.request
+                    FROM unnest($7::TEXT[], $8::TEXT[], $9::FLOAT8[], $10::TEXT[])
+                        AS u(tool, status, elapsed, request)
+                 )
+                 SELECT id FROM s",
             )
             .await
             .map_err(|e| self.db.fail(e))?;
-        let row = tx
-            .query_one(&up, &[&key.agent_id, &key.session_id, &t, &state])
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        let (pk, turn): (i64, i64) = (row.get(0), row.get(1));
-        let ins = tx
-            .prepare_cached(
-                "INSERT INTO turns (session, turn, messages, message_count, created_at)
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        tx.execute(&ins, &[&pk, &turn, &json, &(messages.len() as i64), &t])
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        self.insert_tool_log(&tx, tools, t).await?;
-        tx.commit().await.map_err(|e| self.db.fail(e))
+        c.query_one(
+            &st,
+            &[
+                &key.agent_id,
+                &key.session_id,
+                &t,
+                &state,
+                &json,
+                &(messages.len() as i64),
+                &tool,
+                &status,
+                &elapsed,
+                &request,
+            ],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.db.fail(e))
     }
 
     async fn compact(

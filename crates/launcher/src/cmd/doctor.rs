@@ -82,6 +82,7 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
     crate::preflight::vault_refs(c, vault_dyn, has_vault, &mut pf);
     crate::preflight::data_dir_private(c, &mut pf);
     crate::preflight::units(c, &mut pf);
+    storage(c, vault_dyn, &mut lines, &mut fails);
     if online {
         match tokio_runtime() {
             Ok(rt) => rt.block_on(crate::preflight::online(c, vault_dyn, &mut pf)),
@@ -124,6 +125,60 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
     }
     let code = out(&lines.join("\n"));
     if fatal { Exit::Failure } else { code }
+}
+
+/// PostgreSQL, when configured: reachable, migrated, at a version this binary knows.
+fn storage(
+    c: &strata_engine::config::LoadedConfig,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+    lines: &mut Vec<String>,
+    fails: &mut Vec<String>,
+) {
+    use strata_engine::config::{MemoryBackendKind, StorageBackend};
+    let store_pg = c.config.storage.backend == StorageBackend::Postgres;
+    let memory_pg = c.config.memory.backend == MemoryBackendKind::Postgres;
+    if !store_pg && !memory_pg {
+        lines.push(format!(
+            "ok   storage: sqlite ({})",
+            c.data_dir.join(&c.config.sessions.database).display()
+        ));
+        return;
+    }
+    let rt = match tokio_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fails.push(format!("storage: {e}")),
+    };
+    rt.block_on(async {
+        let shared = if store_pg {
+            match crate::storage::open_store(c, vault).await {
+                Ok((store, shared)) => {
+                    match store.status().await {
+                        Ok(st) => lines.push(format!(
+                            "ok   storage: postgres at {}, schema version {} (this binary: {})",
+                            st.location, st.schema_version, st.known_version
+                        )),
+                        Err(e) => fails.push(format!("storage: {e}")),
+                    }
+                    shared
+                }
+                Err(e) => {
+                    fails.push(format!("storage: {e:#}"));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        if memory_pg {
+            match crate::storage::open_memory(c, vault, &shared).await {
+                Ok(Some(strata_memory::Backend::Kept(m))) => {
+                    lines.push(format!("ok   memory: postgres at {}", m.location()))
+                }
+                Ok(_) => {}
+                Err(e) => fails.push(format!("memory: {e:#}")),
+            }
+        }
+    });
 }
 
 pub(crate) fn check_writable(dir: &std::path::Path) -> std::io::Result<()> {

@@ -631,6 +631,14 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
     assert_eq!(v["schema_version"], v["known_version"]);
     assert_eq!(v["health"]["state"], "ok");
     assert!(v["pool"]["max_size"].as_u64().is_some(), "{v}");
+    // doctor checks the server too.
+    let o = strata(d, &["--set", "storage.backend=postgres", "doctor"]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        report.contains("ok   storage: postgres at ")
+            && report.contains(&format!(" schema {}, schema version ", schema.name)),
+        "{report}"
+    );
 }
 
 #[test]
@@ -650,6 +658,15 @@ fn an_unreachable_server_stops_serve_naming_it_but_not_the_password() {
     assert!(err.contains("127.0.0.1:9/strata"), "{err}");
     assert!(err.contains("unreachable"), "{err}");
     assert!(!err.contains("pa55-w0rd-x"), "the password leaked: {err}");
+    // doctor fails on it, the same way.
+    let o = strata(ov.path(), &["doctor"]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{report}");
+    assert!(
+        report.contains("FAIL storage: PostgreSQL at 127.0.0.1:9/strata is unreachable"),
+        "{report}"
+    );
+    assert!(!report.contains("pa55-w0rd-x"), "{report}");
     // config show masks it too.
     let o = strata(ov.path(), &["config", "show"]);
     let shown = String::from_utf8_lossy(&o.stdout);
@@ -658,4 +675,116 @@ fn an_unreachable_server_stops_serve_naming_it_but_not_the_password() {
         "{shown}"
     );
     assert!(!shown.contains("pa55-w0rd-x"), "{shown}");
+}
+
+/// A TCP proxy on 127.0.0.1 in front of the database that can be cut and restored.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    up: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (up2, conns2) = (up.clone(), conns.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = l.accept().await {
+                if !up2.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                conns2.lock().expect("lock").push(task.abort_handle());
+            }
+        });
+        Proxy { addr, up, conns }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for c in self.conns.lock().expect("lock").drain(..) {
+            c.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_is_reported_and_survived() {
+    let Some(mut schema) = Schema::new() else {
+        return;
+    };
+    let server = schema
+        .url
+        .split_once('@')
+        .map(|(_, r)| r.split('/').next().unwrap_or("127.0.0.1:5432"))
+        .unwrap_or("127.0.0.1:5432")
+        .to_owned();
+    let proxy = Proxy::start(server.clone()).await;
+    let direct = schema.url.clone();
+    schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
+    let fake = FakeServer::start().await.expect("fake");
+    let ov = overlay(&fake.url, &schema);
+    // The schema guard drops through the direct address.
+    schema.url = direct;
+    let s = common::serve_with(
+        ov.path(),
+        &["--set", "storage.postgres.connect_timeout_secs=1"],
+    );
+    let invoke = || async {
+        api(
+            "POST",
+            &format!("{}/api/invoke", s.base),
+            BOSS,
+            Some(json!({"tool": "current_time", "args": {}})),
+        )
+        .await
+        .1
+    };
+    assert_eq!(invoke().await["value"]["status"], "ok");
+
+    proxy.cut();
+    // A call that needs the store (its rate limit is counted there) fails, saying why.
+    let v = invoke().await;
+    assert_eq!(v["value"]["status"], "error", "{v}");
+    let why = v["value"]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        why.contains("rate-limit counters unavailable") && why.contains(&proxy.addr.to_string()),
+        "{why}"
+    );
+    let (_, h) = api("GET", &format!("{}/api/health", s.base), BOSS, None).await;
+    assert_eq!(h["ok"], false, "{h}");
+    assert_eq!(h["store"]["state"], "degraded", "{h}");
+    assert!(
+        h["store"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("PostgreSQL at")),
+        "{h}"
+    );
+
+    proxy.restore();
+    let mut healthy = false;
+    for _ in 0..100 {
+        let (_, h) = api("GET", &format!("{}/api/health", s.base), BOSS, None).await;
+        if h["ok"] == true {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(healthy, "the store never came back");
+    assert_eq!(invoke().await["value"]["status"], "ok");
 }
