@@ -78,6 +78,22 @@ fn tsquery_text(terms: &[String]) -> String {
     terms.join(" | ")
 }
 
+/// How long the planner's term statistics are used before they are read again.
+const STATS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The planner's statistics of the full-text column.
+struct TermStats {
+    /// Rows in the table (the planner's estimate).
+    rows: i64,
+    /// Fraction of rows holding each of the most common lexemes.
+    freq: HashMap<String, f32>,
+}
+
+struct CachedStats {
+    read: std::time::Instant,
+    data: Option<Arc<TermStats>>,
+}
+
 /// How far back in the change log a refresh looks for entries committed out of order.
 const LOG_WINDOW: i64 = 256;
 
@@ -97,6 +113,7 @@ pub struct PgMemory {
     embedder: Option<Arc<dyn Embedder>>,
     vectors: Arc<Mutex<VecIndex>>,
     follow: tokio::sync::Mutex<Follow>,
+    stats: Mutex<Option<CachedStats>>,
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
 }
 
@@ -117,6 +134,7 @@ impl PgMemory {
             embedder: None,
             vectors: Arc::new(Mutex::new(VecIndex::default())),
             follow: tokio::sync::Mutex::new(Follow::default()),
+            stats: Mutex::new(None),
             clock: Arc::new(system_now),
         };
         m.reload_vectors().await?;
@@ -149,6 +167,21 @@ impl PgMemory {
 
     fn fail(&self, e: tokio_postgres::Error) -> MemoryError {
         MemoryError(self.db.fail(e).0)
+    }
+
+    /// Refreshes the planner's statistics after a bulk write (autovacuum would, within a
+    /// minute or so; recall's term counts read them) and drops the cached copy.
+    async fn analyze(&self) {
+        let r = async {
+            let c = self.client().await?;
+            c.batch_execute("ANALYZE memories")
+                .await
+                .map_err(|e| self.fail(e))
+        };
+        if let Err(e) = r.await {
+            tracing::warn!(error = %e, "ANALYZE after a bulk write failed");
+        }
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Reads every live vector again (at open, after decay).
@@ -303,36 +336,21 @@ impl PgMemory {
 
     /// Drops query terms so common that they would fill the results on their own (in more
     /// than 5 % of the memories, at least 1,000) while a rarer term remains; when every term
-    /// is that common, only the rarest stays — as the SQLite backend does. Counting stops at
-    /// four times the cap (enough to tell the rarest of several common words), so a very
-    /// common word costs little more than a rare one.
+    /// is that common, only the rarest stays — as the SQLite backend does. Document counts
+    /// come from the planner's statistics of the `fts` column (its most common lexemes and
+    /// their frequencies, kept by ANALYZE; read at most once a minute), so the common case
+    /// reads no rows; without statistics yet (a new table), matches are counted, stopping at
+    /// four times the cap.
     async fn prune_common(&self, terms: Vec<String>) -> Vec<String> {
         if terms.len() < 2 {
             return terms;
         }
-        let counts = async {
-            let c = self.client().await?;
-            let total: i64 = c
-                .query_one("SELECT COALESCE(MAX(mid), 0) FROM memories", &[])
-                .await
-                .map_err(|e| self.fail(e))?
-                .get(0);
-            let cap = (total / 20).max(1000);
-            let rows = c
-                .query(
-                    "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM memories \
-                     WHERE fts @@ to_tsquery($1::text::regconfig, u.t) LIMIT $3::BIGINT * 4) s) \
-                     FROM unnest($2::TEXT[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
-                    &[&self.lang(), &terms, &cap],
-                )
-                .await
-                .map_err(|e| self.fail(e))?;
-            Ok::<_, MemoryError>((
-                cap,
-                rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>(),
-            ))
+        let counts = match self.estimated_counts(&terms).await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => self.counted(&terms).await,
+            Err(e) => Err(e),
         };
-        let (cap, counts) = match counts.await {
+        let (cap, counts) = match counts {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "term counts unavailable; searching with every term");
@@ -356,6 +374,109 @@ impl PgMemory {
             .min_by_key(|(_, n)| **n)
             .map_or(0, |(i, _)| i);
         vec![terms[rarest].clone()]
+    }
+
+    /// (cap, document count per term) from the planner's statistics; `None` when the table
+    /// has none yet.
+    async fn estimated_counts(&self, terms: &[String]) -> Result<Option<(i64, Vec<i64>)>, MemoryError> {
+        let stats = {
+            let cached = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+            cached
+                .as_ref()
+                .filter(|s| s.read.elapsed() < STATS_TTL)
+                .map(|s| s.data.clone())
+        };
+        let stats = match stats {
+            Some(s) => s,
+            None => {
+                let fresh = self.read_stats().await?;
+                *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(CachedStats {
+                    read: std::time::Instant::now(),
+                    data: fresh.clone(),
+                });
+                fresh
+            }
+        };
+        let Some(stats) = stats else {
+            return Ok(None);
+        };
+        let c = self.client().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT (tsvector_to_array(to_tsvector($1::text::regconfig, u.t)))[1] \
+                 FROM unnest($2::TEXT[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let lexemes: Vec<Option<String>> = c
+            .query(&st, &[&self.lang(), &terms])
+            .await
+            .map_err(|e| self.fail(e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let cap = (stats.rows / 20).max(1000);
+        let counts = lexemes
+            .iter()
+            .map(|l| {
+                // A lexeme the statistics do not list is rarer than the rarest they list.
+                let f = l
+                    .as_ref()
+                    .and_then(|l| stats.freq.get(l).copied())
+                    .unwrap_or(0.0);
+                (f64::from(f) * stats.rows as f64) as i64
+            })
+            .collect();
+        Ok(Some((cap, counts)))
+    }
+
+    /// The `fts` column's most common lexemes and their frequencies, and the table's rows.
+    async fn read_stats(&self) -> Result<Option<Arc<TermStats>>, MemoryError> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                "SELECT s.most_common_elems::TEXT::TEXT[], s.most_common_elem_freqs, c.reltuples::BIGINT \
+                 FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename \
+                 AND c.relnamespace = current_schema()::regnamespace \
+                 WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'fts'",
+                &[],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let Some(row) = row else { return Ok(None) };
+        let (elems, freqs, rows): (Option<Vec<String>>, Option<Vec<f32>>, i64) =
+            (row.get(0), row.get(1), row.get(2));
+        let (Some(elems), Some(freqs)) = (elems, freqs) else {
+            return Ok(None);
+        };
+        if rows <= 0 {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(TermStats {
+            rows,
+            freq: elems.into_iter().zip(freqs).collect(),
+        })))
+    }
+
+    /// (cap, document count per term), counted (stopping at four times the cap).
+    async fn counted(&self, terms: &[String]) -> Result<(i64, Vec<i64>), MemoryError> {
+        let c = self.client().await?;
+        let total: i64 = c
+            .query_one("SELECT COALESCE(MAX(mid), 0) FROM memories", &[])
+            .await
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        let cap = (total / 20).max(1000);
+        let rows = c
+            .query(
+                "SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM memories \
+                 WHERE fts @@ to_tsquery($1::text::regconfig, u.t) LIMIT $3::BIGINT * 4) s) \
+                 FROM unnest($2::TEXT[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+                &[&self.lang(), &terms, &cap],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok((cap, rows.iter().map(|r| r.get::<_, i64>(0)).collect()))
     }
 
     async fn semantic(
@@ -502,6 +623,7 @@ impl PgMemory {
         }
         tx.commit().await.map_err(|e| self.fail(e))?;
         self.reload_vectors().await?;
+        self.analyze().await;
         Ok(n)
     }
 
@@ -1131,6 +1253,7 @@ impl MemoryMaintenance for PgMemory {
             }
         }
         self.applied(seqs).await;
+        self.analyze().await;
         Ok(n)
     }
 
