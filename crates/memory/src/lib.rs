@@ -12,6 +12,7 @@
 
 mod embed;
 mod honcho;
+pub mod kept;
 pub mod rank;
 mod sqlite;
 pub mod text;

@@ -22,6 +22,6 @@ mod store;
 mod tls;
 
 pub use db::{Db, PgError};
-pub use memory::PgMemory;
+pub use memory::{PgMemory, scrub};
 pub use migrate::{SCHEMA_VERSION, TABLES};
 pub use store::PgStore;

@@ -11,9 +11,9 @@ use strata_engine::Principal;
 use strata_engine::config::{Config, MemoryConfig};
 use strata_engine::memory::{
     Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
-    NewMemory, SearchMode, Stored, Viewer, private_key,
+    NewMemory, Stored, Viewer,
 };
-use strata_memory::rank::{VecIndex, format_block, rrf};
+use strata_memory::rank::VecIndex;
 use strata_memory::text::{normalize, terms, word_similarity};
 use strata_memory::{DecayReport, LogRow, MemoryMaintenance, MemoryRow, Stats};
 use tokio_postgres::Row;
@@ -70,6 +70,28 @@ fn visibility(viewer: &Viewer) -> (bool, Vec<String>, bool) {
         scopes.push(format!("private:{p}"));
     }
     (viewer.all, scopes, viewer.fleet_read)
+}
+
+/// Drops terms in more than `cap` memories while a rarer one remains; when every term is
+/// that common, only the rarest stays (as the SQLite backend does). The kept terms with
+/// their counts.
+fn prune(terms: Vec<String>, cap: i64, counts: Vec<i64>) -> (Vec<String>, Vec<i64>) {
+    if terms.len() < 2 || counts.iter().all(|n| *n <= cap) {
+        return (terms, counts);
+    }
+    if counts.iter().any(|n| *n <= cap) {
+        return terms
+            .into_iter()
+            .zip(counts)
+            .filter(|(_, n)| *n <= cap)
+            .unzip();
+    }
+    let rarest = counts
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, n)| **n)
+        .map_or(0, |(i, _)| i);
+    (vec![terms[rarest].clone()], vec![counts[rarest]])
 }
 
 /// The query for `terms`: each term a lexeme alternative. Terms are runs of letters and
@@ -289,6 +311,12 @@ impl PgMemory {
         }
     }
 
+    /// Full-text ranking. Query words too common to tell anything are dropped first (as
+    /// SQLite does); then, when the words left match many memories, the ranking runs over
+    /// candidates — every memory holding a rare word, a bounded sample of those holding a
+    /// common one — and over everything only when the candidates leave too few results
+    /// (as SQLite's first pass does): ranking reads each matching row, so this bounds the
+    /// rows a query reads.
     async fn keyword(
         &self,
         viewer: &Viewer,
@@ -299,86 +327,109 @@ impl PgMemory {
         if t.is_empty() {
             return Ok(Vec::new());
         }
-        let t = self.prune_common(t).await;
+        let (t, counts) = match self.term_counts(&t).await {
+            Some((cap, counts)) => {
+                let (t, c) = prune(t, cap, counts);
+                (t, Some(c))
+            }
+            None => (t, None),
+        };
+        let candidates = (limit * 8).max(64);
+        if counts.is_some_and(|c| c.iter().sum::<i64>() > candidates as i64) {
+            let first = self
+                .keyword_sql(viewer, q, &t, limit, Some(candidates))
+                .await?;
+            if first.len() >= limit {
+                return Ok(first);
+            }
+        }
+        self.keyword_sql(viewer, q, &t, limit, None).await
+    }
+
+    /// The ranking query over every match, or over `candidates` per word.
+    async fn keyword_sql(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        t: &[String],
+        limit: usize,
+        candidates: Option<usize>,
+    ) -> Result<Vec<(i64, Memory)>, MemoryError> {
         let (all, scopes, fleet) = visibility(viewer);
         let kind = q.memory_type.map(MemoryType::as_str);
-        let sql = format!(
-            "SELECT {cols} FROM memories m, to_tsquery($4::text::regconfig, $5) q \
-             WHERE m.fts @@ q AND NOT m.archived AND {VISIBLE} \
-             AND ($6::TEXT IS NULL OR m.type = $6) AND ($7::TEXT IS NULL OR m.category = $7) \
-             ORDER BY ts_rank(m.fts, q) DESC, m.mid LIMIT $8",
-            cols = COLS
-                .split(", ")
-                .map(|c| format!("m.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let cols = COLS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let filters = "NOT m.archived AND ($6::TEXT IS NULL OR m.type = $6) \
+                       AND ($7::TEXT IS NULL OR m.category = $7)";
+        let sql = match candidates {
+            None => format!(
+                "SELECT {cols} FROM memories m, to_tsquery($4::text::regconfig, $5) q \
+                 WHERE m.fts @@ q AND {VISIBLE} AND {filters} \
+                 ORDER BY ts_rank(m.fts, q) DESC, m.mid LIMIT $8"
+            ),
+            Some(_) => format!(
+                "WITH c AS (SELECT DISTINCT s.mid FROM unnest($9::TEXT[]) AS u(t), \
+                   LATERAL (SELECT mid FROM memories \
+                            WHERE fts @@ to_tsquery($4::text::regconfig, u.t) LIMIT $10) s) \
+                 SELECT {cols} FROM memories m JOIN c ON c.mid = m.mid, \
+                   to_tsquery($4::text::regconfig, $5) q \
+                 WHERE {VISIBLE} AND {filters} \
+                 ORDER BY ts_rank(m.fts, q) DESC, m.mid LIMIT $8"
+            ),
+        };
+        let query = tsquery_text(t);
+        let (lang, limit) = (self.lang(), limit as i64);
+        let n = candidates.unwrap_or(0) as i64;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &all,
+            &scopes,
+            &fleet,
+            &lang,
+            &query,
+            &kind,
+            &q.category,
+            &limit,
+        ];
+        if candidates.is_some() {
+            params.push(&t);
+            params.push(&n);
+        }
         let c = self.client().await?;
         let st = c.prepare_cached(&sql).await.map_err(|e| self.fail(e))?;
-        let rows = c
-            .query(
-                &st,
-                &[
-                    &all,
-                    &scopes,
-                    &fleet,
-                    &self.lang(),
-                    &tsquery_text(&t),
-                    &kind,
-                    &q.category,
-                    &(limit as i64),
-                ],
-            )
-            .await
-            .map_err(|e| self.fail(e))?;
+        let rows = c.query(&st, &params).await.map_err(|e| self.fail(e))?;
         Ok(rows.iter().map(row_to_memory).collect())
     }
 
-    /// Drops query terms so common that they would fill the results on their own (in more
-    /// than 5 % of the memories, at least 1,000) while a rarer term remains; when every term
-    /// is that common, only the rarest stays — as the SQLite backend does. Document counts
-    /// come from the planner's statistics of the `fts` column (its most common lexemes and
-    /// their frequencies, kept by ANALYZE; read at most once a minute), so the common case
-    /// reads no rows; without statistics yet (a new table), matches are counted, stopping at
-    /// four times the cap.
-    async fn prune_common(&self, terms: Vec<String>) -> Vec<String> {
-        if terms.len() < 2 {
-            return terms;
-        }
-        let counts = match self.estimated_counts(&terms).await {
+    /// (cap, document count per term): from the planner's statistics of the `fts` column
+    /// (its most common lexemes and their frequencies, kept by ANALYZE; read at most once a
+    /// minute), so the common case reads no rows; without statistics yet (a new table), by
+    /// counting matches (stopping at four times the cap) when there are words to weigh
+    /// against each other. `None` when unknown.
+    async fn term_counts(&self, terms: &[String]) -> Option<(i64, Vec<i64>)> {
+        let counts = match self.estimated_counts(terms).await {
             Ok(Some(c)) => Ok(c),
-            Ok(None) => self.counted(&terms).await,
+            Ok(None) if terms.len() >= 2 => self.counted(terms).await,
+            Ok(None) => return None,
             Err(e) => Err(e),
         };
-        let (cap, counts) = match counts {
-            Ok(c) => c,
+        match counts {
+            Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(error = %e, "term counts unavailable; searching with every term");
-                return terms;
+                None
             }
-        };
-        if counts.iter().all(|n| *n <= cap) {
-            return terms;
         }
-        if counts.iter().any(|n| *n <= cap) {
-            return terms
-                .into_iter()
-                .zip(counts)
-                .filter(|(_, n)| *n <= cap)
-                .map(|(t, _)| t)
-                .collect();
-        }
-        let rarest = counts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, n)| **n)
-            .map_or(0, |(i, _)| i);
-        vec![terms[rarest].clone()]
     }
 
     /// (cap, document count per term) from the planner's statistics; `None` when the table
     /// has none yet.
-    async fn estimated_counts(&self, terms: &[String]) -> Result<Option<(i64, Vec<i64>)>, MemoryError> {
+    async fn estimated_counts(
+        &self,
+        terms: &[String],
+    ) -> Result<Option<(i64, Vec<i64>)>, MemoryError> {
         let stats = {
             let cached = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             cached
@@ -656,6 +707,23 @@ fn fts_expr(l: usize, c: usize, k: usize, t: usize) -> String {
         .replace("$T", &format!("${t}"))
 }
 
+/// Removes what a forgotten memory left in the table's and the full-text index's pages:
+/// VACUUM drops the deleted row version (unless a transaction that could still see it is
+/// open), and the GIN index, which keeps a word it no longer points to in its entry tree, is
+/// rebuilt concurrently (recall goes on meanwhile). WAL and backups keep older versions
+/// until they are recycled (docs/STORAGE.md).
+pub async fn scrub(db: &Db) {
+    let c = match db.client().await {
+        Ok(c) => c,
+        Err(e) => return tracing::warn!(error = %e, "cleanup after forget skipped"),
+    };
+    for step in ["VACUUM memories", "REINDEX INDEX CONCURRENTLY memories_fts"] {
+        if let Err(e) = c.batch_execute(step).await {
+            tracing::warn!(step, error = %crate::db::sql_error(&e), "cleanup after forget failed; autovacuum will clear the rest");
+        }
+    }
+}
+
 /// Logs a change; its sequence number.
 async fn log(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -679,25 +747,34 @@ async fn log(
 }
 
 #[async_trait]
+impl strata_memory::kept::Recall for PgMemory {
+    async fn keyword(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Vec<(i64, Memory)>, MemoryError> {
+        PgMemory::keyword(self, viewer, q, limit).await
+    }
+
+    async fn semantic(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Option<Vec<(i64, Memory)>>, MemoryError> {
+        PgMemory::semantic(self, viewer, q, limit).await
+    }
+
+    async fn touch(&self, rows: Vec<i64>) {
+        PgMemory::touch(self, rows).await
+    }
+}
+
+#[async_trait]
 impl MemoryBackend for PgMemory {
     fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
-        let groups = match agent {
-            Some(a) => self
-                .cfg
-                .groups
-                .iter()
-                .filter(|(_, members)| members.iter().any(|m| m == a))
-                .map(|(g, _)| g.clone())
-                .collect(),
-            None => Vec::new(),
-        };
-        Viewer {
-            agent: agent.map(str::to_owned),
-            private_key: private_key(&self.team, sender),
-            groups,
-            fleet_read: self.cfg.fleet_read,
-            all: false,
-        }
+        strata_memory::kept::viewer(&self.cfg, &self.team, agent, sender)
     }
 
     async fn context_block(
@@ -725,23 +802,11 @@ impl MemoryBackend for PgMemory {
         let recalled = self
             .search(
                 &viewer,
-                &MemoryQuery {
-                    text: message.to_owned(),
-                    limit: self.cfg.recall_limit,
-                    ..Default::default()
-                },
+                &strata_memory::kept::context_query(&self.cfg, message),
             )
             .await?;
-        let mut items = pinned;
-        for m in recalled {
-            if !items.iter().any(|x| x.id == m.id) {
-                items.push(m);
-            }
-        }
-        turn.recalled(&items);
-        Ok(format_block(
-            &items,
-            self.cfg.context_tokens.saturating_mul(4),
+        Ok(strata_memory::kept::context_block(
+            &self.cfg, turn, pinned, recalled,
         ))
     }
 
@@ -751,63 +816,15 @@ impl MemoryBackend for PgMemory {
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError> {
-        if !self.cfg.record_exchanges
-            || reply.trim().is_empty()
-            || strata_engine::agent::is_no_reply(reply)
-        {
-            return Ok(());
-        }
         let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        let scope = match &viewer.private_key {
-            Some(p) => MemoryScope::Private(p.clone()),
-            None => viewer.default_scope(),
-        };
-        let cut = |s: &str| s.chars().take(1000).collect::<String>();
-        let content = format!(
-            "{} said: {}\n{} answered: {}",
-            turn.sender,
-            cut(user),
-            turn.agent_id,
-            cut(reply)
-        );
-        let taint = turn.taint_note(&content);
-        self.store(
-            &viewer,
-            NewMemory {
-                content,
-                memory_type: MemoryType::Episodic,
-                category: Some("exchange".into()),
-                tags: vec![format!("channel:{}", turn.channel_id)],
-                scope,
-                pinned: false,
-                created_by: format!("agent:{}", turn.agent_id),
-                confidence: Some(0.6),
-                taint,
-            },
-        )
-        .await
-        .map(|_| ())
+        match strata_memory::kept::exchange(&self.cfg, &viewer, turn, user, reply) {
+            Some(m) => self.store(&viewer, m).await.map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
-        let limit = q.limit.clamp(1, 100);
-        let mut ranked: Vec<(i64, Memory)> = match q.mode {
-            SearchMode::Keyword => self.keyword(viewer, q, limit).await?,
-            SearchMode::Semantic => match self.semantic(viewer, q, limit).await? {
-                Some(v) => v,
-                None => self.keyword(viewer, q, limit).await?,
-            },
-            SearchMode::Hybrid => {
-                let kw = self.keyword(viewer, q, limit * 3).await?;
-                match self.semantic(viewer, q, limit * 3).await? {
-                    None => kw.into_iter().take(limit).collect(),
-                    Some(sem) => rrf(kw, sem, limit),
-                }
-            }
-        };
-        ranked.truncate(limit);
-        self.touch(ranked.iter().map(|(m, _)| *m).collect()).await;
-        Ok(ranked.into_iter().map(|(_, m)| m).collect())
+        strata_memory::kept::search(self, viewer, q).await
     }
 
     async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
@@ -980,16 +997,16 @@ impl MemoryBackend for PgMemory {
             );
         }
         tx.commit().await.map_err(|e| self.fail(e))?;
-        // The deleted row version and its index entries go now, not at the next autovacuum;
-        // GIN keeps a word it no longer points to in its entry tree, so the full-text index
-        // is rebuilt (concurrently: recall goes on meanwhile). WAL and backups keep older
-        // versions until they are recycled (docs/STORAGE.md).
+        // The deleted row version and its index entries go now, not at the next autovacuum,
+        // and once more a little later in case a transaction elsewhere held them back.
         if mid.is_some() {
-            for step in ["VACUUM memories", "REINDEX INDEX CONCURRENTLY memories_fts"] {
-                if let Err(e) = c.batch_execute(step).await {
-                    tracing::warn!(step, error = %crate::db::sql_error(&e), "cleanup after forget failed; the row is deleted, traces stay until autovacuum");
-                }
-            }
+            drop(c);
+            scrub(&self.db).await;
+            let db = self.db.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                scrub(&db).await;
+            });
         }
         if let Some(mid) = mid {
             self.vectors

@@ -564,13 +564,7 @@ pub fn python_has(module: &str, pip_package: &str) -> bool {
 pub fn postgres_url() -> Option<String> {
     let url = std::env::var("STRATA_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let addr = url
-        .split_once('@')
-        .map_or(url.as_str(), |(_, rest)| rest)
-        .split(['/', '?'])
-        .next()
-        .unwrap_or("127.0.0.1:5432")
-        .to_owned();
+    let addr = url_host_port(&url);
     let answers = std::net::ToSocketAddrs::to_socket_addrs(&addr)
         .ok()
         .and_then(|mut a| a.next())
@@ -593,4 +587,74 @@ pub fn postgres_url() -> Option<String> {
 /// A schema name no other test run uses (`t_<random>`).
 pub fn unique_schema() -> String {
     format!("t_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A TCP proxy on 127.0.0.1 in front of `target` that can be cut (every connection dropped,
+/// new ones closed at once) and restored: a database or broker going away and coming back.
+pub struct TcpProxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl TcpProxy {
+    /// Starts forwarding to `target` (`host:port`).
+    pub async fn start(target: &str) -> TcpProxy {
+        use std::sync::atomic::Ordering;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = l.local_addr().expect("local address");
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> =
+            std::sync::Arc::default();
+        let (up2, conns2, target) = (up.clone(), conns.clone(), target.to_owned());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = l.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                conns2
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(task.abort_handle());
+            }
+        });
+        TcpProxy { addr, up, conns }
+    }
+
+    /// Drops every connection and refuses new ones until [`TcpProxy::restore`].
+    pub fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for c in self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            c.abort();
+        }
+    }
+
+    /// Forwards again.
+    pub fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `host:port` of a `postgres://user@host:port/db` URL.
+pub fn url_host_port(url: &str) -> String {
+    url.split_once('@')
+        .map_or(url, |(_, r)| r)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("127.0.0.1:5432")
+        .to_owned()
 }

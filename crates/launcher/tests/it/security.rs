@@ -44,21 +44,6 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
 
 use common::{api, client};
 
-async fn pending(base: &str) -> Vec<Value> {
-    for _ in 0..300 {
-        let (_, v) = api("GET", &format!("{base}/api/approvals"), BOSS, None).await;
-        let rows = v["value"]["approvals"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if !rows.is_empty() {
-            return rows;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no approval request appeared");
-}
-
 fn strata(dir: &Path, args: &[&str]) -> std::process::Output {
     common::strata(dir).args(args).output().expect("run strata")
 }
@@ -87,7 +72,7 @@ async fn an_agent_turn_waits_for_approval_and_continues() {
         )
         .await
     });
-    let rows = pending(&base).await;
+    let rows = common::pending(&base, BOSS).await;
     assert_eq!(rows.len(), 1);
     let req = &rows[0];
     assert_eq!(req["tool"], "current_time");
@@ -158,7 +143,7 @@ async fn an_agent_turn_waits_for_approval_and_continues() {
         )
         .await
     });
-    let rows = pending(&base).await;
+    let rows = common::pending(&base, BOSS).await;
     let id2 = rows[0]["id"].as_str().expect("id").to_owned();
     assert_ne!(id, id2);
     let o = strata(
@@ -208,7 +193,7 @@ async fn a_pending_request_survives_a_restart_and_times_out_after() {
             .send()
             .await;
     });
-    let rows = pending(&s.base).await;
+    let rows = common::pending(&s.base, BOSS).await;
     assert_eq!(rows[0]["id"], "req-1");
     // The process dies without a chance to clean up.
     s.child.kill().expect("kill");
@@ -217,7 +202,7 @@ async fn a_pending_request_survives_a_restart_and_times_out_after() {
 
     // Back up: the request is still there, still pending (its timeout is not over).
     let s = common::serve(ov.path());
-    let rows = pending(&s.base).await;
+    let rows = common::pending(&s.base, BOSS).await;
     assert_eq!(
         (rows[0]["id"].as_str(), rows[0]["status"].as_str()),
         (Some("req-1"), Some("pending"))

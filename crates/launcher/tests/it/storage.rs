@@ -117,21 +117,6 @@ fn serve_second(ov: &Path) -> common::Served {
     common::serve_with(ov, &["--data-dir", data.to_str().expect("utf-8")])
 }
 
-async fn pending(base: &str) -> Vec<Value> {
-    for _ in 0..300 {
-        let (_, v) = api("GET", &format!("{base}/api/approvals"), BOSS, None).await;
-        let rows = v["value"]["approvals"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if !rows.is_empty() {
-            return rows;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no approval request appeared");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_sessions_counters_and_approvals() {
     let Some(schema) = Schema::new() else { return };
@@ -211,7 +196,7 @@ async fn two_instances_share_sessions_counters_and_approvals() {
         )
         .await
     });
-    let rows = pending(&b.base).await;
+    let rows = common::pending(&b.base, BOSS).await;
     let id = rows[0]["id"].as_str().expect("id").to_owned();
     let (st, v) = api(
         "POST",
@@ -677,63 +662,13 @@ fn an_unreachable_server_stops_serve_naming_it_but_not_the_password() {
     assert!(!shown.contains("pa55-w0rd-x"), "{shown}");
 }
 
-/// A TCP proxy on 127.0.0.1 in front of the database that can be cut and restored.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    up: Arc<std::sync::atomic::AtomicBool>,
-    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-}
-
-impl Proxy {
-    async fn start(target: String) -> Proxy {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = l.local_addr().expect("addr");
-        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (up2, conns2) = (up.clone(), conns.clone());
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = l.accept().await {
-                if !up2.load(std::sync::atomic::Ordering::SeqCst) {
-                    continue;
-                }
-                let target = target.clone();
-                let task = tokio::spawn(async move {
-                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                    }
-                });
-                conns2.lock().expect("lock").push(task.abort_handle());
-            }
-        });
-        Proxy { addr, up, conns }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
-        for c in self.conns.lock().expect("lock").drain(..) {
-            c.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_is_reported_and_survived() {
     let Some(mut schema) = Schema::new() else {
         return;
     };
-    let server = schema
-        .url
-        .split_once('@')
-        .map(|(_, r)| r.split('/').next().unwrap_or("127.0.0.1:5432"))
-        .unwrap_or("127.0.0.1:5432")
-        .to_owned();
-    let proxy = Proxy::start(server.clone()).await;
+    let server = strata_test_support::url_host_port(&schema.url);
+    let proxy = strata_test_support::TcpProxy::start(&server).await;
     let direct = schema.url.clone();
     schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
     let fake = FakeServer::start().await.expect("fake");

@@ -57,25 +57,34 @@ impl SqliteMemory {
 }
 
 #[async_trait]
+impl crate::kept::Recall for SqliteMemory {
+    async fn keyword(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Vec<(i64, Memory)>, MemoryError> {
+        SqliteMemory::keyword(self, viewer, q, limit).await
+    }
+
+    async fn semantic(
+        &self,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Option<Vec<(i64, Memory)>>, MemoryError> {
+        SqliteMemory::semantic(self, viewer, q, limit).await
+    }
+
+    async fn touch(&self, rows: Vec<i64>) {
+        SqliteMemory::touch(self, rows).await
+    }
+}
+
+#[async_trait]
 impl MemoryBackend for SqliteMemory {
     fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
-        let groups = match agent {
-            Some(a) => self
-                .cfg
-                .groups
-                .iter()
-                .filter(|(_, members)| members.iter().any(|m| m == a))
-                .map(|(g, _)| g.clone())
-                .collect(),
-            None => Vec::new(),
-        };
-        Viewer {
-            agent: agent.map(str::to_owned),
-            private_key: private_key(&self.team, sender),
-            groups,
-            fleet_read: self.cfg.fleet_read,
-            all: false,
-        }
+        crate::kept::viewer(&self.cfg, &self.team, agent, sender)
     }
 
     async fn context_block(
@@ -95,26 +104,10 @@ impl MemoryBackend for SqliteMemory {
             })
             .await?;
         let recalled = self
-            .search(
-                &viewer,
-                &MemoryQuery {
-                    text: message.to_owned(),
-                    limit: self.cfg.recall_limit,
-                    ..Default::default()
-                },
-            )
+            .search(&viewer, &crate::kept::context_query(&self.cfg, message))
             .await?;
-        let mut items = pinned;
-        for m in recalled {
-            if !items.iter().any(|x| x.id == m.id) {
-                items.push(m);
-            }
-        }
-        // A memory a tainted turn stored taints the turn it is recalled into.
-        turn.recalled(&items);
-        Ok(format_block(
-            &items,
-            self.cfg.context_tokens.saturating_mul(4),
+        Ok(crate::kept::context_block(
+            &self.cfg, turn, pinned, recalled,
         ))
     }
 
@@ -124,64 +117,15 @@ impl MemoryBackend for SqliteMemory {
         user: &str,
         reply: &str,
     ) -> Result<(), MemoryError> {
-        if !self.cfg.record_exchanges
-            || reply.trim().is_empty()
-            || strata_engine::agent::is_no_reply(reply)
-        {
-            return Ok(());
-        }
         let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        // What a person said stays theirs: their exchanges go to their private scope.
-        let scope = match &viewer.private_key {
-            Some(p) => MemoryScope::Private(p.clone()),
-            None => viewer.default_scope(),
-        };
-        let cut = |s: &str| s.chars().take(1000).collect::<String>();
-        let content = format!(
-            "{} said: {}\n{} answered: {}",
-            turn.sender,
-            cut(user),
-            turn.agent_id,
-            cut(reply)
-        );
-        let taint = turn.taint_note(&content);
-        self.store(
-            &viewer,
-            NewMemory {
-                content,
-                memory_type: MemoryType::Episodic,
-                category: Some("exchange".into()),
-                tags: vec![format!("channel:{}", turn.channel_id)],
-                scope,
-                pinned: false,
-                created_by: format!("agent:{}", turn.agent_id),
-                confidence: Some(0.6),
-                taint,
-            },
-        )
-        .await
-        .map(|_| ())
+        match crate::kept::exchange(&self.cfg, &viewer, turn, user, reply) {
+            Some(m) => self.store(&viewer, m).await.map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
-        let limit = q.limit.clamp(1, 100);
-        let mut ranked: Vec<(i64, Memory)> = match q.mode {
-            SearchMode::Keyword => self.keyword(viewer, q, limit).await?,
-            SearchMode::Semantic => match self.semantic(viewer, q, limit).await? {
-                Some(v) => v,
-                None => self.keyword(viewer, q, limit).await?,
-            },
-            SearchMode::Hybrid => {
-                let kw = self.keyword(viewer, q, limit * 3).await?;
-                match self.semantic(viewer, q, limit * 3).await? {
-                    None => kw.into_iter().take(limit).collect(),
-                    Some(sem) => rrf(kw, sem, limit),
-                }
-            }
-        };
-        ranked.truncate(limit);
-        self.touch(ranked.iter().map(|(m, _)| *m).collect()).await;
-        Ok(ranked.into_iter().map(|(_, m)| m).collect())
+        crate::kept::search(self, viewer, q).await
     }
 
     async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {

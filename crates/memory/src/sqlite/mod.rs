@@ -12,7 +12,7 @@ use strata_engine::Principal;
 use strata_engine::config::{Config, MemoryConfig};
 use strata_engine::memory::{
     Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
-    NewMemory, SearchMode, Stored, Viewer, private_key,
+    NewMemory, Stored, Viewer,
 };
 
 use crate::text::{from_blob, normalize, to_blob, word_similarity};
@@ -21,7 +21,7 @@ mod backend;
 mod maintenance;
 mod recall;
 
-use crate::rank::{VecIndex, format_block, rrf};
+use crate::rank::VecIndex;
 
 const SCHEMA_VERSION: i64 = 2;
 

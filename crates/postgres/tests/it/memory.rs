@@ -511,17 +511,34 @@ async fn keyword_dedup_and_forget_without_a_trace(kind: Kind) {
             c.batch_execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
                 .await
                 .expect("pageinspect (PostgreSQL's contrib, in Debian's postgresql package)");
-            for rel in ["memories", "memories_fts"] {
-                let found: i64 = c
-                    .query_one(
-                        "SELECT COUNT(*) FROM generate_series(0, (pg_relation_size($1::TEXT) / 8192)::INT - 1) b \
-                         WHERE position('nightjar'::BYTEA IN get_raw_page($1::TEXT, b)) > 0",
-                        &[&rel],
-                    )
-                    .await
-                    .expect("pages")
-                    .get(0);
-                assert_eq!(found, 0, "a page of {rel} still holds the forgotten word");
+            // A transaction elsewhere (another test, here) can hold the dead row back from
+            // VACUUM for a while; forget scrubs again later, as this does sooner.
+            let mut left = Vec::new();
+            for attempt in 0..40 {
+                left.clear();
+                for rel in ["memories", "memories_fts"] {
+                    let found: i64 = c
+                        .query_one(
+                            "SELECT COUNT(*) FROM generate_series(0, (pg_relation_size($1::TEXT) / 8192)::INT - 1) b \
+                             WHERE position('nightjar'::BYTEA IN get_raw_page($1::TEXT, b)) > 0",
+                            &[&rel],
+                        )
+                        .await
+                        .expect("pages")
+                        .get(0);
+                    if found > 0 {
+                        left.push(rel);
+                    }
+                }
+                if left.is_empty() {
+                    break;
+                }
+                assert!(
+                    attempt < 39,
+                    "pages of {left:?} still hold the forgotten word"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                strata_postgres::scrub(h.db().await.as_ref()).await;
             }
             let hits: i64 = c
                 .query_one(

@@ -2,7 +2,6 @@
 //! server that goes away mid-run and comes back.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use strata_engine::session::{SessionKey, SessionStore};
@@ -78,66 +77,14 @@ async fn bad_settings_are_refused_with_the_key() {
     assert!(e.to_string().contains("storage.postgres.url"), "{e}");
 }
 
-/// A TCP proxy on 127.0.0.1 in front of the server that can be cut (every connection
-/// dropped, new ones refused) and restored.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    up: Arc<AtomicBool>,
-    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-}
-
-impl Proxy {
-    async fn start(target: String) -> Proxy {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = l.local_addr().expect("addr");
-        let up = Arc::new(AtomicBool::new(true));
-        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (up2, conns2) = (up.clone(), conns.clone());
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = l.accept().await {
-                if !up2.load(Ordering::SeqCst) {
-                    drop(inbound);
-                    continue;
-                }
-                let target = target.clone();
-                let task = tokio::spawn(async move {
-                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                    }
-                });
-                conns2.lock().expect("lock").push(task.abort_handle());
-            }
-        });
-        Proxy { addr, up, conns }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        for c in self.conns.lock().expect("lock").drain(..) {
-            c.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.up.store(true, Ordering::SeqCst);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_fails_calls_clearly_reports_degraded_and_recovers() {
     let Some(h) = Harness::new(Kind::Postgres) else {
         return;
     };
     // The same server, reached through the proxy.
-    let server = h
-        .url
-        .split_once('@')
-        .map(|(_, r)| r.split('/').next().unwrap_or("127.0.0.1:5432"))
-        .unwrap_or("127.0.0.1:5432")
-        .to_owned();
-    let proxy = Proxy::start(server.clone()).await;
+    let server = strata_test_support::url_host_port(&h.url);
+    let proxy = strata_test_support::TcpProxy::start(&server).await;
     let url = h.url.replacen(&server, &proxy.addr.to_string(), 1);
     let mut cfg = h.pg_config();
     cfg.connect_timeout_secs = 1;

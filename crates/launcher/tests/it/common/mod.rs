@@ -158,3 +158,19 @@ pub async fn api(method: &str, url: &str, token: &str, body: Option<Value>) -> (
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
+
+/// The pending approval requests of the server at `base`, once at least one has appeared.
+pub async fn pending(base: &str, token: &str) -> Vec<Value> {
+    for _ in 0..300 {
+        let (_, v) = api("GET", &format!("{base}/api/approvals"), token, None).await;
+        let rows = v["value"]["approvals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if !rows.is_empty() {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no approval request appeared");
+}
