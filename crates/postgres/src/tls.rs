@@ -9,9 +9,9 @@
 //!
 //! tokio-postgres knows only `disable | prefer | require`; the verifying modes are read here
 //! and passed on as `require`. The glue to tokio-postgres is written here rather than taken
-//! from `tokio-postgres-rustls`, which would add an X.509 parser and a second `sha2` for
-//! channel binding; SCRAM authentication runs without channel binding instead (libpq's
-//! `channel_binding=prefer` does the same when the server offers none).
+//! from `tokio-postgres-rustls`, which would add an X.509 stack (`x509-cert`, `der`, `spki`,
+//! `tls_codec`, …) for channel binding; SCRAM authentication runs without channel binding
+//! instead (libpq's `channel_binding=prefer` does the same when the server offers none).
 
 use std::future::Future;
 use std::io;
