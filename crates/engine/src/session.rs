@@ -49,6 +49,48 @@ pub struct SessionState {
     pub version: Option<i64>,
 }
 
+/// A session's columns as a store keeps them: JSON text, one JSON array of messages per turn.
+#[derive(Debug, Clone, Default)]
+pub struct StoredSession {
+    /// Summary of the compacted part.
+    pub summary: Option<String>,
+    /// Turns since the summary.
+    pub turns_since_summary: i64,
+    /// Provider state, JSON.
+    pub provider_state: Option<String>,
+    /// Taint sources, a JSON list.
+    pub taint: Option<String>,
+    /// The store's write counter, where it keeps one.
+    pub version: Option<i64>,
+}
+
+impl StoredSession {
+    /// The state, its turns' messages in order (an unreadable turn is skipped and logged,
+    /// unreadable provider state or taint read as none).
+    pub fn into_state(self, turns: impl IntoIterator<Item = String>) -> SessionState {
+        let mut messages: Vec<ChatMessage> = Vec::new();
+        for text in turns {
+            match serde_json::from_str::<Vec<ChatMessage>>(&text) {
+                Ok(mut m) => messages.append(&mut m),
+                Err(e) => tracing::error!(error = %e, "unreadable turn skipped"),
+            }
+        }
+        SessionState {
+            summary: self.summary,
+            messages,
+            turns_since_summary: u32::try_from(self.turns_since_summary).unwrap_or(u32::MAX),
+            provider_state: self
+                .provider_state
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok()),
+            taint: self
+                .taint
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default(),
+            version: self.version,
+        }
+    }
+}
+
 /// One tool call made during a turn, for the session's tool log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolLogEntry {

@@ -9,7 +9,9 @@ use serde_json::Value;
 use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
 use strata_engine::llm::ChatMessage;
 use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
-use strata_engine::session::{SessionKey, SessionState, SessionStore, StoreError, ToolLogEntry};
+use strata_engine::session::{
+    SessionKey, SessionState, SessionStore, StoreError, StoredSession, ToolLogEntry,
+};
 use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 use strata_store::dump::{RateRow, SessionRow, ToolLogRow};
 use tokio_postgres::Row;
@@ -251,26 +253,16 @@ impl SessionStore for PgStore {
             )
             .await
             .map_err(|e| self.db.fail(e))?;
-        let mut messages: Vec<ChatMessage> = Vec::new();
-        for t in turns {
-            let text: String = t.get(0);
-            match serde_json::from_str::<Vec<ChatMessage>>(&text) {
-                Ok(mut m) => messages.append(&mut m),
-                Err(e) => tracing::error!(error = %e, "unreadable turn skipped"),
-            }
-        }
-        let state: Option<String> = row.get(3);
-        let taint: Option<String> = row.get(4);
-        Ok(Some(SessionState {
+        let stored = StoredSession {
             summary: row.get(1),
-            messages,
-            turns_since_summary: u32::try_from(row.get::<_, i64>(2)).unwrap_or(u32::MAX),
-            provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
-            taint: taint
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default(),
+            turns_since_summary: row.get(2),
+            provider_state: row.get(3),
+            taint: row.get(4),
             version: Some(row.get(5)),
-        }))
+        };
+        Ok(Some(
+            stored.into_state(turns.iter().map(|t| t.get::<_, String>(0))),
+        ))
     }
 
     async fn append_turn(

@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use strata_engine::llm::ChatMessage;
-use strata_engine::session::{SessionKey, SessionState, SessionStore, StoreError, ToolLogEntry};
+use strata_engine::session::{
+    SessionKey, SessionState, SessionStore, StoreError, StoredSession, ToolLogEntry,
+};
 use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 
 /// Schema migrations, applied in order; the index + 1 is the version.
@@ -448,26 +450,18 @@ impl SessionStore for SqliteStore {
             let Some((pk, summary, turns, state, taint)) = row else {
                 return Ok(None);
             };
-            let mut stmt =
-                c.prepare_cached("SELECT messages FROM turns WHERE session = ?1 ORDER BY turn")?;
-            let mut messages: Vec<ChatMessage> = Vec::new();
-            for row in stmt.query_map([pk], |r| r.get::<_, String>(0))? {
-                let text = row?;
-                match serde_json::from_str::<Vec<ChatMessage>>(&text) {
-                    Ok(mut m) => messages.append(&mut m),
-                    Err(e) => tracing::error!(error = %e, "unreadable turn skipped"),
-                }
-            }
-            Ok(Some(SessionState {
+            let turns_text: Vec<String> = c
+                .prepare_cached("SELECT messages FROM turns WHERE session = ?1 ORDER BY turn")?
+                .query_map([pk], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let stored = StoredSession {
                 summary,
-                messages,
-                turns_since_summary: u32::try_from(turns).unwrap_or(u32::MAX),
-                provider_state: state.and_then(|s| serde_json::from_str::<Value>(&s).ok()),
-                taint: taint
-                    .and_then(|t| serde_json::from_str(&t).ok())
-                    .unwrap_or_default(),
+                turns_since_summary: turns,
+                provider_state: state,
+                taint,
                 version: None,
-            }))
+            };
+            Ok(Some(stored.into_state(turns_text)))
         })
         .await
     }
