@@ -23,5 +23,5 @@ mod tls;
 
 pub use db::{Db, PgError};
 pub use memory::{PgMemory, scrub};
-pub use migrate::{SCHEMA_VERSION, TABLES};
+pub use migrate::{MIGRATIONS, SCHEMA_VERSION, TABLES};
 pub use store::PgStore;

@@ -24,6 +24,14 @@ use crate::db::Db;
 const COLS: &str = "mid, id, type, content, category, tags, confidence, pinned, scope, created_by, \
                     access_count, last_access, created_at, updated_at, archived, taint";
 
+/// [`COLS`] of the row aliased `m`.
+fn cols_of_m() -> String {
+    COLS.split(", ")
+        .map(|c| format!("m.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The weighted document of a row: content first, category and tags second (the SQLite
 /// backend weighs its columns 1 : 0.5 : 0.5). `$L` is the language.
 const FTS: &str = "setweight(to_tsvector($L::text::regconfig, $C), 'A') || \
@@ -217,7 +225,8 @@ impl PgMemory {
             .get(0);
         let rows = c
             .query(
-                "SELECT mid, scope, embedding FROM memories WHERE embedding IS NOT NULL AND NOT archived",
+                "SELECT m.mid, m.scope, v.embedding FROM memories m JOIN memory_vectors v ON v.mid = m.mid \
+                 WHERE NOT m.archived",
                 &[],
             )
             .await
@@ -260,7 +269,8 @@ impl PgMemory {
             mids.dedup();
             let rows = c
                 .query(
-                    "SELECT mid, scope, embedding, archived FROM memories WHERE mid = ANY($1)",
+                    "SELECT m.mid, m.scope, v.embedding, m.archived FROM memories m \
+                     LEFT JOIN memory_vectors v ON v.mid = m.mid WHERE m.mid = ANY($1)",
                     &[&mids],
                 )
                 .await
@@ -360,11 +370,7 @@ impl PgMemory {
     ) -> Result<Vec<(i64, Memory)>, MemoryError> {
         let (all, scopes, fleet) = visibility(viewer);
         let kind = q.memory_type.map(MemoryType::as_str);
-        let cols = COLS
-            .split(", ")
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = cols_of_m();
         let filters = "NOT m.archived AND ($6::TEXT IS NULL OR m.type = $6) \
                        AND ($7::TEXT IS NULL OR m.category = $7)";
         let sql = match candidates {
@@ -587,14 +593,28 @@ impl PgMemory {
             return;
         }
         let now = self.now();
+        // Access statistics are not worth a wait for the disk: the commit does not wait for
+        // its WAL to be flushed (a server crash may lose the last few counts, nothing else).
+        // The three statements go out together (tokio-postgres pipelines requests polled in
+        // order), so this is one round trip.
         let r = async {
             let c = self.client().await?;
-            c.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_access = $2 WHERE mid = ANY($1)",
-                &[&mids, &now],
-            )
-            .await
-            .map_err(|e| self.fail(e))
+            let st = c
+                .prepare_cached(
+                    "UPDATE memories SET access_count = access_count + 1, last_access = $2 \
+                     WHERE mid = ANY($1)",
+                )
+                .await
+                .map_err(|e| self.fail(e))?;
+            let params: [&(dyn ToSql + Sync); 2] = [&mids, &now];
+            // All three run to the end, so the transaction is always closed (a failed UPDATE
+            // makes the COMMIT a rollback) before the connection goes back to the pool.
+            let (begin, update, commit) = tokio::join!(
+                c.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+                c.execute(&st, &params),
+                c.batch_execute("COMMIT"),
+            );
+            begin.and(update).and(commit).map_err(|e| self.fail(e))
         };
         if let Err(e) = r.await {
             tracing::warn!(error = %e, "memory access stats not updated");
@@ -648,10 +668,13 @@ impl PgMemory {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.fail(e))?;
         let sql = format!(
-            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
-             created_by, access_count, last_access, created_at, updated_at, decayed_at, archived, \
-             archived_at, embedding, embedder, taint, fts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
-             $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, {}) ON CONFLICT (id) DO NOTHING",
+            "WITH m AS (INSERT INTO memories (id, type, content, category, tags, confidence, \
+             pinned, scope, created_by, access_count, last_access, created_at, updated_at, \
+             decayed_at, archived, archived_at, taint, fts) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+             $8, $9, $10, $11, $12, $13, $14, $15, $16, $19, {}) ON CONFLICT (id) DO NOTHING \
+             RETURNING mid), v AS (INSERT INTO memory_vectors (mid, embedding, embedder) \
+             SELECT mid, $17::REAL[], $18 FROM m WHERE $17::REAL[] IS NOT NULL) \
+             SELECT COUNT(*) FROM m",
             fts_expr(20, 3, 4, 5)
         );
         let st = tx.prepare(&sql).await.map_err(|e| self.fail(e))?;
@@ -681,7 +704,12 @@ impl PgMemory {
                 &m.taint,
                 &self.cfg.language,
             ];
-            n += tx.execute(&st, &params).await.map_err(|e| self.fail(e))?;
+            let new: i64 = tx
+                .query_one(&st, &params)
+                .await
+                .map_err(|e| self.fail(e))?
+                .get(0);
+            n += new as u64;
         }
         tx.commit().await.map_err(|e| self.fail(e))?;
         self.reload_vectors().await?;
@@ -728,7 +756,10 @@ pub async fn scrub(db: &Db) {
         Ok(c) => c,
         Err(e) => return tracing::warn!(error = %e, "cleanup after forget skipped"),
     };
-    for step in ["VACUUM memories", "REINDEX INDEX CONCURRENTLY memories_fts"] {
+    for step in [
+        "VACUUM memories, memory_vectors",
+        "REINDEX INDEX CONCURRENTLY memories_fts",
+    ] {
         if let Err(e) = c.batch_execute(step).await {
             tracing::warn!(step, error = %crate::db::sql_error(&e), "cleanup after forget failed; autovacuum will clear the rest");
         }
@@ -917,9 +948,12 @@ impl MemoryBackend for PgMemory {
         let embedder = self.embedder.as_ref().map(|e| e.name());
         let scope = m.scope.to_string();
         let sql = format!(
-            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
-             created_by, created_at, updated_at, embedding, embedder, taint, fts) VALUES ($1, $2, \
-             $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, {}) RETURNING mid",
+            "WITH m AS (INSERT INTO memories (id, type, content, category, tags, confidence, \
+             pinned, scope, created_by, created_at, updated_at, taint, fts) VALUES ($1, $2, $3, \
+             $4, $5, $6, $7, $8, $9, $10, $10, $13, {}) RETURNING mid), \
+             v AS (INSERT INTO memory_vectors (mid, embedding, embedder) \
+             SELECT mid, $11::REAL[], $12 FROM m WHERE $11::REAL[] IS NOT NULL) \
+             SELECT mid FROM m",
             fts_expr(14, 3, 4, 5)
         );
         let mut c = self.client().await?;
@@ -1163,7 +1197,7 @@ impl MemoryMaintenance for PgMemory {
         let r = c
             .query_one(
                 "SELECT COUNT(*), COUNT(*) FILTER (WHERE archived), COUNT(*) FILTER (WHERE pinned), \
-                 COUNT(embedding) FROM memories",
+                 (SELECT COUNT(*) FROM memory_vectors) FROM memories",
                 &[],
             )
             .await
@@ -1230,9 +1264,12 @@ impl MemoryMaintenance for PgMemory {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.fail(e))?;
         let sql = format!(
-            "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, \
-             created_by, created_at, updated_at, embedding, taint, fts) VALUES ($1, $2, $3, $4, \
-             $5, $6, $7, $8, $9, $10, $10, $11, $12, {}) RETURNING mid",
+            "WITH m AS (INSERT INTO memories (id, type, content, category, tags, confidence, \
+             pinned, scope, created_by, created_at, updated_at, taint, fts) VALUES ($1, $2, $3, \
+             $4, $5, $6, $7, $8, $9, $10, $10, $12, {}) RETURNING mid), \
+             v AS (INSERT INTO memory_vectors (mid, embedding) \
+             SELECT mid, $11::REAL[] FROM m WHERE $11::REAL[] IS NOT NULL) \
+             SELECT mid FROM m",
             fts_expr(13, 3, 4, 5)
         );
         let st = tx.prepare(&sql).await.map_err(|e| self.fail(e))?;
@@ -1294,8 +1331,10 @@ impl MemoryMaintenance for PgMemory {
         let rows = c
             .query(
                 &format!(
-                    "SELECT {COLS}, decayed_at, archived_at, embedding, embedder FROM memories m \
-                     WHERE mid > $1 ORDER BY mid LIMIT $2"
+                    "SELECT {}, m.decayed_at, m.archived_at, v.embedding, v.embedder \
+                     FROM memories m LEFT JOIN memory_vectors v ON v.mid = m.mid \
+                     WHERE m.mid > $1 ORDER BY m.mid LIMIT $2",
+                    cols_of_m()
                 ),
                 &[&after, &(limit as i64)],
             )

@@ -7,8 +7,10 @@ use deadpool_postgres::Client;
 
 use crate::db::{PgError, sql_error};
 
-/// Migrations in order; the index + 1 is the version.
-const MIGRATIONS: &[&str] = &[
+/// Migrations in order; the index + 1 is the version. Public for the tests that build an
+/// older schema and open it with this binary.
+#[doc(hidden)]
+pub const MIGRATIONS: &[&str] = &[
     // 1: sessions, turns, the tool log, rate events, approvals, memories and their log.
     "CREATE TABLE sessions (
         id BIGSERIAL PRIMARY KEY,
@@ -106,6 +108,21 @@ const MIGRATIONS: &[&str] = &[
         source_id BIGINT UNIQUE
     );
     CREATE INDEX memory_log_by_memory ON memory_log (memory_id);",
+    // 2: vectors in a table of their own, so a memory's row is a few hundred bytes, not two
+    // kilobytes (recall reads rows, never vectors: those are ranked in process); room on each
+    // page for access counts to be updated in place (HOT, no index touched); the full-text
+    // index without a pending list, which every search would otherwise read through.
+    "CREATE TABLE memory_vectors (
+        mid BIGINT PRIMARY KEY REFERENCES memories (mid) ON DELETE CASCADE,
+        embedding REAL[] NOT NULL,
+        embedder TEXT
+    );
+    INSERT INTO memory_vectors (mid, embedding, embedder)
+        SELECT mid, embedding, embedder FROM memories WHERE embedding IS NOT NULL;
+    ALTER TABLE memories DROP COLUMN embedding, DROP COLUMN embedder;
+    ALTER TABLE memories SET (fillfactor = 90);
+    ALTER INDEX memories_fts SET (fastupdate = off);
+    SELECT gin_clean_pending_list('memories_fts'::regclass);",
 ];
 
 /// The newest schema version this binary knows.
@@ -119,6 +136,7 @@ pub const TABLES: &[&str] = &[
     "approvals",
     "rate_events",
     "memories",
+    "memory_vectors",
     "memory_log",
 ];
 

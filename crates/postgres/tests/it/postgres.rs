@@ -319,3 +319,77 @@ async fn instances_alternating_in_a_session_see_each_others_turns() {
     b.reset("counter", "shared").await.expect("reset");
     assert_eq!(a.turn(req()).await.expect("a4").text, "seen 0");
 }
+
+/// A deployment made by a binary at schema version 1 (vectors in the memories' rows) opens
+/// with this one: its vectors move to their own table and are still recalled, and the
+/// full-text index has no pending list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_one_schema_keeps_its_vectors() {
+    use strata_engine::memory::{MemoryBackend, MemoryQuery, SearchMode, Viewer};
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let c = raw(&h.url).await;
+    let schema = &h.schema;
+    c.batch_execute(&format!(
+        "CREATE SCHEMA \"{schema}\"; SET search_path TO \"{schema}\";
+         CREATE TABLE schema_version (version BIGINT NOT NULL);
+         INSERT INTO schema_version VALUES (1);
+         {}",
+        strata_postgres::MIGRATIONS[0]
+    ))
+    .await
+    .expect("version 1");
+    // Two memories with the vectors `Words` gives their texts, one without any.
+    let words = Words;
+    let texts = ["violet comet".to_owned(), "grey pebble".to_owned()];
+    let vectors = strata_engine::memory::Embedder::embed(&words, &texts)
+        .await
+        .expect("embed");
+    for (i, (t, v)) in texts.iter().zip(&vectors).enumerate() {
+        c.execute(
+            "INSERT INTO memories (id, type, content, scope, created_by, created_at, updated_at, \
+             embedding, embedder, fts) VALUES ($1, 'semantic', $2, 'global', 'test', 1, 1, $3, \
+             'words', to_tsvector('english', $2))",
+            &[&format!("m{i}"), t, v],
+        )
+        .await
+        .expect("insert");
+    }
+    c.execute(
+        "INSERT INTO memories (id, type, content, scope, created_by, created_at, updated_at, fts) \
+         VALUES ('m2', 'semantic', 'no vector here', 'global', 'test', 1, 1, \
+         to_tsvector('english', 'no vector here'))",
+        &[],
+    )
+    .await
+    .expect("insert");
+    let mem =
+        strata_postgres::PgMemory::open(h.db().await, &strata_engine::config::Config::default())
+            .await
+            .expect("open migrates")
+            .with_embedder(Arc::new(Words));
+    assert_eq!(h.count("memory_vectors", "1 = 1").await, 2);
+    let hits = mem
+        .search(
+            &Viewer::operator(),
+            &MemoryQuery {
+                text: "violet comet".into(),
+                limit: 1,
+                mode: SearchMode::Semantic,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("search");
+    assert_eq!(hits.first().map(|m| m.id.as_str()), Some("m0"));
+    let opts: Vec<String> = c
+        .query_one(
+            "SELECT reloptions::TEXT[] FROM pg_class WHERE oid = $1::TEXT::regclass",
+            &[&format!("{schema}.memories_fts")],
+        )
+        .await
+        .expect("reloptions")
+        .get(0);
+    assert!(opts.iter().any(|o| o == "fastupdate=off"), "{opts:?}");
+}
