@@ -15,6 +15,7 @@
 //! Every statement is a constant with parameters; the one identifier that cannot be a
 //! parameter, the schema, is checked against `[a-z_][a-z0-9_]*` first.
 
+mod batch;
 mod db;
 mod memory;
 mod migrate;

@@ -111,8 +111,12 @@ pub const MIGRATIONS: &[&str] = &[
     // 2: vectors in a table of their own, so a memory's row is a few hundred bytes, not two
     // kilobytes (recall reads rows, never vectors: those are ranked in process); room on each
     // page for access counts to be updated in place (HOT, no index touched); the full-text
-    // index without a pending list, which every search would otherwise read through.
-    "CREATE TABLE memory_vectors (
+    // index without a pending list, which every search would otherwise read through. A
+    // session's row is updated by every turn: without an index on `updated_at` (retention's
+    // rare scan reads the table instead) and with room on its page, in place (HOT).
+    "DROP INDEX sessions_by_updated;
+    ALTER TABLE sessions SET (fillfactor = 80);
+    CREATE TABLE memory_vectors (
         mid BIGINT PRIMARY KEY REFERENCES memories (mid) ON DELETE CASCADE,
         embedding REAL[] NOT NULL,
         embedder TEXT

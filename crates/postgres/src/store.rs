@@ -1,7 +1,7 @@
 //! `PgStore`: sessions and their tool log, approval requests and rate-limit counters.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -16,6 +16,7 @@ use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 use strata_store::dump::{RateRow, SessionRow, ToolLogRow};
 use tokio_postgres::Row;
 
+use crate::batch::Batcher;
 use crate::db::Db;
 use crate::migrate::{SCHEMA_VERSION, TABLES};
 
@@ -23,6 +24,150 @@ use crate::migrate::{SCHEMA_VERSION, TABLES};
 #[derive(Clone)]
 pub struct PgStore {
     db: Arc<Db>,
+    /// Turns being stored, and sessions' versions being read, coalesced across concurrent
+    /// turns (started on first use, on the runtime that uses the store).
+    turns: Arc<OnceLock<Batcher<TurnWrite, ()>>>,
+    versions: Arc<OnceLock<Batcher<SessionKey, i64>>>,
+}
+
+/// One turn to store: the session's row, the turn, its tool calls.
+struct TurnWrite {
+    key: SessionKey,
+    messages: String,
+    message_count: i64,
+    provider_state: Option<String>,
+    tools: Vec<ToolLogEntry>,
+}
+
+/// Calls a batch may hold, and batches in flight at once (each holds a connection).
+const BATCH_MAX: usize = 1024;
+const BATCH_WORKERS: usize = 2;
+
+/// Stores `batch` in as few statements as it takes: one, unless a session comes twice (a
+/// statement may update a row once), and one per turn when a batch fails (so one bad turn
+/// fails alone).
+async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<(), StoreError>> {
+    let mut results: Vec<Option<Result<(), StoreError>>> = vec![None; batch.len()];
+    let mut left: Vec<usize> = (0..batch.len()).collect();
+    while !left.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        let (round, later): (Vec<usize>, Vec<usize>) =
+            left.into_iter().partition(|&i| seen.insert(&batch[i].key));
+        left = later;
+        let items: Vec<&TurnWrite> = round.iter().map(|&i| &batch[i]).collect();
+        match write_round(&db, &items).await {
+            Ok(()) => round.iter().for_each(|&i| results[i] = Some(Ok(()))),
+            Err(e) if round.len() == 1 => results[round[0]] = Some(Err(e)),
+            Err(_) => {
+                for &i in &round {
+                    results[i] = Some(write_round(&db, &[&batch[i]]).await);
+                }
+            }
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(StoreError("turn not written".into()))))
+        .collect()
+}
+
+/// One statement (one round trip, one commit) for turns of distinct sessions: each
+/// session's row, its turn, and the turn's tool calls, all or nothing.
+async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<(), StoreError> {
+    let t = now();
+    let agent: Vec<&str> = items.iter().map(|w| w.key.agent_id.as_str()).collect();
+    let session: Vec<&str> = items.iter().map(|w| w.key.session_id.as_str()).collect();
+    let state: Vec<Option<&str>> = items.iter().map(|w| w.provider_state.as_deref()).collect();
+    let messages: Vec<&str> = items.iter().map(|w| w.messages.as_str()).collect();
+    let count: Vec<i64> = items.iter().map(|w| w.message_count).collect();
+    let tools = items.iter().flat_map(|w| w.tools.iter());
+    let t_agent: Vec<&str> = tools.clone().map(|e| e.key.agent_id.as_str()).collect();
+    let t_session: Vec<&str> = tools.clone().map(|e| e.key.session_id.as_str()).collect();
+    let t_tool: Vec<&str> = tools.clone().map(|e| e.tool.as_str()).collect();
+    let t_status: Vec<&str> = tools.clone().map(|e| e.status.as_str()).collect();
+    let t_elapsed: Vec<f64> = tools.clone().map(|e| e.elapsed_ms).collect();
+    let t_request: Vec<&str> = tools.map(|e| e.request_id.as_str()).collect();
+    let c = db.client().await?;
+    let st = c
+        .prepare_cached(
+            "WITH i AS (
+                SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[])
+                    AS i(agent_id, session_id, provider_state, messages, message_count)
+             ), s AS (
+                INSERT INTO sessions (agent_id, session_id, created_at, updated_at,
+                    turns_since_summary, turn_count, provider_state, version)
+                SELECT agent_id, session_id, $6, $6, 1, 1, provider_state, 1 FROM i
+                ON CONFLICT (agent_id, session_id) DO UPDATE SET
+                    updated_at = excluded.updated_at,
+                    turns_since_summary = sessions.turns_since_summary + 1,
+                    turn_count = sessions.turn_count + 1,
+                    provider_state = excluded.provider_state,
+                    version = sessions.version + 1
+                RETURNING id, agent_id, session_id, turn_count
+             ), t AS (
+                INSERT INTO turns (session, turn, messages, message_count, created_at)
+                SELECT s.id, s.turn_count, i.messages, i.message_count, $6
+                FROM s JOIN i ON i.agent_id = s.agent_id AND i.session_id = s.session_id
+             ), l AS (
+                INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
+                SELECT $6, u.agent_id, u.session_id, u.tool, u.status, u.elapsed, u.request
+                FROM unnest($7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::FLOAT8[],
+                    $12::TEXT[]) AS u(agent_id, session_id, tool, status, elapsed, request)
+             )
+             SELECT COUNT(*) FROM s",
+        )
+        .await
+        .map_err(|e| db.fail(e))?;
+    let written: i64 = c
+        .query_one(
+            &st,
+            &[
+                &agent, &session, &state, &messages, &count, &t, &t_agent, &t_session, &t_tool,
+                &t_status, &t_elapsed, &t_request,
+            ],
+        )
+        .await
+        .map_err(|e| db.fail(e))?
+        .get(0);
+    if written as usize != items.len() {
+        return Err(StoreError(format!(
+            "PostgreSQL at {}: {written} of {} turns written",
+            db.target(),
+            items.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Sessions' versions (0 for a session not stored yet), one statement for the batch.
+async fn read_versions(db: Arc<Db>, keys: Vec<SessionKey>) -> Vec<Result<i64, StoreError>> {
+    let r = async {
+        let agent: Vec<&str> = keys.iter().map(|k| k.agent_id.as_str()).collect();
+        let session: Vec<&str> = keys.iter().map(|k| k.session_id.as_str()).collect();
+        let c = db.client().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT COALESCE(s.version, 0) FROM unnest($1::TEXT[], $2::TEXT[]) \
+                 WITH ORDINALITY AS u(agent_id, session_id, n) \
+                 LEFT JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
+                 ORDER BY u.n",
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        let rows = c
+            .query(&st, &[&agent, &session])
+            .await
+            .map_err(|e| db.fail(e))?;
+        Ok::<_, StoreError>(rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>())
+    };
+    match r.await {
+        Ok(v) if v.len() == keys.len() => v.into_iter().map(Ok).collect(),
+        Ok(v) => {
+            let e = StoreError(format!("{} versions for {} sessions", v.len(), keys.len()));
+            keys.iter().map(|_| Err(e.clone())).collect()
+        }
+        Err(e) => keys.iter().map(|_| Err(e.clone())).collect(),
+    }
 }
 
 fn now() -> i64 {
@@ -60,7 +205,29 @@ fn approval(r: &Row) -> ApprovalRecord {
 impl PgStore {
     /// The store over `db` (connected and migrated).
     pub fn new(db: Arc<Db>) -> Self {
-        PgStore { db }
+        PgStore {
+            db,
+            turns: Arc::default(),
+            versions: Arc::default(),
+        }
+    }
+
+    fn turn_writer(&self) -> &Batcher<TurnWrite, ()> {
+        self.turns.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(BATCH_WORKERS, BATCH_MAX, move |b| {
+                write_turns(db.clone(), b)
+            })
+        })
+    }
+
+    fn version_reader(&self) -> &Batcher<SessionKey, i64> {
+        self.versions.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(BATCH_WORKERS, BATCH_MAX, move |b| {
+                read_versions(db.clone(), b)
+            })
+        })
     }
 
     /// The pool.
@@ -233,36 +400,33 @@ impl PgStore {
 #[async_trait]
 impl SessionStore for PgStore {
     async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError> {
+        // One statement, so the session's row and its turns are read in one snapshot.
         let c = self.db.client().await?;
-        let Some(row) = c
-            .query_opt(
-                "SELECT id, summary, turns_since_summary, provider_state, taint, version FROM sessions
-                 WHERE agent_id = $1 AND session_id = $2",
-                &[&key.agent_id, &key.session_id],
-            )
-            .await
-            .map_err(|e| self.db.fail(e))?
-        else {
-            return Ok(None);
-        };
-        let pk: i64 = row.get(0);
-        let turns = c
-            .query(
-                "SELECT messages FROM turns WHERE session = $1 ORDER BY turn",
-                &[&pk],
+        let st = c
+            .prepare_cached(
+                "SELECT s.summary, s.turns_since_summary, s.provider_state, s.taint, s.version, \
+                 t.messages FROM sessions s LEFT JOIN turns t ON t.session = s.id \
+                 WHERE s.agent_id = $1 AND s.session_id = $2 ORDER BY t.turn",
             )
             .await
             .map_err(|e| self.db.fail(e))?;
-        let stored = StoredSession {
-            summary: row.get(1),
-            turns_since_summary: row.get(2),
-            provider_state: row.get(3),
-            taint: row.get(4),
-            version: Some(row.get(5)),
+        let rows = c
+            .query(&st, &[&key.agent_id, &key.session_id])
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
         };
-        Ok(Some(
-            stored.into_state(turns.iter().map(|t| t.get::<_, String>(0))),
-        ))
+        let stored = StoredSession {
+            summary: row.get(0),
+            turns_since_summary: row.get(1),
+            provider_state: row.get(2),
+            taint: row.get(3),
+            version: Some(row.get(4)),
+        };
+        Ok(Some(stored.into_state(
+            rows.iter().filter_map(|t| t.get::<_, Option<String>>(5)),
+        )))
     }
 
     async fn append_turn(
@@ -282,59 +446,15 @@ impl SessionStore for PgStore {
         tools: &[ToolLogEntry],
     ) -> Result<(), StoreError> {
         let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
-        let state = provider_state.map(Value::to_string);
-        let t = now();
-        let tool: Vec<&str> = tools.iter().map(|e| e.tool.as_str()).collect();
-        let status: Vec<&str> = tools.iter().map(|e| e.status.as_str()).collect();
-        let elapsed: Vec<f64> = tools.iter().map(|e| e.elapsed_ms).collect();
-        let request: Vec<&str> = tools.iter().map(|e| e.request_id.as_str()).collect();
-        // One statement (one round trip, one commit): the session's row, the turn, and the
-        // turn's tool calls, all or nothing.
-        let c = self.db.client().await?;
-        let st = c
-            .prepare_cached(
-                "WITH s AS (
-                    INSERT INTO sessions (agent_id, session_id, created_at, updated_at,
-                        turns_since_summary, turn_count, provider_state, version)
-                    VALUES ($1, $2, $3, $3, 1, 1, $4, 1)
-                    ON CONFLICT (agent_id, session_id) DO UPDATE SET
-                        updated_at = excluded.updated_at,
-                        turns_since_summary = sessions.turns_since_summary + 1,
-                        turn_count = sessions.turn_count + 1,
-                        provider_state = excluded.provider_state,
-                        version = sessions.version + 1
-                    RETURNING id, turn_count
-                 ), t AS (
-                    INSERT INTO turns (session, turn, messages, message_count, created_at)
-                    SELECT id, turn_count, $5, $6, $3 FROM s
-                 ), l AS (
-                    INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
-                    SELECT $3, $1, $2, u.tool, u.status, u.elapsed, u.request
-                    FROM unnest($7::TEXT[], $8::TEXT[], $9::FLOAT8[], $10::TEXT[])
-                        AS u(tool, status, elapsed, request)
-                 )
-                 SELECT id FROM s",
-            )
+        self.turn_writer()
+            .call(TurnWrite {
+                key: key.clone(),
+                messages: json,
+                message_count: messages.len() as i64,
+                provider_state: provider_state.map(Value::to_string),
+                tools: tools.to_vec(),
+            })
             .await
-            .map_err(|e| self.db.fail(e))?;
-        c.query_one(
-            &st,
-            &[
-                &key.agent_id,
-                &key.session_id,
-                &t,
-                &state,
-                &json,
-                &(messages.len() as i64),
-                &tool,
-                &status,
-                &elapsed,
-                &request,
-            ],
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| self.db.fail(e))
     }
 
     async fn compact(
@@ -445,18 +565,7 @@ impl SessionStore for PgStore {
     }
 
     async fn version(&self, key: &SessionKey) -> Result<Option<i64>, StoreError> {
-        let c = self.db.client().await?;
-        let st = c
-            .prepare_cached(
-                "SELECT COALESCE((SELECT version FROM sessions \
-                 WHERE agent_id = $1 AND session_id = $2), 0)",
-            )
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        c.query_one(&st, &[&key.agent_id, &key.session_id])
-            .await
-            .map(|r| Some(r.get(0)))
-            .map_err(|e| self.db.fail(e))
+        self.version_reader().call(key.clone()).await.map(Some)
     }
 
     async fn set_taint(

@@ -504,7 +504,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
     }
     assert_eq!(
         schema
-            .count("SELECT COUNT(*) FROM memories WHERE embedding IS NOT NULL")
+            .count("SELECT COUNT(*) FROM memory_vectors")
             .await,
         9_999
     );

@@ -393,3 +393,30 @@ async fn a_version_one_schema_keeps_its_vectors() {
         .get(0);
     assert!(opts.iter().any(|o| o == "fastupdate=off"), "{opts:?}");
 }
+
+/// Turns stored at once go out together; one the server refuses (a NUL in its session id)
+/// fails alone, and every other is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_turn_fails_alone_in_its_batch() {
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let s = PgStore::new(h.db().await);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let s = s.clone();
+        set.spawn(async move {
+            let id = if i == 17 {
+                "bad\0id".to_owned()
+            } else {
+                format!("s{i}")
+            };
+            (i, s.append_turn(&SessionKey::new("a", id), &[], None).await)
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        let (i, r) = r.expect("join");
+        assert_eq!(r.is_err(), i == 17, "turn {i}: {r:?}");
+    }
+    assert_eq!(h.count("sessions", "1 = 1").await, 39);
+}
