@@ -451,7 +451,14 @@ fn mask(v: &mut Value) {
                 Value::String(s) if crate::secret::is_secret_key(k) && !s.starts_with("vault:") => {
                     *s = "********".into();
                 }
-                Value::String(s) if k == "url" => *s = super::mask_url_password(s),
+                // A NATS URL may list several servers, each with its password.
+                Value::String(s) if k == "url" || k.ends_with("_url") => {
+                    *s = s
+                        .split(',')
+                        .map(super::mask_url_password)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
                 other => mask(other),
             }
         }

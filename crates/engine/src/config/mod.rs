@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod agents;
+mod cluster;
 mod connectors;
 mod loader;
 mod mcp;
@@ -36,6 +37,7 @@ mod storage;
 mod team;
 mod tools;
 pub use agents::*;
+pub use cluster::*;
 pub use connectors::*;
 pub use loader::*;
 pub use mcp::*;
@@ -66,6 +68,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// Where sessions, approvals and rate-limit counters live (SQLite or PostgreSQL).
     pub storage: StorageConfig,
+    /// Several instances sharing the work through NATS JetStream (off by default).
+    pub cluster: ClusterConfig,
     /// Agents by id (usually from `config/agents.yaml`).
     pub agents: BTreeMap<String, AgentConfig>,
     /// People and agents of the team (from `config/team.json`).
@@ -91,6 +95,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "defaults",
     "sessions",
     "storage",
+    "cluster",
     "agents",
     "team",
     "mcp",

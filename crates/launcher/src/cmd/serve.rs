@@ -56,6 +56,17 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     init_logging(&level, json);
     let rt = tokio_runtime()?;
     let c = &l.config;
+    let problems = c.config.cluster.problems(&c.config.storage);
+    if !problems.is_empty() {
+        anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
+    }
+    // The work queue, leases and cluster-wide events are not in this build yet: an
+    // instance that said it was a member and ran alone would answer messages twice.
+    if c.config.cluster.enabled {
+        anyhow::bail!(
+            "`cluster.enabled`: this build cannot run as a cluster member yet (the NATS work              queue is not implemented); run one instance, or leave `cluster.enabled` false"
+        );
+    }
     tracing::info!(
         overlay = %c.overlay_dir.display(),
         profile = c.profile.as_deref().unwrap_or("-"),

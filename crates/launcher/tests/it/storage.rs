@@ -503,9 +503,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         );
     }
     assert_eq!(
-        schema
-            .count("SELECT COUNT(*) FROM memory_vectors")
-            .await,
+        schema.count("SELECT COUNT(*) FROM memory_vectors").await,
         9_999
     );
     // Every memory-log entry (10,000 bulk inserts are not logged by SQLite; the forget is).
@@ -722,4 +720,49 @@ async fn a_database_outage_is_reported_and_survived() {
     }
     assert!(healthy, "the store never came back");
     assert_eq!(invoke().await["value"]["status"], "ok");
+}
+
+#[test]
+fn a_cluster_on_sqlite_is_refused_at_start_saying_why() {
+    let ov = tempfile::tempdir().expect("tmp");
+    common::write(
+        ov.path(),
+        "config/config.yaml",
+        "cluster:\n  enabled: true\n  nats_url: nats://app:s3cret-n4ts@127.0.0.1:4222\n",
+    );
+    let o = common::strata(ov.path())
+        .args(["serve", "--set", "server.port=0"])
+        .output()
+        .expect("serve");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`cluster.enabled` needs `storage.backend: postgres`"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret-n4ts"), "{err}");
+    let o = strata(ov.path(), &["config", "show"]);
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("nats://app:********@127.0.0.1:4222"),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cret-n4ts"), "{shown}");
+}
+
+#[test]
+fn a_cluster_member_is_refused_until_the_queue_exists() {
+    let ov = tempfile::tempdir().expect("tmp");
+    common::write(
+        ov.path(),
+        "config/config.yaml",
+        "storage:\n  backend: postgres\n  postgres:\n    url: postgres://app@127.0.0.1:9/strata\ncluster:\n  enabled: true\n  nats_url: nats://127.0.0.1:4222\n",
+    );
+    let o = common::strata(ov.path())
+        .args(["serve", "--set", "server.port=0"])
+        .output()
+        .expect("serve");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot run as a cluster member yet"), "{err}");
 }
