@@ -142,6 +142,7 @@ fn req(session: usize) -> TurnRequest {
         message: Message::text("go"),
         depth: 0,
         taint: None,
+        turn_id: None,
     }
 }
 

@@ -82,6 +82,7 @@ pub(crate) async fn answer(
             message: Message::text(msg.text.clone()),
             depth: 0,
             taint: None,
+            turn_id: None,
         })
         .await;
     if let Some(t) = typing {

@@ -248,6 +248,7 @@ pub(crate) async fn slash(
                                     message: Message::text(prompt),
                                     depth: 0,
                                     taint: None,
+                                    turn_id: None,
                                 })
                                 .await
                             {

@@ -12,7 +12,7 @@ use crate::agent::{Agent, AgentError, Reply, TurnContext};
 use crate::config::SessionsConfig;
 use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
 use crate::tool::Env;
-use crate::turns::{AgentDirectory, TurnRequest};
+use crate::turns::{AgentDirectory, TurnQueue, TurnRequest};
 
 #[async_trait]
 impl AgentDirectory for AgentManager {
@@ -48,6 +48,8 @@ pub struct AgentManager {
     live: StdMutex<Live>,
     /// Where inbound content-safety alerts go (the audit log, the log, the alert sinks).
     alerts: Option<Arc<crate::invoker::Invoker>>,
+    /// The cluster's queue, when this instance shares the work with others.
+    queue: std::sync::OnceLock<Arc<dyn TurnQueue>>,
 }
 
 impl AgentManager {
@@ -65,7 +67,15 @@ impl AgentManager {
                 tick: 0,
             }),
             alerts: None,
+            queue: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hands top-level turns to `queue` from now on (once; a second call is ignored):
+    /// [`turn`](Self::turn) submits them there and whichever instance takes one calls
+    /// [`run_here`](Self::run_here).
+    pub fn set_queue(&self, queue: Arc<dyn TurnQueue>) {
+        let _ = self.queue.set(queue);
     }
 
     /// Sends inbound content-safety alerts through `invoker` (audit log, log, alert sinks).
@@ -191,8 +201,18 @@ impl AgentManager {
         slot
     }
 
-    /// Runs one turn and stores it.
+    /// Runs one turn and stores it: through the cluster's queue when there is one (a turn
+    /// asked for by another turn runs where its caller runs), here otherwise.
     pub async fn turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        match self.queue.get() {
+            Some(q) if req.depth == 0 => q.submit(req).await,
+            _ => self.run_here(req).await,
+        }
+    }
+
+    /// Runs one turn in this process and stores it. A turn whose `turn_id` is stored already
+    /// is not run again: its stored answer is returned.
+    pub async fn run_here(&self, req: TurnRequest) -> Result<Reply, AgentError> {
         let agent = self.agents.get(&req.agent_id).cloned().ok_or_else(|| {
             AgentError::Other(format!(
                 "unknown agent `{}`; agents: {}",
@@ -239,6 +259,16 @@ impl AgentManager {
                 },
             };
             *guard = Some(state);
+        }
+        if let Some(id) = &req.turn_id
+            && let Some(done) = self
+                .store
+                .stored_turn(id)
+                .await
+                .map_err(|e| AgentError::Other(e.to_string()))?
+        {
+            tracing::info!(agent = %key.agent_id, session = %key.session_id, turn = %id, "turn already done: its stored answer is returned");
+            return Ok(Reply::from_stored(done));
         }
         let state = guard.get_or_insert_with(SessionState::default);
         let mut ctx = TurnContext::new(
@@ -302,16 +332,36 @@ impl AgentManager {
                 request_id: r.request_id.clone(),
             })
             .collect();
-        if let Err(e) = self
-            .store
-            .record_turn(
-                &key,
-                &reply.transcript,
-                reply.provider_state.as_ref(),
-                &tool_log,
-            )
-            .await
-        {
+        let stored = match &req.turn_id {
+            Some(id) => {
+                self.store
+                    .record_turn_once(
+                        &key,
+                        id,
+                        &reply.transcript,
+                        reply.provider_state.as_ref(),
+                        &tool_log,
+                    )
+                    .await
+            }
+            None => self
+                .store
+                .record_turn(
+                    &key,
+                    &reply.transcript,
+                    reply.provider_state.as_ref(),
+                    &tool_log,
+                )
+                .await
+                .map(|()| true),
+        };
+        if let Ok(false) = stored {
+            // Another instance stored this turn meanwhile: the session moved on elsewhere.
+            tracing::warn!(agent = %key.agent_id, session = %key.session_id, "turn stored by another instance first; this run's answer is not kept");
+            *guard = None;
+            return Ok(reply);
+        }
+        if let Err(e) = stored {
             // The answer exists; losing its storage must not lose the answer.
             tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %e, "turn not stored");
         } else {

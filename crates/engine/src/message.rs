@@ -53,6 +53,25 @@ pub struct Reply {
     pub tool_runs: Vec<ToolRun>,
 }
 
+impl Reply {
+    /// The answer of a turn stored earlier (its messages as the session keeps them): the last
+    /// assistant text, silent where that was the `NO_REPLY` sentinel.
+    pub fn from_stored(transcript: Vec<ChatMessage>) -> Reply {
+        let text = transcript
+            .iter()
+            .rev()
+            .find(|m| m.role == crate::llm::Role::Assistant && m.tool_calls.is_empty())
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Reply {
+            silent: is_no_reply(&text),
+            text,
+            transcript,
+            ..Reply::default()
+        }
+    }
+}
+
 /// One tool call of a turn, for the session's tool log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolRun {

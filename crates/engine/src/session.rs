@@ -149,6 +149,28 @@ pub trait SessionStore: Send + Sync {
         }
         Ok(())
     }
+    /// [`record_turn`](SessionStore::record_turn) for a turn with a stable id: `Ok(false)`,
+    /// storing nothing, when a turn with that id is stored already (a redelivered message).
+    /// Stores that keep no ids store it every time.
+    async fn record_turn_once(
+        &self,
+        key: &SessionKey,
+        turn_id: &str,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<bool, StoreError> {
+        let _ = turn_id;
+        self.record_turn(key, messages, provider_state, tools)
+            .await
+            .map(|()| true)
+    }
+    /// The messages of the stored turn with this id, if there is one (`None` also from stores
+    /// that keep no ids).
+    async fn stored_turn(&self, turn_id: &str) -> Result<Option<Vec<ChatMessage>>, StoreError> {
+        let _ = turn_id;
+        Ok(None)
+    }
     /// Number of sessions.
     async fn count(&self) -> Result<u64, StoreError>;
     /// The session's write counter, where other processes may write the same session (a

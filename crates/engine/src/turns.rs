@@ -46,6 +46,20 @@ pub struct TurnRequest {
     /// The taint of the turn that asked for this one (`ask_agent`, `send_to_agent`): the new
     /// turn shares it. `None` for a message from a connector.
     pub taint: Option<Taint>,
+    /// A stable id for this unit of work (a connector's message id, an HTTP caller's
+    /// `request_id`): a turn whose id is already stored is not run again. `None`: a fresh
+    /// one each time.
+    pub turn_id: Option<String>,
+}
+
+/// Where top-level turns go when several instances share the work (the cluster's queue):
+/// [`AgentManager::turn`](crate::manager::AgentManager::turn) hands them over and waits for
+/// the reply, wherever the turn ran. Turns asked for by other turns (`depth > 0`) run where
+/// their caller runs.
+#[async_trait]
+pub trait TurnQueue: Send + Sync {
+    /// Runs `req` on some instance (exactly once per `turn_id`) and returns its reply.
+    async fn submit(&self, req: TurnRequest) -> Result<Reply, AgentError>;
 }
 
 /// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's

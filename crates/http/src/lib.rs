@@ -583,6 +583,7 @@ async fn chat(
             message: strata_engine::agent::Message::text(message),
             depth: 0,
             taint: None,
+            turn_id: None,
         })
         .await
         .map_err(|e| match e {
@@ -684,6 +685,7 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
                     message: strata_engine::agent::Message::text(prompt),
                     depth: 0,
                     taint: None,
+                    turn_id: None,
                 })
                 .await;
             if let Err(e) = r {

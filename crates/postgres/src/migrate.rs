@@ -127,6 +127,10 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE memories SET (fillfactor = 90);
     ALTER INDEX memories_fts SET (fastupdate = off);
     SELECT gin_clean_pending_list('memories_fts'::regclass);",
+    // 3: a turn's stable id (a connector's message id, a request id), so a redelivered
+    // message is answered from the stored turn instead of running again.
+    "ALTER TABLE turns ADD COLUMN turn_id TEXT;
+    CREATE UNIQUE INDEX turns_by_id ON turns (turn_id);",
 ];
 
 /// The newest schema version this binary knows.

@@ -26,13 +26,15 @@ pub struct PgStore {
     db: Arc<Db>,
     /// Turns being stored, and sessions' versions being read, coalesced across concurrent
     /// turns (started on first use, on the runtime that uses the store).
-    turns: Arc<OnceLock<Batcher<TurnWrite, ()>>>,
+    turns: Arc<OnceLock<Batcher<TurnWrite, bool>>>,
     versions: Arc<OnceLock<Batcher<SessionKey, i64>>>,
 }
 
 /// One turn to store: the session's row, the turn, its tool calls.
 struct TurnWrite {
     key: SessionKey,
+    /// Stored at most once per id.
+    turn_id: Option<String>,
     messages: String,
     message_count: i64,
     provider_state: Option<String>,
@@ -45,9 +47,9 @@ const BATCH_WORKERS: usize = 2;
 
 /// Stores `batch` in as few statements as it takes: one, unless a session comes twice (a
 /// statement may update a row once), and one per turn when a batch fails (so one bad turn
-/// fails alone).
-async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<(), StoreError>> {
-    let mut results: Vec<Option<Result<(), StoreError>>> = vec![None; batch.len()];
+/// fails alone). `false` for a turn whose id was stored already (nothing written).
+async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<bool, StoreError>> {
+    let mut results: Vec<Option<Result<bool, StoreError>>> = vec![None; batch.len()];
     let mut left: Vec<usize> = (0..batch.len()).collect();
     while !left.is_empty() {
         let mut seen = std::collections::HashSet::new();
@@ -56,11 +58,16 @@ async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<(), Store
         left = later;
         let items: Vec<&TurnWrite> = round.iter().map(|&i| &batch[i]).collect();
         match write_round(&db, &items).await {
-            Ok(()) => round.iter().for_each(|&i| results[i] = Some(Ok(()))),
+            Ok(written) => {
+                for (&i, w) in round.iter().zip(written) {
+                    results[i] = Some(Ok(w));
+                }
+            }
             Err(e) if round.len() == 1 => results[round[0]] = Some(Err(e)),
             Err(_) => {
                 for &i in &round {
-                    results[i] = Some(write_round(&db, &[&batch[i]]).await);
+                    let r = write_round(&db, &[&batch[i]]).await;
+                    results[i] = Some(r.map(|w| w.first().copied().unwrap_or(false)));
                 }
             }
         }
@@ -72,14 +79,16 @@ async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<(), Store
 }
 
 /// One statement (one round trip, one commit) for turns of distinct sessions: each
-/// session's row, its turn, and the turn's tool calls, all or nothing.
-async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<(), StoreError> {
+/// session's row, its turn, and the turn's tool calls, all or nothing; a turn whose id is
+/// stored already is left out (`false` in the answer, one per item).
+async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<Vec<bool>, StoreError> {
     let t = now();
     let agent: Vec<&str> = items.iter().map(|w| w.key.agent_id.as_str()).collect();
     let session: Vec<&str> = items.iter().map(|w| w.key.session_id.as_str()).collect();
     let state: Vec<Option<&str>> = items.iter().map(|w| w.provider_state.as_deref()).collect();
     let messages: Vec<&str> = items.iter().map(|w| w.messages.as_str()).collect();
     let count: Vec<i64> = items.iter().map(|w| w.message_count).collect();
+    let ids: Vec<Option<&str>> = items.iter().map(|w| w.turn_id.as_deref()).collect();
     let tools = items.iter().flat_map(|w| w.tools.iter());
     let t_agent: Vec<&str> = tools.clone().map(|e| e.key.agent_id.as_str()).collect();
     let t_session: Vec<&str> = tools.clone().map(|e| e.key.session_id.as_str()).collect();
@@ -91,8 +100,11 @@ async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<(), StoreError> {
     let st = c
         .prepare_cached(
             "WITH i AS (
-                SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[])
-                    AS i(agent_id, session_id, provider_state, messages, message_count)
+                SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[],
+                    $13::TEXT[]) AS i(agent_id, session_id, provider_state, messages,
+                    message_count, turn_id)
+                WHERE i.turn_id IS NULL
+                   OR NOT EXISTS (SELECT 1 FROM turns d WHERE d.turn_id = i.turn_id)
              ), s AS (
                 INSERT INTO sessions (agent_id, session_id, created_at, updated_at,
                     turns_since_summary, turn_count, provider_state, version)
@@ -105,38 +117,36 @@ async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<(), StoreError> {
                     version = sessions.version + 1
                 RETURNING id, agent_id, session_id, turn_count
              ), t AS (
-                INSERT INTO turns (session, turn, messages, message_count, created_at)
-                SELECT s.id, s.turn_count, i.messages, i.message_count, $6
+                INSERT INTO turns (session, turn, messages, message_count, created_at, turn_id)
+                SELECT s.id, s.turn_count, i.messages, i.message_count, $6, i.turn_id
                 FROM s JOIN i ON i.agent_id = s.agent_id AND i.session_id = s.session_id
              ), l AS (
                 INSERT INTO tool_log (ts, agent_id, session_id, tool, status, elapsed_ms, request_id)
                 SELECT $6, u.agent_id, u.session_id, u.tool, u.status, u.elapsed, u.request
                 FROM unnest($7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::FLOAT8[],
                     $12::TEXT[]) AS u(agent_id, session_id, tool, status, elapsed, request)
+                JOIN i ON i.agent_id = u.agent_id AND i.session_id = u.session_id
              )
-             SELECT COUNT(*) FROM s",
+             SELECT agent_id, session_id FROM s",
         )
         .await
         .map_err(|e| db.fail(e))?;
-    let written: i64 = c
-        .query_one(
+    let rows = c
+        .query(
             &st,
             &[
                 &agent, &session, &state, &messages, &count, &t, &t_agent, &t_session, &t_tool,
-                &t_status, &t_elapsed, &t_request,
+                &t_status, &t_elapsed, &t_request, &ids,
             ],
         )
         .await
-        .map_err(|e| db.fail(e))?
-        .get(0);
-    if written as usize != items.len() {
-        return Err(StoreError(format!(
-            "PostgreSQL at {}: {written} of {} turns written",
-            db.target(),
-            items.len()
-        )));
-    }
-    Ok(())
+        .map_err(|e| db.fail(e))?;
+    let written: std::collections::HashSet<(String, String)> =
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(items
+        .iter()
+        .map(|w| written.contains(&(w.key.agent_id.clone(), w.key.session_id.clone())))
+        .collect())
 }
 
 /// Sessions' versions (0 for a session not stored yet), one statement for the batch.
@@ -212,7 +222,29 @@ impl PgStore {
         }
     }
 
-    fn turn_writer(&self) -> &Batcher<TurnWrite, ()> {
+    /// Queues a turn for the writer; `false` when its id was stored already.
+    async fn write_turn(
+        &self,
+        key: &SessionKey,
+        turn_id: Option<&str>,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<bool, StoreError> {
+        let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
+        self.turn_writer()
+            .call(TurnWrite {
+                key: key.clone(),
+                turn_id: turn_id.map(str::to_owned),
+                messages: json,
+                message_count: messages.len() as i64,
+                provider_state: provider_state.map(Value::to_string),
+                tools: tools.to_vec(),
+            })
+            .await
+    }
+
+    fn turn_writer(&self) -> &Batcher<TurnWrite, bool> {
         self.turns.get_or_init(|| {
             let db = self.db.clone();
             Batcher::start(BATCH_WORKERS, BATCH_MAX, move |b| {
@@ -445,16 +477,40 @@ impl SessionStore for PgStore {
         provider_state: Option<&Value>,
         tools: &[ToolLogEntry],
     ) -> Result<(), StoreError> {
-        let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
-        self.turn_writer()
-            .call(TurnWrite {
-                key: key.clone(),
-                messages: json,
-                message_count: messages.len() as i64,
-                provider_state: provider_state.map(Value::to_string),
-                tools: tools.to_vec(),
-            })
+        self.write_turn(key, None, messages, provider_state, tools)
             .await
+            .map(|_| ())
+    }
+
+    async fn record_turn_once(
+        &self,
+        key: &SessionKey,
+        turn_id: &str,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<bool, StoreError> {
+        self.write_turn(key, Some(turn_id), messages, provider_state, tools)
+            .await
+    }
+
+    async fn stored_turn(&self, turn_id: &str) -> Result<Option<Vec<ChatMessage>>, StoreError> {
+        let c = self.db.client().await?;
+        let st = c
+            .prepare_cached("SELECT messages FROM turns WHERE turn_id = $1")
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let Some(row) = c
+            .query_opt(&st, &[&turn_id])
+            .await
+            .map_err(|e| self.db.fail(e))?
+        else {
+            return Ok(None);
+        };
+        let json: String = row.get(0);
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| StoreError(format!("stored turn {turn_id}: {e}")))
     }
 
     async fn compact(

@@ -35,6 +35,7 @@ impl Hop {
                 message: Message::text(text),
                 depth: self.depth,
                 taint: self.taint,
+                turn_id: None,
             })
             .await
     }

@@ -87,6 +87,7 @@ fn req(who: &str, channel: &str, text: &str) -> TurnRequest {
         message: Message::text(text),
         depth: 0,
         taint: None,
+        turn_id: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn req(session: &str, text: &str) -> TurnRequest {
         message: Message::text(text),
         depth: 0,
         taint: None,
+        turn_id: None,
     }
 }
 

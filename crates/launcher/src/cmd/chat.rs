@@ -49,6 +49,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
                 message: strata_engine::agent::Message::text(message),
                 depth: 0,
                 taint: None,
+                turn_id: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"));

@@ -98,6 +98,7 @@ pub(crate) fn run(
                     message: Message::text(t),
                     depth: 0,
                     taint: None,
+                    turn_id: None,
                 }));
                 match reply {
                     Ok(r) if r.silent => println!("({agent_id} chose not to reply)"),

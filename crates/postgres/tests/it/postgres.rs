@@ -309,6 +309,7 @@ async fn instances_alternating_in_a_session_see_each_others_turns() {
         message: strata_engine::agent::Message::text("hi"),
         depth: 0,
         taint: None,
+        turn_id: None,
     };
     assert_eq!(a.turn(req()).await.expect("a1").text, "seen 0");
     assert_eq!(b.turn(req()).await.expect("b1").text, "seen 2");
@@ -419,4 +420,52 @@ async fn a_refused_turn_fails_alone_in_its_batch() {
         assert_eq!(r.is_err(), i == 17, "turn {i}: {r:?}");
     }
     assert_eq!(h.count("sessions", "1 = 1").await, 39);
+}
+
+/// A turn stored under an id is stored once: a second write with the id stores nothing and
+/// says so, and the stored turn is found by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_id_is_stored_once() {
+    use strata_engine::llm::{ChatMessage, Role};
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let s = PgStore::new(h.db().await);
+    let key = SessionKey::new("a", "s");
+    let msgs = vec![
+        ChatMessage::text(Role::User, "hi"),
+        ChatMessage::text(Role::Assistant, "hello"),
+    ];
+    assert!(
+        s.record_turn_once(&key, "m-1", &msgs, None, &[])
+            .await
+            .expect("first")
+    );
+    // At once from many tasks: exactly one more turn is stored.
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (s, key, msgs) = (s.clone(), key.clone(), msgs.clone());
+        set.spawn(async move { s.record_turn_once(&key, "m-2", &msgs, None, &[]).await });
+    }
+    let mut stored = 0;
+    while let Some(r) = set.join_next().await {
+        stored += usize::from(r.expect("join").expect("write"));
+    }
+    assert_eq!(stored, 1);
+    assert!(
+        !s.record_turn_once(&key, "m-1", &msgs, None, &[])
+            .await
+            .expect("again")
+    );
+    assert_eq!(
+        s.load(&key)
+            .await
+            .expect("load")
+            .expect("some")
+            .turns_since_summary,
+        2
+    );
+    let found = s.stored_turn("m-1").await.expect("find").expect("stored");
+    assert_eq!(found.last().map(|m| m.content.as_str()), Some("hello"));
+    assert!(s.stored_turn("m-9").await.expect("find").is_none());
 }

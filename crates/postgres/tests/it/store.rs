@@ -240,6 +240,7 @@ async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
         message: strata_engine::agent::Message::text("hi"),
         depth: 0,
         taint: None,
+        turn_id: None,
     };
     {
         let store = h.store().await;
@@ -582,6 +583,7 @@ async fn a_senders_taint_outlives_a_restart(kind: Kind) {
         message: strata_engine::agent::Message::text(text),
         depth: 0,
         taint: None,
+        turn_id: None,
     };
     {
         let store = h.store().await;

@@ -129,6 +129,7 @@ fn from_owner(agent: &str, text: &str) -> TurnRequest {
         message: Message::text(text),
         depth: 0,
         taint: None,
+        turn_id: None,
     }
 }
 
