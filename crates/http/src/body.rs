@@ -94,6 +94,10 @@ pub struct ChatBody {
     /// Which conversation (default: a new one).
     #[serde(default)]
     pub session_id: Option<Text>,
+    /// The caller's id for this message: a request sent again with the same id (a retry,
+    /// to this or another instance) is answered from the stored turn, not run twice.
+    #[serde(default)]
+    pub request_id: Option<NonEmpty>,
 }
 
 /// `POST /execute`: the two fields we act on; everything else the sender includes (title,

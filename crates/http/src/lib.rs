@@ -583,7 +583,7 @@ async fn chat(
             message: strata_engine::agent::Message::text(message),
             depth: 0,
             taint: None,
-            turn_id: None,
+            turn_id: b.request_id.map(|t| t.0),
         })
         .await
         .map_err(|e| match e {

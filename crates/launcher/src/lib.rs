@@ -15,6 +15,7 @@
 //! registry from everything linked in, and runs the subcommand.
 
 mod cli;
+pub mod cluster;
 mod cmd;
 mod http;
 mod preflight;

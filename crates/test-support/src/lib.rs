@@ -584,6 +584,66 @@ pub fn postgres_url() -> Option<String> {
     Some(url)
 }
 
+/// The NATS server (with JetStream) the cluster tests use: `STRATA_TEST_NATS_URL`, default
+/// `nats://127.0.0.1:4222`. `None` when nothing answers — the test says SKIPPED and passes —
+/// except under `CI`, where it fails (`.ci/run` starts nats-server).
+pub fn nats_url() -> Option<String> {
+    let url =
+        std::env::var("STRATA_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let addr = url.trim_start_matches("nats://").to_owned();
+    let answers = std::net::ToSocketAddrs::to_socket_addrs(&addr)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
+        });
+    if !answers {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs NATS with JetStream at {addr} (.ci/run starts nats-server -js)"
+        );
+        eprintln!(
+            "SKIPPED: no NATS at {addr}; start `nats-server -js -a 127.0.0.1 -p 4222` or set STRATA_TEST_NATS_URL"
+        );
+        return None;
+    }
+    Some(url)
+}
+
+/// An OpenAI-compatible chat-completions server on 127.0.0.1 that answers every request
+/// with `echo: <the last user message>`, after `delay` (and half a second more when the
+/// message says `slow`): a provider whose answers can be matched to the messages that asked
+/// for them, however many instances share it. Its base URL (`http://127.0.0.1:PORT`; the
+/// API is under `/v1`).
+pub async fn echo_llm(delay: std::time::Duration) -> String {
+    use axum::Json;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(body): Json<Value>| async move {
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let slow = if last.contains("slow") {
+                Duration::from_millis(500)
+            } else {
+                Duration::ZERO
+            };
+            tokio::time::sleep(delay + slow).await;
+            Json(json!({
+                "id": "chatcmpl-echo", "object": "chat.completion", "model": "fake",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("echo: {last}")}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+            }))
+        }),
+    );
+    format!("http://{}", serve(app).await)
+}
+
 /// A schema name no other test run uses (`t_<random>`).
 pub fn unique_schema() -> String {
     format!("t_{}", uuid::Uuid::new_v4().simple())

@@ -60,13 +60,6 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     if !problems.is_empty() {
         anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
     }
-    // The work queue, leases and cluster-wide events are not in this build yet: an
-    // instance that said it was a member and ran alone would answer messages twice.
-    if c.config.cluster.enabled {
-        anyhow::bail!(
-            "`cluster.enabled`: this build cannot run as a cluster member yet (the NATS work              queue is not implemented); run one instance, or leave `cluster.enabled` false"
-        );
-    }
     tracing::info!(
         overlay = %c.overlay_dir.display(),
         profile = c.profile.as_deref().unwrap_or("-"),
@@ -89,6 +82,12 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     };
     let mcp_url = format!("http://{mcp_host}:{}/mcp", local.port());
     let wired = rt.block_on(crate::wiring::build(c, l.registry.clone(), Some(&mcp_url)))?;
+    // A cluster member hands its turns to the work queue and takes others' (`cluster.*`).
+    let member = rt.block_on(crate::cluster::join(
+        c,
+        &wired,
+        wired.invoker.env().vault.as_deref(),
+    ))?;
     crate::wiring::warn_missing_vault_refs(c, wired.invoker.env().vault.as_deref());
     tracing::info!(
         tools = l.registry.len(),
@@ -213,6 +212,11 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
         signal.await;
         tracing::info!("shutting down; finishing in-flight requests");
+        // A member first stops taking turns and finishes the ones it runs (the others
+        // are taken by the other instances), then closes its doors.
+        if let Some(m) = member {
+            m.leave().await;
+        }
         let _ = stop_tx.send(true);
         if tokio::time::timeout(std::time::Duration::from_secs(30), http)
             .await

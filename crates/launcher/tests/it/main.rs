@@ -7,6 +7,7 @@
 mod chat;
 mod claude_mcp;
 mod cli;
+mod cluster;
 mod common;
 mod mcp;
 mod memory;

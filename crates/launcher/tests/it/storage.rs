@@ -749,20 +749,3 @@ fn a_cluster_on_sqlite_is_refused_at_start_saying_why() {
     );
     assert!(!shown.contains("s3cret-n4ts"), "{shown}");
 }
-
-#[test]
-fn a_cluster_member_is_refused_until_the_queue_exists() {
-    let ov = tempfile::tempdir().expect("tmp");
-    common::write(
-        ov.path(),
-        "config/config.yaml",
-        "storage:\n  backend: postgres\n  postgres:\n    url: postgres://app@127.0.0.1:9/strata\ncluster:\n  enabled: true\n  nats_url: nats://127.0.0.1:4222\n",
-    );
-    let o = common::strata(ov.path())
-        .args(["serve", "--set", "server.port=0"])
-        .output()
-        .expect("serve");
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("cannot run as a cluster member yet"), "{err}");
-}

@@ -1,0 +1,78 @@
+//! Joining the cluster (`cluster.enabled`, the `cluster` feature): the NATS connection, the
+//! manager's turns handed to the work queue, and the worker that takes turns here.
+
+use std::sync::Arc;
+
+use strata_engine::config::LoadedConfig;
+use strata_engine::secret::Vault;
+
+use crate::wiring::Wired;
+
+/// This instance as a member: what `serve` stops on shutdown.
+#[cfg(feature = "cluster")]
+pub struct Member {
+    /// The membership.
+    pub cluster: Arc<strata_cluster::Cluster>,
+    worker: strata_cluster::Worker,
+}
+
+#[cfg(feature = "cluster")]
+impl Member {
+    /// Stops taking turns; the running ones finish.
+    pub async fn leave(self) {
+        self.worker.stop().await;
+    }
+}
+
+/// Joins when `cluster.enabled`; `None` otherwise.
+#[cfg(feature = "cluster")]
+pub async fn join(
+    cfg: &LoadedConfig,
+    wired: &Wired,
+    vault: Option<&dyn Vault>,
+) -> anyhow::Result<Option<Member>> {
+    let c = &cfg.config.cluster;
+    if !c.enabled {
+        return Ok(None);
+    }
+    let problems = c.problems(&cfg.config.storage);
+    if !problems.is_empty() {
+        anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
+    }
+    let Some(url) = &c.nats_url else {
+        anyhow::bail!("`cluster.nats_url` is not set");
+    };
+    let url = strata_engine::secret::resolve_ref(url, vault, "cluster.nats_url")
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let store: Arc<dyn strata_engine::session::SessionStore> = wired.store.clone();
+    let cluster =
+        strata_cluster::Cluster::connect(c, url.expose(), &cfg.overlay_dir, store).await?;
+    wired.manager.set_queue(cluster.clone());
+    let worker = cluster.start(wired.manager.clone());
+    Ok(Some(Member { cluster, worker }))
+}
+
+/// Without the `cluster` feature a member cannot be made.
+#[cfg(not(feature = "cluster"))]
+pub struct Member;
+
+#[cfg(not(feature = "cluster"))]
+impl Member {
+    /// Nothing to stop.
+    pub async fn leave(self) {}
+}
+
+/// Without the `cluster` feature, `cluster.enabled` is refused.
+#[cfg(not(feature = "cluster"))]
+pub async fn join(
+    cfg: &LoadedConfig,
+    _: &Wired,
+    _: Option<&dyn Vault>,
+) -> anyhow::Result<Option<Member>> {
+    if cfg.config.cluster.enabled {
+        anyhow::bail!(
+            "`cluster.enabled` needs a binary built with the launcher's `cluster` feature"
+        );
+    }
+    Ok(None)
+}

@@ -1,0 +1,281 @@
+//! Several `serve` processes as one Strata through NATS JetStream and PostgreSQL: every
+//! `/chat` answered exactly once whichever instance takes it, a session's turns stored in
+//! the order sent, nothing lost or doubled when an instance is killed mid-load.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BOSS: &str = "boss-token-0123456789";
+
+/// A PostgreSQL schema and a JetStream stream of the test's own, dropped at the end.
+struct Shared {
+    pg: String,
+    nats: String,
+    name: String,
+}
+
+impl Shared {
+    fn new() -> Option<Shared> {
+        let pg = strata_test_support::postgres_url()?;
+        let nats = strata_test_support::nats_url()?;
+        Some(Shared {
+            pg,
+            nats,
+            name: strata_test_support::unique_schema(),
+        })
+    }
+
+    async fn pg(&self) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.pg, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        c
+    }
+
+    async fn drop_now(&self) {
+        let _ = self
+            .pg()
+            .await
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name))
+            .await;
+        if let Ok(nc) = async_nats::connect(self.nats.trim_start_matches("nats://")).await {
+            let _ = async_nats::jetstream::new(nc)
+                .delete_stream(&self.name)
+                .await;
+        }
+    }
+}
+
+/// An overlay of one member: the same configuration for every instance, a data dir each.
+fn member(llm: &str, s: &Shared) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
+             storage:\n  backend: postgres\n  postgres:\n    url: {}\n    schema: {}\n    pool_size: 4\n\
+             cluster:\n  enabled: true\n  nats_url: {}\n  stream: {}\n  ack_wait_secs: 3\n",
+            common::fake_llm(llm, "literal-test-key", "fake-model"),
+            s.pg,
+            s.name,
+            s.nats,
+            s.name
+        ),
+    );
+    common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
+    dir
+}
+
+/// `/chat` with `request_id` on whichever instance is up, starting at `first`: the answer's
+/// text. An instance that does not answer (killed) is skipped; the same id is sent again.
+async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k: usize) -> String {
+    let c = common::client();
+    let body = json!({
+        "message": format!("{session} m{k}"),
+        "agent": "main",
+        "session_id": session,
+        "request_id": format!("{session}-m{k}"),
+    });
+    for attempt in 0..200 {
+        let base = {
+            let b = bases.lock().expect("bases");
+            b[(first + attempt) % b.len()].clone()
+        };
+        let Some(base) = base else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let r = c
+            .post(format!("{base}/chat"))
+            .header("X-Strata-Token", BOSS)
+            .json(&body)
+            .send()
+            .await;
+        match r {
+            Ok(r) if r.status().is_success() => {
+                let v: Value = r.json().await.expect("json");
+                return v["response"].as_str().unwrap_or_default().to_owned();
+            }
+            Ok(r) => {
+                let status = r.status();
+                let text = r.text().await.unwrap_or_default();
+                // The instance died while it waited for the answer: ask another.
+                assert!(status.as_u16() >= 500, "{session} m{k}: {status} {text}");
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{session} m{k}: no instance answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_answer_each_message_once_in_order_through_a_kill() {
+    let Some(shared) = Shared::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
+    let overlays: Vec<tempfile::TempDir> = (0..3).map(|_| member(&llm, &shared)).collect();
+    let mut served: Vec<Option<common::Served>> = overlays
+        .iter()
+        .map(|o| Some(common::serve_with(o.path(), &[])))
+        .collect();
+    let bases = Arc::new(Mutex::new(
+        served
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.base.clone()))
+            .collect::<Vec<_>>(),
+    ));
+    let (sessions, per) = (60usize, 10usize);
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for s in 0..sessions {
+        let (bases, done) = (bases.clone(), done.clone());
+        set.spawn(async move {
+            let session = format!("s{s:02}");
+            for k in 0..per {
+                let answer = chat(&bases, s + k, &session, k).await;
+                assert_eq!(answer, format!("echo: {session} m{k}"));
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    // A third of the way in, instance 1 dies without a word; at two thirds it comes back.
+    let total = sessions * per;
+    while done.load(std::sync::atomic::Ordering::Relaxed) < total / 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bases.lock().expect("bases")[1] = None;
+    if let Some(mut s) = served[1].take() {
+        s.child.kill().expect("kill -9");
+        let _ = s.child.wait();
+    }
+    while done.load(std::sync::atomic::Ordering::Relaxed) < 2 * total / 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let back = common::serve_with(overlays[1].path(), &[]);
+    bases.lock().expect("bases")[1] = Some(back.base.clone());
+    served[1] = Some(back);
+    while let Some(r) = set.join_next().await {
+        r.expect("a session's client failed");
+    }
+    // What the store holds: every message once, each session's in the order sent.
+    let c = shared.pg().await;
+    let rows = c
+        .query(
+            &format!(
+                "SELECT s.session_id, t.turn_id, t.messages FROM {0}.turns t \
+                 JOIN {0}.sessions s ON s.id = t.session ORDER BY s.session_id, t.turn",
+                shared.name
+            ),
+            &[],
+        )
+        .await
+        .expect("turns");
+    let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &rows {
+        let (session, id, messages): (String, Option<String>, String) =
+            (r.get(0), r.get(1), r.get(2));
+        let m: Value = serde_json::from_str(&messages).expect("messages");
+        let user = m[0]["content"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(
+            id.as_deref().map(|i| i.replace('-', " ")),
+            Some(user.clone()),
+            "a turn stored under another message's id"
+        );
+        by_session.entry(session).or_default().push(user);
+    }
+    assert_eq!(by_session.len(), sessions);
+    for (session, users) in &by_session {
+        let want: Vec<String> = (0..per).map(|k| format!("{session} m{k}")).collect();
+        assert_eq!(
+            users, &want,
+            "{session}: turns missing, doubled or out of order"
+        );
+    }
+    // And they went through the queue: every turn was a message the workers took.
+    let nc = async_nats::connect(shared.nats.trim_start_matches("nats://"))
+        .await
+        .expect("nats");
+    let js = async_nats::jetstream::new(nc);
+    let mut stream = js.get_stream(&shared.name).await.expect("stream");
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("workers").await.expect("consumer");
+    let info = consumer.info().await.expect("consumer info");
+    assert!(
+        info.delivered.stream_sequence >= total as u64,
+        "only {} turns went through the queue",
+        info.delivered.stream_sequence
+    );
+    assert_eq!(
+        stream.info().await.expect("info").state.messages,
+        0,
+        "turns left behind"
+    );
+    drop(served);
+    shared.drop_now().await;
+}
+
+/// A session's messages sent one after another without waiting for the answers, each to
+/// another instance, the first one slow: they run one at a time in the order sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
+    let Some(shared) = Shared::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(5)).await;
+    let overlays: Vec<tempfile::TempDir> = (0..3).map(|_| member(&llm, &shared)).collect();
+    let served: Vec<common::Served> = overlays
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+    let texts = ["slow m0", "m1", "m2", "m3"];
+    let mut set = tokio::task::JoinSet::new();
+    for (k, text) in texts.iter().enumerate() {
+        let base = served[k % 3].base.clone();
+        let text = text.to_string();
+        set.spawn(async move {
+            let (status, v) = common::api(
+                "POST",
+                &format!("{base}/chat"),
+                BOSS,
+                Some(json!({"message": text, "agent": "main", "session_id": "ordered"})),
+            )
+            .await;
+            assert_eq!(status, 200, "{v}");
+            assert_eq!(v["response"], format!("echo: {text}"));
+        });
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("client");
+    }
+    let rows = shared
+        .pg()
+        .await
+        .query(
+            &format!(
+                "SELECT t.messages FROM {0}.turns t JOIN {0}.sessions s ON s.id = t.session \
+                 WHERE s.session_id = 'ordered' ORDER BY t.turn",
+                shared.name
+            ),
+            &[],
+        )
+        .await
+        .expect("turns");
+    let users: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let m: Value = serde_json::from_str(&r.get::<_, String>(0)).expect("json");
+            m[0]["content"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(users, texts, "turns ran out of the order they were sent");
+    drop(served);
+    shared.drop_now().await;
+}
