@@ -175,6 +175,19 @@ struct Counters {
     redelivered: AtomicU64,
 }
 
+/// What a member shares with the others besides NATS.
+pub struct Shared {
+    /// The store turns are kept in (answers are looked for there).
+    pub store: Arc<dyn SessionStore>,
+    /// The members' table (heartbeats, `cluster status`); `None`: not kept.
+    pub members: Option<strata_postgres::Members>,
+    /// This instance's control API, as the others show it.
+    pub address: Option<String>,
+}
+
+/// How often a member writes its heartbeat; a member silent for three is shown as gone.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// This instance's membership: the NATS connection, the stream, and the store answers are
 /// looked for in.
 pub struct Cluster {
@@ -185,7 +198,16 @@ pub struct Cluster {
     instance: String,
     ack_wait: Duration,
     store: Arc<dyn SessionStore>,
+    members: Option<strata_postgres::Members>,
+    address: Option<String>,
+    started_at: i64,
     counters: Counters,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 impl Cluster {
@@ -196,7 +218,7 @@ impl Cluster {
         cfg: &ClusterConfig,
         url: &str,
         base: &Path,
-        store: Arc<dyn SessionStore>,
+        shared: Shared,
     ) -> Result<Arc<Cluster>, ClusterError> {
         let instance = cfg.instance_id.clone().unwrap_or_else(default_instance_id);
         let target = without_credentials(url);
@@ -271,7 +293,10 @@ impl Cluster {
             name,
             instance,
             ack_wait,
-            store,
+            store: shared.store,
+            members: shared.members,
+            address: shared.address,
+            started_at: unix_now(),
             counters: Counters::default(),
         }))
     }
@@ -316,11 +341,50 @@ impl Cluster {
         format!("{}.reply.{}", self.name, digest(turn_id))
     }
 
-    /// Starts taking turns for `manager` until the returned handle is stopped.
+    /// Starts taking turns for `manager`, and writing this member's heartbeat, until the
+    /// returned handle is stopped.
     pub fn start(self: &Arc<Self>, manager: Arc<AgentManager>) -> Worker {
         let (stop, rx) = watch::channel(false);
-        let task = tokio::spawn(self.clone().work(manager, rx));
-        Worker { stop, task }
+        let task = tokio::spawn(self.clone().work(manager, rx.clone()));
+        let beat = tokio::spawn(self.clone().heartbeat(rx));
+        Worker { stop, task, beat }
+    }
+
+    /// This member's row as it is now.
+    async fn row(&self) -> strata_postgres::MemberRow {
+        let c = &self.counters;
+        strata_postgres::MemberRow {
+            id: self.instance.clone(),
+            address: self.address.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started_at: self.started_at,
+            heartbeat_at: unix_now(),
+            in_flight: c.in_flight.load(Ordering::Relaxed) as i64,
+            turns_run: c.ran.load(Ordering::Relaxed) as i64,
+            answered_from_store: c.answered_from_store.load(Ordering::Relaxed) as i64,
+            redelivered: c.redelivered.load(Ordering::Relaxed) as i64,
+            stream_depth: self.depth().await.ok().map(|d| d as i64),
+            leases: Vec::new(),
+        }
+    }
+
+    async fn heartbeat(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let Some(members) = self.members.clone() else {
+            return;
+        };
+        loop {
+            let row = self.row().await;
+            if let Err(e) = members.beat(&row).await {
+                tracing::warn!(error = %e, "cluster: heartbeat not written");
+            }
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = tokio::time::sleep(HEARTBEAT) => {}
+            }
+        }
+        if let Err(e) = members.remove(&self.instance).await {
+            tracing::warn!(error = %e, "cluster: leaving, the member's row stays until it is stale");
+        }
     }
 
     async fn work(self: Arc<Self>, manager: Arc<AgentManager>, mut stop: watch::Receiver<bool>) {
@@ -551,13 +615,48 @@ impl TurnQueue for Cluster {
 pub struct Worker {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    beat: tokio::task::JoinHandle<()>,
 }
 
 impl Worker {
-    /// Stops taking turns and waits (at most a minute) for the running ones to end.
+    /// Stops taking turns and waits (at most a minute) for the running ones to end; then
+    /// the member leaves the members' table.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
+        let _ = self.beat.await;
+    }
+}
+
+#[async_trait]
+impl strata_engine::turns::ClusterView for Cluster {
+    async fn status(&self) -> Result<serde_json::Value, String> {
+        let now = unix_now();
+        // The others as of their last heartbeat, this one as it is now.
+        let own = self.row().await;
+        let mut rows = match &self.members {
+            Some(m) => m.list().await.map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
+        rows.retain(|r| r.id != own.id);
+        rows.push(own);
+        rows.sort_by(|a, b| a.id.cmp(&b.id));
+        let instances: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["alive"] =
+                    serde_json::Value::Bool(now - r.heartbeat_at <= 3 * HEARTBEAT.as_secs() as i64);
+                v
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "instance": self.instance,
+            "stream": self.name,
+            "stream_depth": self.depth().await.ok(),
+            "redelivered": rows.iter().map(|r| r.redelivered).sum::<i64>(),
+            "instances": instances,
+        }))
     }
 }
 

@@ -62,6 +62,13 @@ pub trait TurnQueue: Send + Sync {
     async fn submit(&self, req: TurnRequest) -> Result<Reply, AgentError>;
 }
 
+/// The cluster as an operator sees it (`GET /api/cluster`): its members and its queue.
+#[async_trait]
+pub trait ClusterView: Send + Sync {
+    /// The status document (`docs/CLUSTER.md` describes its fields).
+    async fn status(&self) -> Result<serde_json::Value, String>;
+}
+
 /// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's
 /// MCP callbacks) find it: whose turn it is, for whom, and how deep in an inter-agent chain.
 #[derive(Debug, Clone, PartialEq)]

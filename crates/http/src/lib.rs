@@ -59,6 +59,8 @@ pub struct HttpState {
     pub sessions: Option<Arc<dyn strata_engine::store::StateStore>>,
     /// When the server started.
     pub started: Instant,
+    /// The cluster this instance is a member of (`GET /api/cluster`).
+    pub cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
 }
 
 /// A failure in the envelope every route uses: `{"ok": false, "code", "error"}`.
@@ -109,6 +111,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/artifacts", get(artifacts_list))
         .route("/api/artifacts/{*path}", get(artifact_read))
         .route("/api/state", get(api_state))
+        .route("/api/cluster", get(api_cluster))
         .route("/api/openapi.json", get(openapi_doc))
         .route("/chat", post(chat))
         .route("/execute", post(execute))
@@ -500,6 +503,20 @@ async fn artifact_read(
         "path": rel, "size": v["size"], "truncated": v["truncated"],
         "encoding": v["encoding"], "content": v["content"],
     })))
+}
+
+async fn api_cluster(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let Some(c) = &st.cluster else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this instance is not a cluster member (`cluster.enabled` is false)",
+        ));
+    };
+    c.status()
+        .await
+        .map(ok)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))
 }
 
 async fn api_state(State(st): State<Arc<HttpState>>) -> Response {

@@ -15,6 +15,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/artifacts"),
     ("get", "/api/artifacts/{path}"),
     ("get", "/api/state"),
+    ("get", "/api/cluster"),
     ("get", "/api/openapi.json"),
     ("post", "/chat"),
     ("post", "/execute"),
@@ -126,12 +127,16 @@ pub fn openapi() -> Value {
                     "403": resp("Outside the roots, or a secret file", err()), "404": resp("No such file", err())}), std_errors.clone())}},
             "/api/state": {"get": {"summary": "Runtime state: agents, sessions, connectors",
                 "responses": with(json!({"200": resp("State", ok_value(json!({"type": "object"})))}), std_errors.clone())}},
+            "/api/cluster": {"get": {"summary": "The cluster: members, their heartbeats and turns, the queue's depth",
+                "responses": with(json!({"200": resp("Status", ok_value(json!({"type": "object"}))),
+                    "404": resp("Not a cluster member", err()), "503": resp("The database did not answer", err())}), std_errors.clone())}},
             "/api/openapi.json": {"get": {"summary": "This document",
                 "responses": {"200": resp("OpenAPI 3.1", json!({"type": "object"}))}}},
             "/chat": {"post": {"summary": "Run one agent turn",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["message"], "properties": {
-                        "message": {"type": "string"}, "agent": {"type": "string"}, "session_id": {"type": "string"}}}}}},
+                        "message": {"type": "string"}, "agent": {"type": "string"}, "session_id": {"type": "string"},
+                        "request_id": {"type": "string"}}}}}},
                 "responses": with(json!({"200": resp("The answer", json!({"type": "object", "properties": {
                     "response": {"type": "string"}, "session_id": {"type": "string"}}})),
                     "502": resp("The agent failed", err()), "503": resp("No agent running", err())}), std_errors.clone())}},

@@ -152,6 +152,11 @@ pub enum Command {
         #[command(subcommand)]
         command: StorageCommand,
     },
+    /// The cluster (`cluster.*`): its members as the database knows them.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Content safety: see what the sanitiser and the injection scorer make of a text.
     Safety {
         #[command(subcommand)]
@@ -170,6 +175,19 @@ pub enum Command {
     },
 }
 
+/// `strata cluster …`
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Shows each instance (id, address, version, started, last heartbeat, leases, turns
+    /// in flight) and the work queue's depth and redeliveries.
+    Status {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `strata storage …`
 #[derive(Debug, Subcommand)]
 pub enum StorageCommand {
     /// Shows the configured backend, its schema version, row counts and pool state.

@@ -22,14 +22,21 @@ impl Member {
     pub async fn leave(self) {
         self.worker.stop().await;
     }
+
+    /// What `GET /api/cluster` shows.
+    pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
+        Some(self.cluster.clone())
+    }
 }
 
-/// Joins when `cluster.enabled`; `None` otherwise.
+/// Joins when `cluster.enabled`; `None` otherwise. `address` is this instance's control
+/// API, as the other members and `cluster status` show it.
 #[cfg(feature = "cluster")]
 pub async fn join(
     cfg: &LoadedConfig,
     wired: &Wired,
     vault: Option<&dyn Vault>,
+    address: &str,
 ) -> anyhow::Result<Option<Member>> {
     let c = &cfg.config.cluster;
     if !c.enabled {
@@ -45,8 +52,18 @@ pub async fn join(
     let url = strata_engine::secret::resolve_ref(url, vault, "cluster.nats_url")
         .map_err(|e| anyhow::anyhow!(e))?;
     let store: Arc<dyn strata_engine::session::SessionStore> = wired.store.clone();
-    let cluster =
-        strata_cluster::Cluster::connect(c, url.expose(), &cfg.overlay_dir, store).await?;
+    let members = wired.pool.clone().map(strata_postgres::Members::new);
+    let cluster = strata_cluster::Cluster::connect(
+        c,
+        url.expose(),
+        &cfg.overlay_dir,
+        strata_cluster::Shared {
+            store,
+            members,
+            address: Some(address.to_owned()),
+        },
+    )
+    .await?;
     wired.manager.set_queue(cluster.clone());
     let worker = cluster.start(wired.manager.clone());
     Ok(Some(Member { cluster, worker }))
@@ -60,6 +77,11 @@ pub struct Member;
 impl Member {
     /// Nothing to stop.
     pub async fn leave(self) {}
+
+    /// Nothing to show.
+    pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
+        None
+    }
 }
 
 /// Without the `cluster` feature, `cluster.enabled` is refused.
@@ -68,6 +90,7 @@ pub async fn join(
     cfg: &LoadedConfig,
     _: &Wired,
     _: Option<&dyn Vault>,
+    _: &str,
 ) -> anyhow::Result<Option<Member>> {
     if cfg.config.cluster.enabled {
         anyhow::bail!(

@@ -110,6 +110,7 @@ pub fn state(
     cfg: &LoadedConfig,
     wired: &Wired,
     addr: &SocketAddr,
+    cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
     let env = wired.invoker.env();
@@ -143,6 +144,7 @@ pub fn state(
         data_dir: cfg.data_dir.clone(),
         sessions: Some(wired.store.clone()),
         started: Instant::now(),
+        cluster,
     }))
 }
 

@@ -23,6 +23,8 @@ pub struct Wired {
     pub invoker: Arc<Invoker>,
     /// Sessions, rate-limit counters, approval requests (SQLite or PostgreSQL).
     pub store: Arc<dyn StateStore>,
+    /// The PostgreSQL pool the store opened (`None` on SQLite).
+    pub pool: crate::storage::Shared,
     /// Human approval of gated calls.
     pub approvals: Arc<Approvals>,
     /// Agent memory, when configured.
@@ -239,6 +241,7 @@ pub async fn build(
         manager,
         invoker,
         store,
+        pool: shared,
         approvals,
         memory,
         audit,

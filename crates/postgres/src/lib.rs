@@ -17,12 +17,14 @@
 
 mod batch;
 mod db;
+mod members;
 mod memory;
 mod migrate;
 mod store;
 mod tls;
 
 pub use db::{Db, PgError};
+pub use members::{MemberRow, Members};
 pub use memory::{PgMemory, scrub};
 pub use migrate::{MIGRATIONS, SCHEMA_VERSION, TABLES};
 pub use store::PgStore;

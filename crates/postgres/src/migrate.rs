@@ -131,6 +131,20 @@ pub const MIGRATIONS: &[&str] = &[
     // message is answered from the stored turn instead of running again.
     "ALTER TABLE turns ADD COLUMN turn_id TEXT;
     CREATE UNIQUE INDEX turns_by_id ON turns (turn_id);",
+    // 4: the members of a cluster, each one's row refreshed every few seconds while it runs.
+    "CREATE TABLE cluster_members (
+        id TEXT PRIMARY KEY,
+        address TEXT,
+        version TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        heartbeat_at BIGINT NOT NULL,
+        in_flight BIGINT NOT NULL DEFAULT 0,
+        turns_run BIGINT NOT NULL DEFAULT 0,
+        answered_from_store BIGINT NOT NULL DEFAULT 0,
+        redelivered BIGINT NOT NULL DEFAULT 0,
+        stream_depth BIGINT,
+        leases TEXT[] NOT NULL DEFAULT '{}'
+    );",
 ];
 
 /// The newest schema version this binary knows.

@@ -105,6 +105,7 @@ async fn server() -> Server {
         data_dir: d.join("data"),
         sessions: Some(store),
         started: Instant::now(),
+        cluster: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -3,6 +3,7 @@
 
 mod audit;
 mod chat;
+mod cluster;
 mod config;
 pub(crate) mod context;
 mod doctor;
@@ -116,6 +117,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Approvals { command } => security::approvals(Some(&loaded), command),
         Command::Memory { command } => memory::run(&loaded, command),
         Command::Storage { command } => storage::run(&loaded, command),
+        Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => security::safety_scan(&loaded, &input, json, jsonl),

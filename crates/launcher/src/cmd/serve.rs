@@ -87,6 +87,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         c,
         &wired,
         wired.invoker.env().vault.as_deref(),
+        &format!("http://{mcp_host}:{}", local.port()),
     ))?;
     crate::wiring::warn_missing_vault_refs(c, wired.invoker.env().vault.as_deref());
     tracing::info!(
@@ -133,7 +134,12 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
             "MCP servers started"
         );
     }
-    let http_state = crate::http::state(c, &wired, &local)?;
+    let http_state = crate::http::state(
+        c,
+        &wired,
+        &local,
+        member.as_ref().and_then(crate::cluster::Member::view),
+    )?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
     let manager = wired.manager.clone();
     let decay_hours = c.config.memory.decay.interval_hours;

@@ -235,6 +235,14 @@ async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
         .map(|o| common::serve_with(o.path(), &[]))
         .collect();
     let texts = ["slow m0", "m1", "m2", "m3"];
+    // The order that counts is the queue's: each message is sent once the one before it is
+    // queued (a loaded machine may otherwise deliver the HTTP requests out of order).
+    let nc = async_nats::connect(shared.nats.trim_start_matches("nats://"))
+        .await
+        .expect("nats");
+    let js = async_nats::jetstream::new(nc);
+    let mut stream = js.get_stream(&shared.name).await.expect("stream");
+    let mut queued = stream.info().await.expect("info").state.last_sequence;
     let mut set = tokio::task::JoinSet::new();
     for (k, text) in texts.iter().enumerate() {
         let base = served[k % 3].base.clone();
@@ -250,7 +258,14 @@ async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
             assert_eq!(status, 200, "{v}");
             assert_eq!(v["response"], format!("echo: {text}"));
         });
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        for _ in 0..500 {
+            let now = stream.info().await.expect("info").state.last_sequence;
+            if now > queued {
+                queued = now;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
     while let Some(r) = set.join_next().await {
         r.expect("client");
@@ -276,6 +291,69 @@ async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
         })
         .collect();
     assert_eq!(users, texts, "turns ran out of the order they were sent");
+
+    // The operator's view, from a member and from the command line: three instances up,
+    // at their addresses, with the turns they ran.
+    let (status, v) = common::api(
+        "GET",
+        &format!("{}/api/cluster", served[0].base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let v = &v["value"];
+    let mut addresses: Vec<&str> = v["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .filter(|i| i["alive"] == true)
+        .filter_map(|i| i["address"].as_str())
+        .collect();
+    addresses.sort_unstable();
+    let mut bases: Vec<&str> = served.iter().map(|s| s.base.as_str()).collect();
+    bases.sort_unstable();
+    assert_eq!(addresses, bases, "{v}");
+    // The turns run, summed over the members' heartbeats (every five seconds).
+    let mut run = 0;
+    for _ in 0..40 {
+        let (_, v) = common::api(
+            "GET",
+            &format!("{}/api/cluster", served[0].base),
+            BOSS,
+            None,
+        )
+        .await;
+        run = v["value"]["instances"].as_array().map_or(0, |a| {
+            a.iter().filter_map(|i| i["turns_run"].as_i64()).sum()
+        });
+        if run >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(run, 4, "turns run by the members");
+    let cli = |ov: &std::path::Path| {
+        let o = common::strata(ov)
+            .args(["cluster", "status", "--json"])
+            .output()
+            .expect("cluster status");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).expect("json")
+    };
+    assert_eq!(
+        cli(overlays[1].path())["instances"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    // Stopped with SIGTERM, each member leaves.
     drop(served);
+    assert_eq!(
+        cli(overlays[1].path())["instances"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
     shared.drop_now().await;
 }
