@@ -1,6 +1,7 @@
 //! Several `serve` processes as one Strata through NATS JetStream and PostgreSQL: every
 //! `/chat` answered exactly once whichever instance takes it, a session's turns stored in
-//! the order sent, nothing lost or doubled when an instance is killed mid-load.
+//! the order sent, nothing lost or doubled when an instance is killed or stopped mid-load;
+//! one rate limit and approvals decided through any member.
 
 use crate::common;
 
@@ -54,13 +55,18 @@ impl Shared {
 
 /// An overlay of one member: the same configuration for every instance, a data dir each.
 fn member(llm: &str, s: &Shared) -> tempfile::TempDir {
+    member_with(llm, s, "")
+}
+
+/// [`member`] with more configuration (`extra`, YAML at the top level).
+fn member_with(llm: &str, s: &Shared, extra: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
     std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
     common::write(
         d,
         "config/config.yaml",
-        &format!(
+        &(format!(
             "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
              storage:\n  backend: postgres\n  postgres:\n    url: {}\n    schema: {}\n    pool_size: 4\n\
              cluster:\n  enabled: true\n  nats_url: {}\n  stream: {}\n  ack_wait_secs: 3\n",
@@ -69,7 +75,7 @@ fn member(llm: &str, s: &Shared) -> tempfile::TempDir {
             s.name,
             s.nats,
             s.name
-        ),
+        ) + extra),
     );
     common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
     dir
@@ -119,7 +125,7 @@ async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_instances_answer_each_message_once_in_order_through_a_kill() {
+async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_stop() {
     let Some(shared) = Shared::new() else { return };
     let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
     let overlays: Vec<tempfile::TempDir> = (0..3).map(|_| member(&llm, &shared)).collect();
@@ -157,12 +163,22 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill() {
         s.child.kill().expect("kill -9");
         let _ = s.child.wait();
     }
+    // Halfway, instance 2 is stopped the polite way (SIGTERM: it finishes what it runs and
+    // takes nothing new) while it is under load.
+    while done.load(std::sync::atomic::Ordering::Relaxed) < total / 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bases.lock().expect("bases")[2] = None;
+    drop(served[2].take());
     while done.load(std::sync::atomic::Ordering::Relaxed) < 2 * total / 3 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let back = common::serve_with(overlays[1].path(), &[]);
     bases.lock().expect("bases")[1] = Some(back.base.clone());
     served[1] = Some(back);
+    let back = common::serve_with(overlays[2].path(), &[]);
+    bases.lock().expect("bases")[2] = Some(back.base.clone());
+    served[2] = Some(back);
     while let Some(r) = set.join_next().await {
         r.expect("a session's client failed");
     }
@@ -355,5 +371,98 @@ async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
             .map(Vec::len),
         Some(0)
     );
+    shared.drop_now().await;
+}
+
+/// One rate limit across the members, and an approval asked for by a turn (wherever it
+/// runs) decided through another member's API: approved, then denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_share_rate_limits_and_approvals() {
+    use strata_test_support::{FakeServer, openai};
+    let Some(shared) = Shared::new() else { return };
+    let fake = FakeServer::start().await.expect("fake");
+    let extra = "security:\n  hitl:\n    gated_tools: [list_files]\n  \
+                 rate_limits:\n    tools:\n      current_time: {per_minute: 10}\n";
+    let overlays: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| member_with(&fake.url, &shared, extra))
+        .collect();
+    for o in &overlays {
+        common::write(
+            o.path(),
+            "config/agents.yaml",
+            "agents:\n  main:\n    tools: [list_files]\n",
+        );
+    }
+    let served: Vec<common::Served> = overlays
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+
+    // 10 a minute across the three: 30 calls spread over them, exactly 10 run.
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..30 {
+        let base = served[i % 3].base.clone();
+        calls.spawn(async move {
+            common::api(
+                "POST",
+                &format!("{base}/api/invoke"),
+                BOSS,
+                Some(json!({"tool": "current_time", "args": {}})),
+            )
+            .await
+        });
+    }
+    let mut ok = 0;
+    while let Some(r) = calls.join_next().await {
+        let (_, v) = r.expect("join");
+        match v["value"]["status"].as_str() {
+            Some("ok") => ok += 1,
+            Some("rate_limited") => {}
+            other => panic!("unexpected {other:?}: {v}"),
+        }
+    }
+    assert_eq!(ok, 10);
+
+    // A gated call: the turn waits; another member's API decides.
+    for (decision, answer) in [("approve", "It ran."), ("deny", "It was refused.")] {
+        fake.script([
+            openai::tool_calls(&[("c1", "list_files", json!({"path": "."}))]),
+            openai::text(answer),
+        ]);
+        let url = format!("{}/chat", served[0].base);
+        let turn = tokio::spawn(async move {
+            common::api(
+                "POST",
+                &url,
+                BOSS,
+                Some(json!({"message": "look around", "agent": "main", "session_id": decision})),
+            )
+            .await
+        });
+        let rows = common::pending(&served[1].base, BOSS).await;
+        let id = rows[0]["id"].as_str().expect("id").to_owned();
+        let (st, v) = common::api(
+            "POST",
+            &format!("{}/api/approvals/{id}/{decision}", served[2].base),
+            BOSS,
+            Some(json!({"reason": "test"})),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        let (st, v) = turn.await.expect("turn");
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["response"], answer);
+        // What the model was told about the call says how it was decided.
+        let told = fake
+            .requests()
+            .last()
+            .map(|r| r.body["messages"].to_string())
+            .unwrap_or_default();
+        match decision {
+            "approve" => assert!(!told.contains("denied"), "{told}"),
+            _ => assert!(told.contains("denied"), "{told}"),
+        }
+    }
+    drop(served);
     shared.drop_now().await;
 }
