@@ -1,8 +1,10 @@
-//! Benchmarks. `cargo xtask bench [--quick] [NAME…]` runs them in release mode, prints a
+//! Benchmarks. `cargo xtask bench [--quick] [NAME…]` runs them in release mode (`cluster`
+//! only when named: it needs PostgreSQL and NATS), prints a
 //! table and writes `target/bench/<name>.json`. Figures are medians over several runs; no
 //! test ever asserts on them.
 
 mod agent;
+mod cluster;
 mod invoke;
 mod memory;
 mod pg;
@@ -99,7 +101,10 @@ fn main() -> std::process::ExitCode {
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let all = ["invoke", "agent", "memory", "safety", "sandbox", "serve"];
+    // `cluster` needs PostgreSQL and NATS on this machine: it runs when named.
+    let all = [
+        "invoke", "agent", "memory", "safety", "sandbox", "serve", "cluster",
+    ];
     for name in &wanted {
         if !all.contains(name) {
             eprintln!("unknown bench `{name}`; known: {}", all.join(", "));
@@ -107,7 +112,7 @@ fn main() -> std::process::ExitCode {
         }
     }
     for name in all {
-        if !wanted.is_empty() && !wanted.contains(&name) {
+        if (!wanted.is_empty() || name == "cluster") && !wanted.contains(&name) {
             continue;
         }
         let report = match name {
@@ -117,6 +122,7 @@ fn main() -> std::process::ExitCode {
             "safety" => safety::run(quick),
             "sandbox" => sandbox::run(quick),
             "serve" => serve::run(quick),
+            "cluster" => cluster::run(quick),
             _ => unreachable!("checked above"),
         };
         match report {

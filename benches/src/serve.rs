@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::{Report, Row, median, quantile};
 
-fn bin() -> Result<PathBuf, String> {
+pub(crate) fn bin() -> Result<PathBuf, String> {
     let p = std::env::var_os("STRATA_BENCH_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/release/strata"));
@@ -43,7 +43,7 @@ impl Drop for Server {
 }
 
 /// A blocking GET /health; true on 200.
-fn health(port: u16) -> bool {
+pub(crate) fn health(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;
