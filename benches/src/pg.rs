@@ -15,18 +15,23 @@ pub fn url() -> Option<String> {
         .next()
         .unwrap_or("127.0.0.1:5432")
         .to_owned();
-    let ok = std::net::ToSocketAddrs::to_socket_addrs(&addr)
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| {
-            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
-        });
+    let ok = answers(&addr);
     if !ok {
         eprintln!(
             "no PostgreSQL at {addr}: PostgreSQL rows skipped (set STRATA_BENCH_POSTGRES_URL)"
         );
     }
     ok.then_some(url)
+}
+
+/// Whether something accepts a TCP connection at `addr` (`host:port`) within two seconds.
+pub fn answers(addr: &str) -> bool {
+    std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
+        })
 }
 
 /// A fresh schema on the server; dropped with [`Schema::drop_now`].

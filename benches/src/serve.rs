@@ -58,7 +58,9 @@ pub(crate) fn health(port: u16) -> bool {
     matches!(s.read(&mut buf), Ok(n) if n >= 12 && &buf[9..12] == b"200")
 }
 
-fn start(overlay: &std::path::Path) -> Result<Server, String> {
+/// `strata --overlay OVERLAY serve` on a free port, once it answers `/health`: the child,
+/// its port and how long it took.
+pub(crate) fn spawn(overlay: &std::path::Path) -> Result<(Child, u16, Duration), String> {
     let port = free_port()?;
     let t0 = Instant::now();
     let child = Command::new(bin()?)
@@ -67,7 +69,15 @@ fn start(overlay: &std::path::Path) -> Result<Server, String> {
         .args(["serve", "--set", &format!("server.port={port}")])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // `STRATA_BENCH_SERVE_LOG=<file>`: the servers' logs, appended (to see why one failed).
+        .stderr(match std::env::var_os("STRATA_BENCH_SERVE_LOG") {
+            Some(f) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+                .map_or(Stdio::null(), Stdio::from),
+            None => Stdio::null(),
+        })
         .spawn()
         .map_err(|e| e.to_string())?;
     let deadline = t0 + Duration::from_secs(30);
@@ -77,7 +87,11 @@ fn start(overlay: &std::path::Path) -> Result<Server, String> {
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    let started_to_ready = t0.elapsed();
+    Ok((child, port, t0.elapsed()))
+}
+
+fn start(overlay: &std::path::Path) -> Result<Server, String> {
+    let (child, port, started_to_ready) = spawn(overlay)?;
     let token = std::fs::read_to_string(overlay.join("data/api-token"))
         .map_err(|e| e.to_string())?
         .trim()

@@ -82,7 +82,9 @@ pub(crate) async fn answer(
             message: Message::text(msg.text.clone()),
             depth: 0,
             taint: None,
-            turn_id: None,
+            // Discord's message id: a message delivered twice (a gateway replay, a second
+            // instance holding the account) is one turn, answered once.
+            turn_id: Some(format!("discord:{}:{agent}", msg.message_id)),
         })
         .await;
     if let Some(t) = typing {
@@ -99,6 +101,10 @@ pub(crate) async fn answer(
         let _ = account.http.delete_message(ch, m).await;
     }
     let text = match reply {
+        Ok(r) if r.replayed => {
+            tracing::info!(agent = %agent, message = %msg.message_id, "message answered before; not posted again");
+            return;
+        }
         Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => return,
         Ok(r) => r.text,
         Err(strata_engine::agent::AgentError::Denied(why)) => {

@@ -374,6 +374,7 @@ impl Agent for LlmAgent {
             usage,
             rounds,
             tool_runs,
+            replayed: false,
         })
     }
 

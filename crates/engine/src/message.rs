@@ -51,6 +51,10 @@ pub struct Reply {
     /// Tool calls made, in order.
     #[serde(default)]
     pub tool_runs: Vec<ToolRun>,
+    /// The answer of a turn stored earlier under the same `turn_id` (a redelivered
+    /// message): a connector that posted it the first time does not post it again.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 impl Reply {
@@ -67,6 +71,7 @@ impl Reply {
             silent: is_no_reply(&text),
             text,
             transcript,
+            replayed: true,
             ..Reply::default()
         }
     }

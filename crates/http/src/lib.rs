@@ -506,16 +506,16 @@ async fn artifact_read(
 }
 
 async fn api_cluster(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    // Not a member: the same shape, saying so.
     let Some(c) = &st.cluster else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "this instance is not a cluster member (`cluster.enabled` is false)",
-        ));
+        return Ok(ok(json!({"enabled": false, "instances": []})));
     };
     c.status()
         .await
-        .map(ok)
+        .map(|mut v| {
+            v["enabled"] = json!(true);
+            ok(v)
+        })
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))
 }
 

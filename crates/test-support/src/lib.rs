@@ -562,8 +562,32 @@ pub fn python_has(module: &str, pip_package: &str) -> bool {
 /// trust auth). `None` when nothing answers there — the test says SKIPPED and passes —
 /// except under `CI`, where it fails (`.ci/run` starts the server).
 pub fn postgres_url() -> Option<String> {
-    let url = std::env::var("STRATA_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    service_url(
+        "STRATA_TEST_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+        "PostgreSQL",
+        ".ci/run starts it with pg_ctlcluster",
+        "start one (trust auth, database `test`) or set STRATA_TEST_POSTGRES_URL",
+    )
+}
+
+/// The NATS server (with JetStream) the cluster tests use: `STRATA_TEST_NATS_URL`, default
+/// `nats://127.0.0.1:4222`. `None` when nothing answers — the test says SKIPPED and passes —
+/// except under `CI`, where it fails (`.ci/run` starts nats-server).
+pub fn nats_url() -> Option<String> {
+    service_url(
+        "STRATA_TEST_NATS_URL",
+        "nats://127.0.0.1:4222",
+        "NATS with JetStream",
+        ".ci/run starts nats-server -js",
+        "start `nats-server -js -a 127.0.0.1 -p 4222` or set STRATA_TEST_NATS_URL",
+    )
+}
+
+/// `var` or `default`, when something answers at its host and port; otherwise SKIPPED with
+/// `how` outside CI, and a failure under `CI` (where `ci` says what provides it).
+fn service_url(var: &str, default: &str, what: &str, ci: &str, how: &str) -> Option<String> {
+    let url = std::env::var(var).unwrap_or_else(|_| default.into());
     let addr = url_host_port(&url);
     let answers = std::net::ToSocketAddrs::to_socket_addrs(&addr)
         .ok()
@@ -574,37 +598,9 @@ pub fn postgres_url() -> Option<String> {
     if !answers {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI needs PostgreSQL at {addr} (.ci/run starts it with pg_ctlcluster)"
+            "CI needs {what} at {addr} ({ci})"
         );
-        eprintln!(
-            "SKIPPED: no PostgreSQL at {addr}; start one (trust auth, database `test`) or set STRATA_TEST_POSTGRES_URL"
-        );
-        return None;
-    }
-    Some(url)
-}
-
-/// The NATS server (with JetStream) the cluster tests use: `STRATA_TEST_NATS_URL`, default
-/// `nats://127.0.0.1:4222`. `None` when nothing answers — the test says SKIPPED and passes —
-/// except under `CI`, where it fails (`.ci/run` starts nats-server).
-pub fn nats_url() -> Option<String> {
-    let url =
-        std::env::var("STRATA_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let addr = url.trim_start_matches("nats://").to_owned();
-    let answers = std::net::ToSocketAddrs::to_socket_addrs(&addr)
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| {
-            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
-        });
-    if !answers {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs NATS with JetStream at {addr} (.ci/run starts nats-server -js)"
-        );
-        eprintln!(
-            "SKIPPED: no NATS at {addr}; start `nats-server -js -a 127.0.0.1 -p 4222` or set STRATA_TEST_NATS_URL"
-        );
+        eprintln!("SKIPPED: no {what} at {addr}; {how}");
         return None;
     }
     Some(url)
@@ -709,8 +705,9 @@ impl TcpProxy {
     }
 }
 
-/// `host:port` of a `postgres://user@host:port/db` URL.
+/// `host:port` of a URL such as `postgres://user@host:port/db` or `nats://host:port`.
 pub fn url_host_port(url: &str) -> String {
+    let url = url.split_once("://").map_or(url, |(_, r)| r);
     url.split_once('@')
         .map_or(url, |(_, r)| r)
         .split(['/', '?'])

@@ -469,3 +469,41 @@ async fn a_turn_id_is_stored_once() {
     assert_eq!(found.last().map(|m| m.content.as_str()), Some("hello"));
     assert!(s.stored_turn("m-9").await.expect("find").is_none());
 }
+
+/// A message delivered twice (the same turn id, to this instance or another) runs once:
+/// the second delivery gets the stored answer, marked as replayed, and nothing is stored
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_delivered_twice_runs_once() {
+    use strata_engine::runtime::{AgentManager, TurnRequest};
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let env = Arc::new(strata_engine::Env::new(
+        strata_engine::config::Config::default(),
+        h.dir.path().to_path_buf(),
+        h.dir.path().join("data"),
+    ));
+    let manager =
+        |store: Arc<dyn StateStore>| AgentManager::new(vec![Arc::new(Counter)], store, env.clone());
+    let (a, b) = (manager(h.store().await), manager(h.store().await));
+    let req = |id: &str| TurnRequest {
+        agent_id: "counter".into(),
+        session_id: "s".into(),
+        channel_id: "s".into(),
+        sender: strata_engine::Principal::Operator,
+        message: strata_engine::agent::Message::text("hi"),
+        depth: 0,
+        taint: None,
+        turn_id: Some(id.into()),
+    };
+    let first = a.run_here(req("m-1")).await.expect("first");
+    assert_eq!((first.text.as_str(), first.replayed), ("seen 0", false));
+    for again in [a.run_here(req("m-1")).await, b.run_here(req("m-1")).await] {
+        let again = again.expect("again");
+        assert_eq!((again.text.as_str(), again.replayed), ("seen 0", true));
+    }
+    let next = b.run_here(req("m-2")).await.expect("next");
+    assert_eq!((next.text.as_str(), next.replayed), ("seen 2", false));
+    assert_eq!(h.count("turns", "1 = 1").await, 2);
+}
