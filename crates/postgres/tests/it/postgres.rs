@@ -284,23 +284,25 @@ impl strata_engine::agent::Agent for Counter {
     }
 }
 
-/// Two instances answering in one session in turn: each reads what the other wrote since,
-/// instead of answering from its own stale copy.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_alternating_in_a_session_see_each_others_turns() {
-    use strata_engine::runtime::{AgentManager, TurnRequest};
-    let Some(h) = Harness::new(Kind::Postgres) else {
-        return;
-    };
+/// An instance of [`Counter`] over its own pool on the harness's schema.
+async fn counters(h: &Harness) -> strata_engine::runtime::AgentManager {
     let env = Arc::new(strata_engine::Env::new(
         strata_engine::config::Config::default(),
         h.dir.path().to_path_buf(),
         h.dir.path().join("data"),
     ));
-    let manager =
-        |store: Arc<dyn StateStore>| AgentManager::new(vec![Arc::new(Counter)], store, env.clone());
-    let a = manager(h.store().await);
-    let b = manager(h.store().await);
+    strata_engine::runtime::AgentManager::new(vec![Arc::new(Counter)], h.store().await, env)
+}
+
+/// Two instances answering in one session in turn: each reads what the other wrote since,
+/// instead of answering from its own stale copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_alternating_in_a_session_see_each_others_turns() {
+    use strata_engine::runtime::TurnRequest;
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let (a, b) = (counters(&h).await, counters(&h).await);
     let req = || TurnRequest {
         agent_id: "counter".into(),
         session_id: "shared".into(),
@@ -475,18 +477,11 @@ async fn a_turn_id_is_stored_once() {
 /// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_delivered_twice_runs_once() {
-    use strata_engine::runtime::{AgentManager, TurnRequest};
+    use strata_engine::runtime::TurnRequest;
     let Some(h) = Harness::new(Kind::Postgres) else {
         return;
     };
-    let env = Arc::new(strata_engine::Env::new(
-        strata_engine::config::Config::default(),
-        h.dir.path().to_path_buf(),
-        h.dir.path().join("data"),
-    ));
-    let manager =
-        |store: Arc<dyn StateStore>| AgentManager::new(vec![Arc::new(Counter)], store, env.clone());
-    let (a, b) = (manager(h.store().await), manager(h.store().await));
+    let (a, b) = (counters(&h).await, counters(&h).await);
     let req = |id: &str| TurnRequest {
         agent_id: "counter".into(),
         session_id: "s".into(),
