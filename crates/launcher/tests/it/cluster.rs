@@ -1,7 +1,7 @@
 //! Several `serve` processes as one Strata through NATS JetStream and PostgreSQL: every
 //! `/chat` answered exactly once whichever instance takes it, a session's turns stored in
 //! the order sent, nothing lost or doubled when an instance is killed or stopped mid-load;
-//! one rate limit and approvals decided through any member.
+//! one rate limit and approvals decided through any member; NATS going away and coming back.
 
 use crate::common;
 
@@ -464,5 +464,86 @@ async fn members_share_rate_limits_and_approvals() {
         }
     }
     drop(served);
+    shared.drop_now().await;
+}
+
+/// NATS goes away under load and comes back: the members reconnect, and every message is
+/// still answered once (a `/chat` that failed while NATS was away is sent again with its
+/// `request_id`), each session's turns stored once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_of_nats_loses_nothing() {
+    let Some(mut shared) = Shared::new() else {
+        return;
+    };
+    let direct = shared.nats.clone();
+    let proxy =
+        strata_test_support::TcpProxy::start(&strata_test_support::url_host_port(&direct)).await;
+    shared.nats = format!("nats://{}", proxy.addr);
+    let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
+    let overlays: Vec<tempfile::TempDir> = (0..2).map(|_| member(&llm, &shared)).collect();
+    let served: Vec<common::Served> = overlays
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+    let bases = Arc::new(Mutex::new(
+        served
+            .iter()
+            .map(|s| Some(s.base.clone()))
+            .collect::<Vec<_>>(),
+    ));
+    let (sessions, per) = (20usize, 10usize);
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for s in 0..sessions {
+        let (bases, done) = (bases.clone(), done.clone());
+        set.spawn(async move {
+            let session = format!("n{s:02}");
+            for k in 0..per {
+                let answer = chat(&bases, s + k, &session, k).await;
+                assert_eq!(answer, format!("echo: {session} m{k}"));
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    while done.load(std::sync::atomic::Ordering::Relaxed) < sessions * per / 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.cut();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.restore();
+    while let Some(r) = set.join_next().await {
+        r.expect("a session's client failed");
+    }
+    let rows = shared
+        .pg()
+        .await
+        .query(
+            &format!(
+                "SELECT s.session_id, t.messages FROM {0}.turns t \
+                 JOIN {0}.sessions s ON s.id = t.session ORDER BY s.session_id, t.turn",
+                shared.name
+            ),
+            &[],
+        )
+        .await
+        .expect("turns");
+    let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &rows {
+        let m: Value = serde_json::from_str(&r.get::<_, String>(1)).expect("messages");
+        by_session
+            .entry(r.get(0))
+            .or_default()
+            .push(m[0]["content"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(by_session.len(), sessions);
+    for (session, users) in &by_session {
+        let want: Vec<String> = (0..per).map(|k| format!("{session} m{k}")).collect();
+        assert_eq!(
+            users, &want,
+            "{session}: turns missing, doubled or out of order"
+        );
+    }
+    drop(served);
+    shared.nats = direct;
     shared.drop_now().await;
 }
