@@ -124,6 +124,83 @@ async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k
     panic!("{session} m{k}: no instance answered");
 }
 
+/// `sessions` sessions named `<prefix>NN`, each sending `per` messages back to back over
+/// the instances up in `bases`, each answer checked; the tasks and a count of answers.
+fn start_load(
+    bases: &Arc<Mutex<Vec<Option<String>>>>,
+    prefix: &str,
+    sessions: usize,
+    per: usize,
+) -> (
+    tokio::task::JoinSet<()>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for s in 0..sessions {
+        let (bases, done, session) = (bases.clone(), done.clone(), format!("{prefix}{s:02}"));
+        set.spawn(async move {
+            for k in 0..per {
+                let answer = chat(&bases, s + k, &session, k).await;
+                assert_eq!(answer, format!("echo: {session} m{k}"));
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    (set, done)
+}
+
+/// Waits until `done` reaches `n`.
+async fn answered(done: &std::sync::atomic::AtomicUsize, n: usize) {
+    while done.load(std::sync::atomic::Ordering::Relaxed) < n {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The stored turns, per session in turn order: (turn id, the user's message).
+async fn stored(shared: &Shared) -> BTreeMap<String, Vec<(Option<String>, String)>> {
+    let rows = shared
+        .pg()
+        .await
+        .query(
+            &format!(
+                "SELECT s.session_id, t.turn_id, t.messages FROM {0}.turns t \
+                 JOIN {0}.sessions s ON s.id = t.session ORDER BY s.session_id, t.turn",
+                shared.name
+            ),
+            &[],
+        )
+        .await
+        .expect("turns");
+    let mut by_session: BTreeMap<String, Vec<(Option<String>, String)>> = BTreeMap::new();
+    for r in &rows {
+        let m: Value = serde_json::from_str(&r.get::<_, String>(2)).expect("messages");
+        let user = m[0]["content"].as_str().unwrap_or_default().to_owned();
+        by_session
+            .entry(r.get(0))
+            .or_default()
+            .push((r.get(1), user));
+    }
+    by_session
+}
+
+/// Every session's `per` messages stored once each, in the order sent.
+fn assert_once_in_order(
+    by_session: &BTreeMap<String, Vec<(Option<String>, String)>>,
+    sessions: usize,
+    per: usize,
+) {
+    assert_eq!(by_session.len(), sessions);
+    for (session, turns) in by_session {
+        let users: Vec<&str> = turns.iter().map(|(_, u)| u.as_str()).collect();
+        let want: Vec<String> = (0..per).map(|k| format!("{session} m{k}")).collect();
+        assert_eq!(
+            users, want,
+            "{session}: turns missing, doubled or out of order"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_stop() {
     let Some(shared) = Shared::new() else { return };
@@ -140,24 +217,10 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
             .collect::<Vec<_>>(),
     ));
     let (sessions, per) = (60usize, 10usize);
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut set = tokio::task::JoinSet::new();
-    for s in 0..sessions {
-        let (bases, done) = (bases.clone(), done.clone());
-        set.spawn(async move {
-            let session = format!("s{s:02}");
-            for k in 0..per {
-                let answer = chat(&bases, s + k, &session, k).await;
-                assert_eq!(answer, format!("echo: {session} m{k}"));
-                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-    }
+    let (mut set, done) = start_load(&bases, "s", sessions, per);
     // A third of the way in, instance 1 dies without a word; at two thirds it comes back.
     let total = sessions * per;
-    while done.load(std::sync::atomic::Ordering::Relaxed) < total / 3 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    answered(&done, total / 3).await;
     bases.lock().expect("bases")[1] = None;
     if let Some(mut s) = served[1].take() {
         s.child.kill().expect("kill -9");
@@ -165,14 +228,10 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
     }
     // Halfway, instance 2 is stopped the polite way (SIGTERM: it finishes what it runs and
     // takes nothing new) while it is under load.
-    while done.load(std::sync::atomic::Ordering::Relaxed) < total / 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    answered(&done, total / 2).await;
     bases.lock().expect("bases")[2] = None;
     drop(served[2].take());
-    while done.load(std::sync::atomic::Ordering::Relaxed) < 2 * total / 3 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    answered(&done, 2 * total / 3).await;
     let back = common::serve_with(overlays[1].path(), &[]);
     bases.lock().expect("bases")[1] = Some(back.base.clone());
     served[1] = Some(back);
@@ -182,38 +241,15 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
     while let Some(r) = set.join_next().await {
         r.expect("a session's client failed");
     }
-    // What the store holds: every message once, each session's in the order sent.
-    let c = shared.pg().await;
-    let rows = c
-        .query(
-            &format!(
-                "SELECT s.session_id, t.turn_id, t.messages FROM {0}.turns t \
-                 JOIN {0}.sessions s ON s.id = t.session ORDER BY s.session_id, t.turn",
-                shared.name
-            ),
-            &[],
-        )
-        .await
-        .expect("turns");
-    let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in &rows {
-        let (session, id, messages): (String, Option<String>, String) =
-            (r.get(0), r.get(1), r.get(2));
-        let m: Value = serde_json::from_str(&messages).expect("messages");
-        let user = m[0]["content"].as_str().unwrap_or_default().to_owned();
+    // What the store holds: every message once, each session's in the order sent, each
+    // under its own message's id.
+    let by_session = stored(&shared).await;
+    assert_once_in_order(&by_session, sessions, per);
+    for (id, user) in by_session.values().flatten() {
         assert_eq!(
-            id.as_deref().map(|i| i.replace('-', " ")),
-            Some(user.clone()),
+            id.as_deref().map(|i| i.replace('-', " ")).as_deref(),
+            Some(user.as_str()),
             "a turn stored under another message's id"
-        );
-        by_session.entry(session).or_default().push(user);
-    }
-    assert_eq!(by_session.len(), sessions);
-    for (session, users) in &by_session {
-        let want: Vec<String> = (0..per).map(|k| format!("{session} m{k}")).collect();
-        assert_eq!(
-            users, &want,
-            "{session}: turns missing, doubled or out of order"
         );
     }
     // And they went through the queue: every turn was a message the workers took.
@@ -492,57 +528,15 @@ async fn an_outage_of_nats_loses_nothing() {
             .collect::<Vec<_>>(),
     ));
     let (sessions, per) = (20usize, 10usize);
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut set = tokio::task::JoinSet::new();
-    for s in 0..sessions {
-        let (bases, done) = (bases.clone(), done.clone());
-        set.spawn(async move {
-            let session = format!("n{s:02}");
-            for k in 0..per {
-                let answer = chat(&bases, s + k, &session, k).await;
-                assert_eq!(answer, format!("echo: {session} m{k}"));
-                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-    }
-    while done.load(std::sync::atomic::Ordering::Relaxed) < sessions * per / 3 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (mut set, done) = start_load(&bases, "n", sessions, per);
+    answered(&done, sessions * per / 3).await;
     proxy.cut();
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.restore();
     while let Some(r) = set.join_next().await {
         r.expect("a session's client failed");
     }
-    let rows = shared
-        .pg()
-        .await
-        .query(
-            &format!(
-                "SELECT s.session_id, t.messages FROM {0}.turns t \
-                 JOIN {0}.sessions s ON s.id = t.session ORDER BY s.session_id, t.turn",
-                shared.name
-            ),
-            &[],
-        )
-        .await
-        .expect("turns");
-    let mut by_session: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in &rows {
-        let m: Value = serde_json::from_str(&r.get::<_, String>(1)).expect("messages");
-        by_session
-            .entry(r.get(0))
-            .or_default()
-            .push(m[0]["content"].as_str().unwrap_or_default().to_owned());
-    }
-    assert_eq!(by_session.len(), sessions);
-    for (session, users) in &by_session {
-        let want: Vec<String> = (0..per).map(|k| format!("{session} m{k}")).collect();
-        assert_eq!(
-            users, &want,
-            "{session}: turns missing, doubled or out of order"
-        );
-    }
+    assert_once_in_order(&stored(&shared).await, sessions, per);
     drop(served);
     shared.nats = direct;
     shared.drop_now().await;
