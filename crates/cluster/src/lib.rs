@@ -633,11 +633,15 @@ impl strata_engine::turns::ClusterView for Cluster {
     async fn status(&self) -> Result<serde_json::Value, String> {
         let now = unix_now();
         // The others as of their last heartbeat, this one as it is now.
-        let own = self.row().await;
+        let mut own = self.row().await;
         let mut rows = match &self.members {
             Some(m) => m.list().await.map_err(|e| e.to_string())?,
             None => Vec::new(),
         };
+        // Leases are the database's to say, for this one too.
+        if let Some(stored) = rows.iter().find(|r| r.id == own.id) {
+            own.leases = stored.leases.clone();
+        }
         rows.retain(|r| r.id != own.id);
         rows.push(own);
         rows.sort_by(|a, b| a.id.cmp(&b.id));

@@ -255,3 +255,35 @@ impl crate::audit::AlertSink for ChannelAlerts {
         });
     }
 }
+
+/// A connector lease as the store grants it: held by one instance until `ttl` after its
+/// last renewal, measured by the store's clock (so the members' clocks need not agree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseGrant {
+    /// Counts changes of holder: a new holder sees a higher epoch than the one before.
+    pub epoch: i64,
+    /// The holder before this call; `None` when this instance held it already or nobody did.
+    pub taken_from: Option<String>,
+    /// What the holders save with their renewals (the connector's resume point), as the
+    /// last one left it.
+    pub state: Option<String>,
+}
+
+/// Who holds which connector across instances sharing a store (`cluster.lease_secs`): one
+/// Discord gateway per bot account, taken over when its holder stops renewing.
+#[async_trait]
+pub trait Leases: Send + Sync {
+    /// Takes `name` for `holder` when it is free or its lease has run out, or renews it when
+    /// `holder` has it; `state`, when given, is saved with it. `Ok(None)`: another holds it.
+    async fn acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+        state: Option<&str>,
+    ) -> Result<Option<LeaseGrant>, crate::session::StoreError>;
+
+    /// Gives `name` up when `holder` has it (a stopping instance), keeping its state for
+    /// the next holder.
+    async fn release(&self, name: &str, holder: &str) -> Result<(), crate::session::StoreError>;
+}

@@ -17,6 +17,7 @@
 
 mod batch;
 mod db;
+mod leases;
 mod members;
 mod memory;
 mod migrate;
@@ -24,6 +25,7 @@ mod store;
 mod tls;
 
 pub use db::{Db, PgError};
+pub use leases::PgLeases;
 pub use members::{MemberRow, Members};
 pub use memory::{PgMemory, scrub};
 pub use migrate::{MIGRATIONS, SCHEMA_VERSION, TABLES};

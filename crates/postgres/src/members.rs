@@ -31,7 +31,7 @@ pub struct MemberRow {
     pub redelivered: i64,
     /// Messages waiting in the stream when it last looked.
     pub stream_depth: Option<i64>,
-    /// Connector leases it holds.
+    /// Connector leases it holds (read from the leases' table; not written by a beat).
     pub leases: Vec<String>,
 }
 
@@ -94,8 +94,9 @@ impl Members {
         let rows = c
             .query(
                 "SELECT id, address, version, started_at, heartbeat_at, in_flight, turns_run, \
-                 answered_from_store, redelivered, stream_depth, leases FROM cluster_members \
-                 ORDER BY id",
+                 answered_from_store, redelivered, stream_depth, \
+                 ARRAY(SELECT l.name FROM connector_leases l WHERE l.holder = m.id \
+                 AND l.expires_at > now() ORDER BY l.name) FROM cluster_members m ORDER BY id",
                 &[],
             )
             .await

@@ -145,6 +145,15 @@ pub const MIGRATIONS: &[&str] = &[
         stream_depth BIGINT,
         leases TEXT[] NOT NULL DEFAULT '{}'
     );",
+    // 5: connector leases (one Discord gateway per bot account across the cluster), timed
+    // by the database's clock; `state` is the holder's resume point for the next one.
+    "CREATE TABLE connector_leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT,
+        epoch BIGINT NOT NULL DEFAULT 1,
+        expires_at TIMESTAMPTZ NOT NULL,
+        state TEXT
+    );",
 ];
 
 /// The newest schema version this binary knows.

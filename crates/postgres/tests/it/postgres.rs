@@ -502,3 +502,97 @@ async fn a_turn_delivered_twice_runs_once() {
     assert_eq!((next.text.as_str(), next.replayed), ("seen 2", false));
     assert_eq!(h.count("turns", "1 = 1").await, 2);
 }
+
+/// A connector lease has one holder: of many instances asking at once exactly one gets it;
+/// the others get it only after it runs out (by the database's clock) or is released; the
+/// holder renews it, saves its resume point, and a new holder sees the old one's state,
+/// who had it and a higher epoch. A holder whose lease was taken cannot renew it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_has_one_holder_and_passes_on_when_it_runs_out() {
+    use strata_engine::connector::Leases;
+    let Some(h) = Harness::new(Kind::Postgres) else {
+        return;
+    };
+    let leases = strata_postgres::PgLeases::new(h.db().await);
+    let ttl = Duration::from_millis(600);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let l = leases.clone();
+        set.spawn(async move {
+            l.acquire("discord:main", &format!("i{i}"), ttl, None)
+                .await
+                .expect("acquire")
+                .map(|g| (format!("i{i}"), g))
+        });
+    }
+    let mut won = Vec::new();
+    while let Some(r) = set.join_next().await {
+        won.extend(r.expect("join"));
+    }
+    assert_eq!(won.len(), 1, "{won:?}");
+    let (holder, first) = won.remove(0);
+    assert_eq!(
+        (first.epoch, first.taken_from, first.state),
+        (1, None, None)
+    );
+    let other = if holder == "i0" { "i1" } else { "i0" };
+    // Renewed with a resume point: same epoch; the other is still refused.
+    let renewed = leases
+        .acquire("discord:main", &holder, ttl, Some("after=42"))
+        .await
+        .expect("renew")
+        .expect("still held");
+    assert_eq!(renewed.epoch, 1);
+    assert!(
+        leases
+            .acquire("discord:main", other, ttl, None)
+            .await
+            .expect("try")
+            .is_none()
+    );
+    assert_eq!(
+        leases.held().await.expect("held"),
+        vec![("discord:main".to_owned(), holder.clone(), 1)]
+    );
+    // The holder stops renewing: after the lease runs out another takes it, with its state.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    assert!(leases.held().await.expect("held").is_empty());
+    let taken = leases
+        .acquire("discord:main", other, ttl, None)
+        .await
+        .expect("take")
+        .expect("free");
+    assert_eq!(taken.epoch, 2);
+    assert_eq!(taken.taken_from.as_deref(), Some(holder.as_str()));
+    assert_eq!(taken.state.as_deref(), Some("after=42"));
+    // The old holder comes back: it has lost the lease and cannot renew it.
+    assert!(
+        leases
+            .acquire("discord:main", &holder, ttl, None)
+            .await
+            .expect("late renew")
+            .is_none()
+    );
+    // Released (a stopping instance): free at once, its state kept for the next.
+    leases
+        .acquire("discord:main", other, ttl, Some("after=77"))
+        .await
+        .expect("renew")
+        .expect("held");
+    leases
+        .release("discord:main", other)
+        .await
+        .expect("release");
+    let next = leases
+        .acquire("discord:main", &holder, ttl, None)
+        .await
+        .expect("take")
+        .expect("released");
+    assert_eq!((next.epoch, next.state.as_deref()), (3, Some("after=77")));
+    // A release by an instance that does not hold it changes nothing.
+    leases
+        .release("discord:main", other)
+        .await
+        .expect("release");
+    assert_eq!(leases.held().await.expect("held").len(), 1);
+}
