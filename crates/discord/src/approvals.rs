@@ -44,21 +44,28 @@ impl DiscordApprovals {
     }
 
     /// Handles a reaction; returns true when it decided a request.
+    /// `me` is the bot's own user id: a request posted by another instance (not in this
+    /// one's memory) is read back from Discord and taken only when the bot wrote it.
     pub async fn on_reaction(
         &self,
         message_id: u64,
         user_id: u64,
         user_is_bot: bool,
         emoji: &str,
+        me: Option<u64>,
     ) -> bool {
-        let Some((request, _)) = self
+        let known = self
             .posted
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&message_id)
-            .cloned()
-        else {
-            return false;
+            .cloned();
+        let request = match known {
+            Some((request, _)) => request,
+            None => match self.posted_elsewhere(message_id, me).await {
+                Some(r) => r,
+                None => return false,
+            },
         };
         let approve = match emoji {
             YES => true,
@@ -83,7 +90,37 @@ impl DiscordApprovals {
             }
         }
     }
+
+    /// The request id of a request message another instance posted in the channel: read
+    /// back from Discord, taken only when this bot wrote it.
+    async fn posted_elsewhere(&self, message_id: u64, me: Option<u64>) -> Option<String> {
+        let me = me?;
+        let id = Id::new_checked(message_id)?;
+        let m = self
+            .account
+            .http
+            .message(self.channel, id)
+            .await
+            .ok()?
+            .model()
+            .await
+            .ok()?;
+        if m.author.id.get() != me {
+            return None;
+        }
+        request_id(&m.content)
+    }
 }
+
+/// The id in a request message's first line (`**Approval needed** `<id>``).
+fn request_id(text: &str) -> Option<String> {
+    let rest = text.strip_prefix(HEADER)?;
+    let id = rest.strip_prefix('`')?.split('`').next()?;
+    (!id.is_empty() && id.len() <= 64 && !id.contains(char::is_whitespace)).then(|| id.to_owned())
+}
+
+/// How a request message starts.
+const HEADER: &str = "**Approval needed** ";
 
 fn status_word(s: &ApprovalStatus) -> String {
     format!("{s:?}").to_lowercase()
@@ -99,7 +136,7 @@ impl ApprovalChannel for DiscordApprovals {
         let args = serde_json::to_string_pretty(&r.args).unwrap_or_default();
         let args: String = args.chars().take(1200).collect();
         let text = format!(
-            "**Approval needed** `{}`\nAgent: {} · tool: `{}` · for: {}\n{}\n```json\n{}\n```\nReact {YES} to approve or {NO} to deny.",
+            "{HEADER}`{}`\nAgent: {} · tool: `{}` · for: {}\n{}\n```json\n{}\n```\nReact {YES} to approve or {NO} to deny.",
             r.id,
             r.agent_id.as_deref().unwrap_or("—"),
             r.tool,

@@ -6,6 +6,7 @@ use super::*;
 use crate::commands::slash;
 
 /// What one account's loop works with.
+#[derive(Clone)]
 pub(crate) struct AccountCtx {
     pub(crate) account: Arc<DiscordAccount>,
     pub(crate) files: Arc<Attachments>,
@@ -63,11 +64,16 @@ pub(crate) fn sync_commands(
     });
 }
 
-/// One account's gateway loop: events in, turns out, replies posted.
+/// One account's gateway loop: events in, turns out, replies posted. With a `cursor` (the
+/// account is held under a lease), each message taken moves it on; with `backfill`, the
+/// messages after that resume point are fetched once the gateway is ready and taken as if
+/// they had just arrived (the previous holder's gap).
 pub(crate) async fn run_account(
     ctx: AccountCtx,
     mut shard: Shard,
     mut stop: watch::Receiver<bool>,
+    cursor: Option<Arc<Mutex<Cursor>>>,
+    mut backfill: Option<Cursor>,
 ) {
     let AccountCtx {
         account,
@@ -83,9 +89,18 @@ pub(crate) async fn run_account(
         command_runner,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
-    let uses_categories = routes.values().any(|r| !r.categories.is_empty());
-    let mut categories = Categories::default();
-    let mut seen = Seen::new();
+    let mut inbox = Inbox {
+        uses_categories: routes.values().any(|r| !r.categories.is_empty()),
+        categories: Categories::default(),
+        seen: Seen::new(),
+        cursor,
+        account: account.clone(),
+        files,
+        routes: routes.clone(),
+        guards,
+        directory: directory.clone(),
+        progress,
+    };
     // (Gateway closes are always delivered.)
     let wanted = EventTypeFlags::READY
         | EventTypeFlags::MESSAGE_CREATE
@@ -130,6 +145,16 @@ pub(crate) async fn run_account(
                 registered = Some((r.application.id, guilds, String::new()));
                 sync_commands(&account, skills.as_deref(), &mut registered);
                 tracing::info!(account = %account.account, user = %r.user.name, "Discord account connected");
+                if let Some(from) = backfill.take() {
+                    inbox.backfill(&from, &me).await;
+                }
+                // A holder that has taken nothing yet resumes from now.
+                if let Some(c) = &inbox.cursor {
+                    let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+                    if c.after == 0 {
+                        c.after = Cursor::at(std::time::SystemTime::now());
+                    }
+                }
             }
             Event::InteractionCreate(i) => {
                 let i = i.0;
@@ -191,94 +216,204 @@ pub(crate) async fn run_account(
                 let ap = ap.clone();
                 let (msg, user) = (r.message_id.get(), r.user_id.get());
                 tokio::spawn(async move {
-                    ap.on_reaction(msg, user, is_bot, &emoji).await;
+                    ap.on_reaction(msg, user, is_bot, &emoji, my_id).await;
                 });
             }
-            Event::MessageCreate(m) => {
-                let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
-                if Some(m.author.id.get()) == my_id || !seen.first(m.id.get()) {
-                    continue;
-                }
-                let mentions_me =
-                    my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
-                // Bots are heard when they mention us or write in a watched channel (one an
-                // agent of this account lists exactly).
-                let channel_s = m.channel_id.to_string();
-                let watched = routes
-                    .values()
-                    .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
-                if m.author.bot && !mentions_me && !watched {
-                    continue;
-                }
-                let found: Vec<(String, String, u64)> = m
-                    .attachments
-                    .iter()
-                    .map(|a| (a.filename.clone(), a.url.clone(), a.size))
-                    .collect();
-                let msg = InboundMessage {
-                    connector: account.name.clone(),
-                    channel_id: m.channel_id.to_string(),
-                    message_id: m.id.to_string(),
-                    sender_id: m.author.id.to_string(),
-                    sender_is_bot: m.author.bot,
-                    text: m.content.clone(),
-                    guild_id: m.guild_id.map(|g| g.to_string()),
-                    mentions_me,
-                };
-                // The channel's category, when some agent routes by category.
-                let category = match m.guild_id {
-                    Some(_) if uses_categories => {
-                        categories.lookup(&account.http, m.channel_id.get()).await
-                    }
-                    _ => None,
-                };
-                let agents = route(&msg, category.as_deref(), &routes);
-                if agents.is_empty() {
-                    continue;
-                }
-                let verdict = guards.lock().unwrap_or_else(|p| p.into_inner()).inbound(
-                    std::time::Instant::now(),
-                    &msg.channel_id,
-                    &msg.sender_id,
-                    msg.sender_is_bot,
-                    &msg.text,
-                );
-                if let Err(why) = verdict {
-                    tracing::info!(account = %account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
-                    continue;
-                }
-                let files = files.clone();
-                let (account, guards, directory, progress) = (
-                    account.clone(),
-                    guards.clone(),
-                    directory.clone(),
-                    progress.clone(),
-                );
-                tokio::spawn(async move {
-                    // Attachments first (downloaded once, saved in each agent's workspace).
-                    let saved = files.save(&found, &msg.message_id, &agents).await;
-                    for agent in agents {
-                        let mut msg = msg.clone();
-                        if let Some(notes) = saved.get(&agent) {
-                            for n in notes {
-                                msg.text.push('\n');
-                                msg.text.push_str(n);
-                            }
-                        }
-                        tokio::spawn(answer(
-                            account.clone(),
-                            files.clone(),
-                            guards.clone(),
-                            directory.clone(),
-                            progress.clone(),
-                            agent,
-                            msg,
-                        ));
-                    }
-                });
-            }
+            Event::MessageCreate(m) => inbox.take(m.message, &me).await,
             _ => {}
         }
     }
     shard.close(twilight_gateway::CloseFrame::NORMAL);
+}
+
+/// Where a held account's gateway has got to: the newest message id taken and the channels
+/// heard from lately, saved with each lease renewal so the next holder fetches what arrived
+/// in between (a new gateway session does not replay it).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Cursor {
+    /// Messages after this id are not taken yet.
+    pub(crate) after: u64,
+    /// Channels messages came from, the latest first.
+    pub(crate) channels: Vec<u64>,
+}
+
+/// Channels a cursor remembers.
+const CURSOR_CHANNELS: usize = 32;
+/// Messages fetched per channel when a new holder catches up.
+const BACKFILL_PER_CHANNEL: u16 = 50;
+
+impl Cursor {
+    fn took(&mut self, id: u64, channel: u64) {
+        self.after = self.after.max(id);
+        self.channels.retain(|c| *c != channel);
+        self.channels.insert(0, channel);
+        self.channels.truncate(CURSOR_CHANNELS);
+    }
+
+    /// A resume point at `now` (a message id made from the time, as Discord makes them),
+    /// for a holder that has taken nothing yet.
+    pub(crate) fn at(now: std::time::SystemTime) -> u64 {
+        const DISCORD_EPOCH_MS: u128 = 1_420_070_400_000;
+        let ms = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        u64::try_from(ms.saturating_sub(DISCORD_EPOCH_MS)).unwrap_or(0) << 22
+    }
+}
+
+/// What taking a message needs: de-duplication, routing, guards, the turn's answer.
+struct Inbox {
+    uses_categories: bool,
+    categories: Categories,
+    seen: Seen,
+    cursor: Option<Arc<Mutex<Cursor>>>,
+    account: Arc<DiscordAccount>,
+    files: Arc<Attachments>,
+    routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    guards: Arc<Mutex<guards::Guards>>,
+    directory: Arc<dyn AgentDirectory>,
+    progress: Option<Progress>,
+}
+
+impl Inbox {
+    /// Fetches the messages after `from` in the channels it names and those the agents list
+    /// exactly, oldest first, and takes them.
+    async fn backfill(&mut self, from: &Cursor, me: &Arc<Mutex<Option<u64>>>) {
+        let Some(after) = Id::new_checked(from.after) else {
+            return;
+        };
+        let mut channels: Vec<u64> = from.channels.clone();
+        for r in self.routes.values() {
+            for c in r.channels.iter().flatten() {
+                if let Ok(c) = c.parse::<u64>()
+                    && !channels.contains(&c)
+                {
+                    channels.push(c);
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for c in channels.into_iter().filter_map(Id::new_checked) {
+            let got = self
+                .account
+                .http
+                .channel_messages(c)
+                .after(after)
+                .limit(BACKFILL_PER_CHANNEL)
+                .await;
+            match got {
+                Ok(resp) => match resp.models().await {
+                    Ok(ms) => found.extend(ms),
+                    Err(e) => {
+                        tracing::warn!(channel = %c, error = %e, "missed messages not readable")
+                    }
+                },
+                Err(e) => tracing::warn!(channel = %c, error = %e, "missed messages not fetched"),
+            }
+        }
+        found.sort_by_key(|m| m.id.get());
+        if !found.is_empty() {
+            tracing::info!(account = %self.account.account, messages = found.len(), "taking the messages that arrived while no instance held the gateway");
+        }
+        for m in found {
+            self.take(m, me).await;
+        }
+    }
+
+    /// Takes one message: de-duplicated, routed, guarded, answered by each agent it reaches.
+    async fn take(&mut self, m: twilight_model::channel::Message, me: &Arc<Mutex<Option<u64>>>) {
+        let my_id = *me.lock().unwrap_or_else(|p| p.into_inner());
+        if Some(m.author.id.get()) == my_id || !self.seen.first(m.id.get()) {
+            return;
+        }
+        if let Some(c) = &self.cursor {
+            c.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .took(m.id.get(), m.channel_id.get());
+        }
+        let mentions_me = my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
+        // Bots are heard when they mention us or write in a watched channel (one an
+        // agent of this account lists exactly).
+        let channel_s = m.channel_id.to_string();
+        let watched = self
+            .routes
+            .values()
+            .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
+        if m.author.bot && !mentions_me && !watched {
+            return;
+        }
+        let found: Vec<(String, String, u64)> = m
+            .attachments
+            .iter()
+            .map(|a| (a.filename.clone(), a.url.clone(), a.size))
+            .collect();
+        let msg = InboundMessage {
+            connector: self.account.name.clone(),
+            channel_id: m.channel_id.to_string(),
+            message_id: m.id.to_string(),
+            sender_id: m.author.id.to_string(),
+            sender_is_bot: m.author.bot,
+            text: m.content.clone(),
+            guild_id: m.guild_id.map(|g| g.to_string()),
+            mentions_me,
+        };
+        // The channel's category, when some agent routes by category.
+        let category = match m.guild_id {
+            Some(_) if self.uses_categories => {
+                self.categories
+                    .lookup(&self.account.http, m.channel_id.get())
+                    .await
+            }
+            _ => None,
+        };
+        let agents = route(&msg, category.as_deref(), &self.routes);
+        if agents.is_empty() {
+            return;
+        }
+        let verdict = self
+            .guards
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .inbound(
+                std::time::Instant::now(),
+                &msg.channel_id,
+                &msg.sender_id,
+                msg.sender_is_bot,
+                &msg.text,
+            );
+        if let Err(why) = verdict {
+            tracing::info!(account = %self.account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
+            return;
+        }
+        let files = self.files.clone();
+        let (account, guards, directory, progress) = (
+            self.account.clone(),
+            self.guards.clone(),
+            self.directory.clone(),
+            self.progress.clone(),
+        );
+        tokio::spawn(async move {
+            // Attachments first (downloaded once, saved in each agent's workspace).
+            let saved = files.save(&found, &msg.message_id, &agents).await;
+            for agent in agents {
+                let mut msg = msg.clone();
+                if let Some(notes) = saved.get(&agent) {
+                    for n in notes {
+                        msg.text.push('\n');
+                        msg.text.push_str(n);
+                    }
+                }
+                tokio::spawn(answer(
+                    account.clone(),
+                    files.clone(),
+                    guards.clone(),
+                    directory.clone(),
+                    progress.clone(),
+                    agent,
+                    msg,
+                ));
+            }
+        });
+    }
 }

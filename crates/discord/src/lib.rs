@@ -19,6 +19,7 @@ mod attach;
 pub mod commands;
 mod gateway;
 pub mod guards;
+mod lease;
 pub mod route;
 pub mod split;
 
@@ -37,6 +38,7 @@ use tokio::sync::{mpsc, watch};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt};
 use twilight_model::id::Id;
 
+pub use lease::Lease;
 pub use route::route;
 pub use split::split_message;
 
@@ -58,6 +60,9 @@ pub struct Services {
     /// Runs command skills as their tools (`skill__<name>`) with the sender as principal;
     /// without it they are refused.
     pub invoker: Option<Arc<strata_engine::Invoker>>,
+    /// When several instances share the work: each account's gateway runs on the one
+    /// instance holding its lease. `None`: every account's gateway runs here.
+    pub lease: Option<Lease>,
 }
 
 /// One bot account: its REST client, as a [`Connector`] (`discord:<name>`).
@@ -246,6 +251,7 @@ pub fn start(
         skills,
         activity,
         invoker: command_runner,
+        lease,
     } = services;
 
     let cfg = &config.connectors.discord;
@@ -339,7 +345,6 @@ pub fn start(
         {
             gw = gw.presence(p);
         }
-        let shard = Shard::with_config(ShardId::ONE, gw.build());
         let approver = match (&hitl, &approvals) {
             (Some((a, ch)), Some(ap)) if a == name => {
                 match ch.parse::<u64>().ok().and_then(Id::new_checked) {
@@ -389,7 +394,17 @@ pub fn start(
             progress: progress.clone(),
             command_runner: command_runner.clone(),
         };
-        tasks.push(tokio::spawn(run_account(ctx, shard, stop.clone())));
+        let gw = gw.build();
+        tasks.push(match &lease {
+            Some(l) => tokio::spawn(lease::hold(ctx, gw, l.clone(), stop.clone())),
+            None => tokio::spawn(run_account(
+                ctx,
+                Shard::with_config(ShardId::ONE, gw),
+                stop.clone(),
+                None,
+                None,
+            )),
+        });
     }
     tasks
 }

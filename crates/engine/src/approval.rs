@@ -122,7 +122,8 @@ pub trait ApprovalChannel: Send + Sync {
     fn name(&self) -> &str;
     /// A new request to show.
     async fn post(&self, request: &ApprovalRecord);
-    /// The request was decided (or timed out).
+    /// The request was decided (or timed out): called once, by the process that posted it
+    /// and waited for it, wherever the decision was taken.
     async fn outcome(&self, _request: &ApprovalRecord) {}
 }
 
@@ -339,6 +340,11 @@ impl Approvals {
         loop {
             match self.store.get(&record.id).await {
                 Ok(Some(r)) if r.status != ApprovalStatus::Pending => {
+                    // Told where the request was posted, by the instance that posted it,
+                    // wherever it was decided (here, another process, another member).
+                    for c in self.channels() {
+                        c.outcome(&r).await;
+                    }
                     return outcome_of(&r);
                 }
                 Ok(Some(_)) => {}
@@ -368,7 +374,12 @@ impl Approvals {
                     }
                     // Decided at the last moment: take that decision.
                     Ok(false) => match self.store.get(&record.id).await {
-                        Ok(Some(r)) => outcome_of(&r),
+                        Ok(Some(r)) => {
+                            for c in self.channels() {
+                                c.outcome(&r).await;
+                            }
+                            outcome_of(&r)
+                        }
                         _ => ApprovalOutcome::TimedOut,
                     },
                     Err(e) => ApprovalOutcome::Failed(e.to_string()),
@@ -405,9 +416,6 @@ impl Approvals {
             .await
             .map_err(DecideError::Store)?
             .ok_or_else(|| DecideError::NotFound(id.to_owned()))?;
-        for c in self.channels() {
-            c.outcome(&r).await;
-        }
         Ok(r)
     }
 

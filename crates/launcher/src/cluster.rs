@@ -14,6 +14,8 @@ pub struct Member {
     /// The membership.
     pub cluster: Arc<strata_cluster::Cluster>,
     worker: strata_cluster::Worker,
+    leases: Option<Arc<dyn strata_engine::connector::Leases>>,
+    lease_ttl: std::time::Duration,
 }
 
 #[cfg(feature = "cluster")]
@@ -26,6 +28,16 @@ impl Member {
     /// What `GET /api/cluster` shows.
     pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
         Some(self.cluster.clone())
+    }
+
+    /// How the Discord accounts are held: each one's gateway on the member holding its
+    /// lease (`cluster.lease_secs`).
+    pub fn discord_lease(&self) -> Option<strata_discord::Lease> {
+        Some(strata_discord::Lease {
+            store: self.leases.clone()?,
+            holder: self.cluster.instance().to_owned(),
+            ttl: self.lease_ttl,
+        })
     }
 }
 
@@ -53,6 +65,9 @@ pub async fn join(
         .map_err(|e| anyhow::anyhow!(e))?;
     let store: Arc<dyn strata_engine::session::SessionStore> = wired.store.clone();
     let members = wired.pool.clone().map(strata_postgres::Members::new);
+    let leases = wired.pool.clone().map(|p| {
+        Arc::new(strata_postgres::PgLeases::new(p)) as Arc<dyn strata_engine::connector::Leases>
+    });
     let cluster = strata_cluster::Cluster::connect(
         c,
         url.expose(),
@@ -66,7 +81,12 @@ pub async fn join(
     .await?;
     wired.manager.set_queue(cluster.clone());
     let worker = cluster.start(wired.manager.clone());
-    Ok(Some(Member { cluster, worker }))
+    Ok(Some(Member {
+        cluster,
+        worker,
+        leases,
+        lease_ttl: std::time::Duration::from_secs(c.lease_secs),
+    }))
 }
 
 /// Without the `cluster` feature a member cannot be made.
@@ -80,6 +100,11 @@ impl Member {
 
     /// Nothing to show.
     pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
+        None
+    }
+
+    /// Every Discord account runs here.
+    pub fn discord_lease(&self) -> Option<strata_discord::Lease> {
         None
     }
 }

@@ -31,6 +31,47 @@ pub struct Fake {
     pub last: Arc<Mutex<Option<Value>>>,
     /// Its port on 127.0.0.1.
     pub port: u16,
+    /// Gateway connections open now.
+    pub connected: Arc<std::sync::atomic::AtomicUsize>,
+    /// The most gateway connections that were open at once.
+    pub most_connected: Arc<std::sync::atomic::AtomicUsize>,
+    /// Every message in every channel, as Discord keeps them: those sent with [`Fake::send`]
+    /// and those posted through REST (`GET …/messages` and `…/messages/{id}` read them).
+    pub history: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Fake {
+    /// Sends a dispatch as Discord does: a message is kept in its channel's history whether
+    /// or not a gateway is connected to hear it, then pushed to those that are.
+    pub fn send(&self, dispatch: Value) {
+        if dispatch["t"] == "MESSAGE_CREATE" {
+            self.history
+                .lock()
+                .expect("lock")
+                .push(dispatch["d"].clone());
+        }
+        let _ = self.push.send(dispatch);
+    }
+
+    /// Messages posted through REST in `channel`, oldest first: their text.
+    pub fn posted_in(&self, channel: &str) -> Vec<String> {
+        self.history
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|m| m["channel_id"] == channel && m["author"]["id"] == "900")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// Counts a gateway connection while it is open.
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 async fn gateway(ws: WebSocketUpgrade, State(f): State<Fake>) -> Response {
@@ -38,6 +79,13 @@ async fn gateway(ws: WebSocketUpgrade, State(f): State<Fake>) -> Response {
 }
 
 async fn session(mut socket: WebSocket, f: Fake) {
+    let now = f
+        .connected
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        + 1;
+    f.most_connected
+        .fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+    let _open = Open(f.connected.clone());
     let hello = json!({"op": 10, "d": {"heartbeat_interval": 41250}});
     if socket
         .send(Ws::Text(hello.to_string().into()))
@@ -181,18 +229,58 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         }))
         .into_response();
     }
+    let segments: Vec<&str> = path.split('/').collect();
+    let channel = segments.get(4).copied().unwrap_or("1").to_owned();
+    // GET /channels/{id}/messages?after=&limit=: the channel's messages after an id, newest
+    // first; GET /channels/{id}/messages/{id}: one.
+    if parts.method == axum::http::Method::GET && segments.get(5) == Some(&"messages") {
+        let id_of = |m: &Value| {
+            m["id"]
+                .as_str()
+                .and_then(|i| i.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let history = f.history.lock().expect("lock").clone();
+        let in_channel = history.into_iter().filter(|m| m["channel_id"] == channel);
+        if let Some(one) = segments.get(6) {
+            return match in_channel.into_iter().find(|m| m["id"] == *one) {
+                Some(m) => axum::Json(m).into_response(),
+                None => (
+                    axum::http::StatusCode::NOT_FOUND,
+                    axum::Json(json!({"message": "Unknown Message", "code": 10008})),
+                )
+                    .into_response(),
+            };
+        }
+        let query = |k: &str| {
+            parts.uri.query().unwrap_or("").split('&').find_map(|kv| {
+                kv.strip_prefix(k)
+                    .and_then(|v| v.strip_prefix('='))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+        };
+        let after = query("after").unwrap_or(0);
+        let limit = query("limit").unwrap_or(50) as usize;
+        let mut found: Vec<Value> = in_channel.filter(|m| id_of(m) > after).collect();
+        found.sort_by_key(|m| std::cmp::Reverse(id_of(m)));
+        found.truncate(limit);
+        return axum::Json(found).into_response();
+    }
     // Echo a message object for POST .../messages, with a fresh id.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let channel = path.split('/').nth(4).unwrap_or("1").to_owned();
-    axum::Json(json!({
+    let posted = json!({
         "id": id.to_string(), "channel_id": channel, "content": v["content"], "type": 0,
         "author": {"id": "900", "username": "strata-bot", "discriminator": "0", "avatar": null, "bot": true},
         "attachments": [], "embeds": [], "mentions": [], "mention_roles": [],
         "mention_everyone": false, "pinned": false, "tts": false,
         "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null
-    }))
-    .into_response()
+    });
+    if parts.method == axum::http::Method::POST && segments.len() == 6 && segments[5] == "messages"
+    {
+        f.history.lock().expect("lock").push(posted.clone());
+    }
+    axum::Json(posted).into_response()
 }
 
 /// Starts a fake Discord (gateway at `/`, REST everywhere else) on 127.0.0.1.
@@ -213,6 +301,9 @@ pub async fn fake() -> Fake {
         resumed: Arc::default(),
         last: Arc::default(),
         port,
+        connected: Arc::default(),
+        most_connected: Arc::default(),
+        history: Arc::default(),
     };
     let app = axum::Router::new()
         .route("/", axum::routing::get(gateway))

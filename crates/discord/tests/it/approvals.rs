@@ -137,3 +137,67 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
         "{posted:?}"
     );
 }
+
+/// In a cluster the request may have been posted by another instance (this one does not
+/// remember the message): the request is read back from Discord and decided by the
+/// approver's reaction — but only from a message the bot itself wrote, never from another
+/// bot's look-alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_posted_by_another_instance_is_decided_by_a_reaction_seen_here() {
+    use strata_engine::approval::{ApprovalRecord, ApprovalStatus};
+    let w = world(vec![("helper", routing(Some(&[])), vec![])]).await;
+    let pending = |id: &str| ApprovalRecord {
+        id: id.into(),
+        agent_id: Some("helper".into()),
+        tool: "launch".into(),
+        principal: "person:olivia".into(),
+        args: json!({}),
+        description: "launch".into(),
+        status: ApprovalStatus::Pending,
+        approver: None,
+        reason: None,
+        created_at: 1,
+        decided_at: None,
+    };
+    let store = w.approvals.store().clone();
+    for id in ["req-elsewhere", "req-forged"] {
+        store.insert(&pending(id)).await.expect("insert");
+    }
+    let by = |id: &str, author: &str, request: &str| {
+        json!({"id": id, "channel_id": "555", "type": 0,
+               "content": format!("**Approval needed** `{request}`\nAgent: helper · tool: `launch`"),
+               "author": {"id": author, "username": "a", "discriminator": "0", "avatar": null, "bot": true},
+               "attachments": [], "embeds": [], "mentions": [], "mention_roles": [],
+               "mention_everyone": false, "pinned": false, "tts": false,
+               "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null})
+    };
+    {
+        let mut h = w.fake.history.lock().expect("lock");
+        h.push(by("7001", "900", "req-elsewhere"));
+        h.push(by("7002", "901", "req-forged"));
+    }
+    w.fake.send(reaction("7002", "42", false, "✅"));
+    w.fake.send(reaction("7001", "42", false, "✅"));
+    let mut decided = None;
+    for _ in 0..100 {
+        let r = store
+            .get("req-elsewhere")
+            .await
+            .expect("get")
+            .expect("some");
+        if r.status != ApprovalStatus::Pending {
+            decided = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let decided = decided.expect("decided by the reaction");
+    assert_eq!(decided.status, ApprovalStatus::Approved);
+    assert_eq!(decided.approver.as_deref(), Some("person:discord:42"));
+    let forged = store.get("req-forged").await.expect("get").expect("some");
+    assert_eq!(
+        forged.status,
+        ApprovalStatus::Pending,
+        "another bot's message decides nothing"
+    );
+}

@@ -247,6 +247,7 @@ pub async fn world_with(
             skills: Some(skills.clone()),
             activity: Some(env.activity().clone()),
             invoker: Some(invoker.clone()),
+            lease: None,
         },
         rx,
     );

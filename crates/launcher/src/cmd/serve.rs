@@ -153,6 +153,10 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     let approvals = wired.approvals.clone();
     let discord_skills = skills.clone();
     let skill_invoker = wired.invoker.clone();
+    // In a cluster each account's gateway runs on the member holding its lease.
+    let discord_lease = member
+        .as_ref()
+        .and_then(crate::cluster::Member::discord_lease);
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
@@ -168,6 +172,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
                 skills: Some(discord_skills),
                 activity: Some(env.activity().clone()),
                 invoker: Some(skill_invoker),
+                lease: discord_lease,
             },
             stop_rx.clone(),
         );

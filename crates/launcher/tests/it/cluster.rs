@@ -541,3 +541,175 @@ async fn an_outage_of_nats_loses_nothing() {
     shared.nats = direct;
     shared.drop_now().await;
 }
+
+/// A Discord message id made from the time, as Discord makes them (what a new holder
+/// fetches after is one of these).
+fn snowflake(seq: u64) -> u64 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    ((ms - 1_420_070_400_000) << 22) + seq
+}
+
+/// The member holding `lease`, as `/api/cluster` shows it: its address.
+async fn holder_of(base: &str, lease: &str) -> Option<String> {
+    let (status, v) = common::api("GET", &format!("{base}/api/cluster"), BOSS, None).await;
+    assert_eq!(status, 200, "{v}");
+    v["value"]["instances"].as_array()?.iter().find_map(|m| {
+        m["leases"]
+            .as_array()?
+            .iter()
+            .any(|l| l == lease)
+            .then(|| m["address"].as_str().unwrap_or_default().to_owned())
+    })
+}
+
+/// Two members, one Discord bot account: only one gateway session is ever open; the
+/// holder is killed; the other takes the account over within the lease time and answers
+/// the message sent while nobody held it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_member_holds_a_discord_account_and_another_takes_it_over() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let Some(shared) = Shared::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
+    let fake = strata_test_support::discord::fake().await;
+    let lease_secs = 2u64;
+    let discord = format!(
+        "connectors:\n  discord:\n    api_proxy: 127.0.0.1:{0}\n    plain_http: true\n    \
+         gateway_url: ws://127.0.0.1:{0}\n    accounts:\n      main:\n        token: env:PATH\n",
+        fake.port
+    );
+    let overlays: Vec<tempfile::TempDir> = (0..2)
+        .map(|_| {
+            let o = member_with(&llm, &shared, &discord);
+            let d = o.path();
+            common::write(
+                d,
+                "config/agents.yaml",
+                "agents:\n  main:\n    routing:\n      discord:\n        account: main\n        \
+                 channels: ['100']\n",
+            );
+            common::write(
+                d,
+                "config/team.json",
+                r#"{"people": [{"id": "olivia", "name": "Owner Example", "access": "owner",
+                    "contacts": {"discord": "42"}}]}"#,
+            );
+            o
+        })
+        .collect();
+    // A short lease, on the command line (the shared config writes the `cluster` mapping).
+    let lease = format!("cluster.lease_secs={lease_secs}");
+    let mut served: Vec<Option<common::Served>> = overlays
+        .iter()
+        .map(|o| Some(common::serve_with(o.path(), &["--set", &lease])))
+        .collect();
+    let bases: Vec<String> = served
+        .iter()
+        .map(|s| s.as_ref().map(|s| s.base.clone()).unwrap_or_default())
+        .collect();
+    // One gateway, and it stays one while both members run a few lease periods.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.identified.lock().expect("lock").is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2 * lease_secs)).await;
+    assert_eq!(fake.identified.lock().expect("lock").len(), 1);
+    assert_eq!(fake.most_connected.load(SeqCst), 1, "two gateway sessions");
+    let holder = holder_of(&bases[0], "discord:main")
+        .await
+        .expect("a member holds the account");
+    let h = bases
+        .iter()
+        .position(|b| *b == holder)
+        .expect("holder is a member");
+
+    let reply_to = |id: u64| {
+        let fake = fake.clone();
+        async move {
+            for _ in 0..600 {
+                let n = fake
+                    .posted_in("100")
+                    .iter()
+                    .filter(|t| t.contains(&format!("hello {id}")))
+                    .count();
+                if n > 0 {
+                    // Any second answer would come right behind the first.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    return fake
+                        .posted_in("100")
+                        .iter()
+                        .filter(|t| t.contains(&format!("hello {id}")))
+                        .count();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            0
+        }
+    };
+    let say = |id: u64| {
+        strata_test_support::discord::message(
+            id,
+            "100",
+            Some("9"),
+            "42",
+            false,
+            &format!("hello {id}"),
+            false,
+        )
+    };
+    let first = snowflake(1);
+    fake.send(say(first));
+    assert_eq!(reply_to(first).await, 1, "the holder answers once");
+
+    // The holder dies; a message arrives while no member holds the account.
+    if let Some(mut s) = served[h].take() {
+        s.child.kill().expect("kill -9");
+        let _ = s.child.wait();
+    }
+    let killed = std::time::Instant::now();
+    while fake.connected.load(SeqCst) > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let gap = snowflake(2);
+    fake.send(say(gap));
+    while fake.identified.lock().expect("lock").len() < 2
+        && killed.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_secs(lease_secs + 3),
+        "taken over after {took:?} (lease {lease_secs} s)"
+    );
+    assert_eq!(
+        reply_to(gap).await,
+        1,
+        "the message sent in the gap is answered once"
+    );
+    let other = 1 - h;
+    assert_eq!(
+        holder_of(&bases[other], "discord:main").await.as_deref(),
+        Some(bases[other].as_str())
+    );
+    assert_eq!(fake.most_connected.load(SeqCst), 1, "two gateway sessions");
+    assert_eq!(reply_to(first).await, 1, "the first message answered again");
+    // Each message is one stored turn.
+    let by_session = stored(&shared).await;
+    let ids: Vec<Option<String>> = by_session
+        .values()
+        .flatten()
+        .map(|(i, _)| i.clone())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            Some(format!("discord:{first}:main")),
+            Some(format!("discord:{gap}:main"))
+        ]
+    );
+    drop(served);
+    shared.drop_now().await;
+}
