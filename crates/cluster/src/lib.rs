@@ -183,6 +183,8 @@ pub struct Shared {
     pub members: Option<strata_postgres::Members>,
     /// This instance's control API, as the others show it.
     pub address: Option<String>,
+    /// Every member's audit records (`/api/events`); `None`: not kept.
+    pub events: Option<strata_postgres::ClusterEvents>,
 }
 
 /// How often a member writes its heartbeat; a member silent for three is shown as gone.
@@ -199,6 +201,7 @@ pub struct Cluster {
     ack_wait: Duration,
     store: Arc<dyn SessionStore>,
     members: Option<strata_postgres::Members>,
+    events: Option<strata_postgres::ClusterEvents>,
     address: Option<String>,
     started_at: i64,
     counters: Counters,
@@ -295,6 +298,7 @@ impl Cluster {
             ack_wait,
             store: shared.store,
             members: shared.members,
+            events: shared.events,
             address: shared.address,
             started_at: unix_now(),
             counters: Counters::default(),
@@ -348,6 +352,59 @@ impl Cluster {
         let task = tokio::spawn(self.clone().work(manager, rx.clone()));
         let beat = tokio::spawn(self.clone().heartbeat(rx));
         Worker { stop, task, beat }
+    }
+
+    /// Shares `invoker`'s behaviour monitor with the other members: what it sees here is
+    /// published on `<stream>.monitor` (core NATS, at most once — a lost observation only
+    /// weakens a heuristic), and what the others see moves its state here, so a pattern
+    /// spread over members (a burst, a spike, a new tool) is seen as on one instance. Alerts
+    /// are raised by the member whose call completes the pattern.
+    pub async fn share_monitor(
+        self: &Arc<Self>,
+        invoker: Arc<strata_engine::Invoker>,
+    ) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
+        use strata_engine::monitor::Observation;
+        #[derive(Serialize, Deserialize)]
+        struct Seen {
+            from: String,
+            #[serde(flatten)]
+            observation: Observation,
+        }
+        let subject = format!("{}.monitor", self.name);
+        let mut heard = self
+            .client
+            .subscribe(subject.clone())
+            .await
+            .map_err(|e| ClusterError::JetStream(format!("subscribing to {subject}: {e}")))?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
+        invoker.monitor().set_tap(Box::new(move |o| {
+            let _ = tx.try_send(o);
+        }));
+        let (client, me) = (self.client.clone(), self.instance.clone());
+        let publisher = tokio::spawn(async move {
+            while let Some(observation) = rx.recv().await {
+                let seen = Seen {
+                    from: me.clone(),
+                    observation,
+                };
+                if let Ok(body) = serde_json::to_vec(&seen) {
+                    let _ = client.publish(subject.clone(), body.into()).await;
+                }
+            }
+        });
+        let me = self.instance.clone();
+        Ok(tokio::spawn(async move {
+            while let Some(m) = heard.next().await {
+                match serde_json::from_slice::<Seen>(&m.payload) {
+                    Ok(seen) if seen.from != me => {
+                        invoker.monitor().observed_elsewhere(&seen.observation)
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "a monitor observation not understood"),
+                }
+            }
+            publisher.abort();
+        }))
     }
 
     /// This member's row as it is now.
@@ -661,6 +718,17 @@ impl strata_engine::turns::ClusterView for Cluster {
             "redelivered": rows.iter().map(|r| r.redelivered).sum::<i64>(),
             "instances": instances,
         }))
+    }
+
+    async fn events(&self, limit: usize) -> Option<Result<Vec<serde_json::Value>, String>> {
+        let events = self.events.as_ref()?;
+        Some(
+            events
+                .tail(limit as i64)
+                .await
+                .map(|(records, _)| records)
+                .map_err(|e| e.to_string()),
+        )
     }
 }
 

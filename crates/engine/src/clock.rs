@@ -2,5 +2,10 @@
 
 /// Now as RFC 3339 UTC with milliseconds (`2026-01-02T03:04:05.678Z`).
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// `t` as RFC 3339 UTC with milliseconds: fixed width, so these strings sort as the times do.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
 }

@@ -271,6 +271,11 @@ impl Invoker {
         &self.policy
     }
 
+    /// The behaviour monitor (a cluster member shares its observations with the others).
+    pub fn monitor(&self) -> &Monitor {
+        &self.monitor
+    }
+
     /// The approval hub, when one is attached.
     pub fn approvals(&self) -> Option<&Arc<Approvals>> {
         self.approvals.as_ref()

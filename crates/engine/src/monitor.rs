@@ -36,10 +36,35 @@ struct AgentState {
     spike_alerted: Option<Instant>,
 }
 
+/// What the monitor saw, as it tells the other members of a cluster (so per-agent
+/// patterns spread over instances are seen as on one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Observation {
+    /// A call by `agent` of `tool`.
+    Call {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// Whether it counts as sensitive.
+        sensitive: bool,
+    },
+    /// `agent` received web content.
+    WebRead {
+        /// The agent.
+        agent: String,
+    },
+}
+
+/// Where local observations go (a cluster member publishes them).
+pub type ObservationTap = Box<dyn Fn(Observation) + Send + Sync>;
+
 /// Per-agent state, shared by every surface.
 pub struct Monitor {
     cfg: MonitorConfig,
     agents: Mutex<HashMap<String, AgentState>>,
+    tap: std::sync::OnceLock<ObservationTap>,
 }
 
 impl Monitor {
@@ -48,6 +73,7 @@ impl Monitor {
         Monitor {
             cfg,
             agents: Mutex::new(HashMap::new()),
+            tap: std::sync::OnceLock::new(),
         }
     }
 
@@ -67,6 +93,28 @@ impl Monitor {
         self.observe_at(agent, tool, sensitive, Instant::now())
     }
 
+    /// Sends every local observation to `tap` from now on (once; later calls are ignored
+    /// and return false).
+    pub fn set_tap(&self, tap: ObservationTap) -> bool {
+        self.tap.set(tap).is_ok()
+    }
+
+    /// Takes in what another member saw: the state moves as if it had happened here, and
+    /// no alert is raised for it (the member where it happened raises those).
+    pub fn observed_elsewhere(&self, o: &Observation) {
+        let now = Instant::now();
+        match o {
+            Observation::Call {
+                agent,
+                tool,
+                sensitive,
+            } => {
+                let _ = self.step(agent, tool, *sensitive, now);
+            }
+            Observation::WebRead { agent } => self.note_web(agent, now),
+        }
+    }
+
     /// [`Monitor::observe`] at a given instant (tests).
     pub fn observe_at(
         &self,
@@ -75,6 +123,20 @@ impl Monitor {
         sensitive: bool,
         now: Instant,
     ) -> Vec<Finding> {
+        let found = self.step(agent, tool, sensitive, now);
+        if self.cfg.enabled
+            && let Some(tap) = self.tap.get()
+        {
+            tap(Observation::Call {
+                agent: agent.to_owned(),
+                tool: tool.to_owned(),
+                sensitive,
+            });
+        }
+        found
+    }
+
+    fn step(&self, agent: &str, tool: &str, sensitive: bool, now: Instant) -> Vec<Finding> {
         if !self.cfg.enabled {
             return Vec::new();
         }
@@ -158,8 +220,21 @@ impl Monitor {
         if !self.cfg.enabled {
             return;
         }
+        self.note_web(agent, now);
+        if let Some(tap) = self.tap.get() {
+            tap(Observation::WebRead {
+                agent: agent.to_owned(),
+            });
+        }
+    }
+
+    fn note_web(&self, agent: &str, now: Instant) {
+        if !self.cfg.enabled {
+            return;
+        }
         let mut all = self.agents.lock().unwrap_or_else(|p| p.into_inner());
-        all.entry(agent.to_owned()).or_default().last_web = Some(now);
+        let st = all.entry(agent.to_owned()).or_default();
+        st.last_web = Some(st.last_web.map_or(now, |w| w.max(now)));
     }
 }
 
@@ -248,5 +323,43 @@ mod tests {
             &m.observe_at("a", "post", true, later),
             "sensitive_burst"
         ));
+    }
+
+    #[test]
+    fn what_another_member_saw_moves_the_state_but_raises_nothing_here() {
+        let (a, b) = (
+            std::sync::Arc::new(Monitor::new(cfg())),
+            std::sync::Arc::new(Monitor::new(cfg())),
+        );
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (to_b, log) = (b.clone(), seen.clone());
+        assert!(a.set_tap(Box::new(move |o| {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(o.clone());
+            to_b.observed_elsewhere(&o);
+        })));
+        assert!(!a.set_tap(Box::new(|_| {})), "one tap");
+        a.web_read("x");
+        assert!(a.observe("x", "shell", false).is_empty());
+        // On b: the web read and the call happened, though nothing was alerted there.
+        assert_eq!(
+            rules(&b.observe("x", "mail", true)),
+            ["sensitive_after_web"]
+        );
+        assert_eq!(
+            *seen.lock().unwrap_or_else(|p| p.into_inner()),
+            vec![
+                Observation::WebRead { agent: "x".into() },
+                Observation::Call {
+                    agent: "x".into(),
+                    tool: "shell".into(),
+                    sensitive: false
+                }
+            ]
+        );
+        // Observations from elsewhere are not passed on again.
+        b.observed_elsewhere(&Observation::WebRead { agent: "y".into() });
+        assert_eq!(seen.lock().unwrap_or_else(|p| p.into_inner()).len(), 2);
     }
 }

@@ -67,6 +67,13 @@ pub trait TurnQueue: Send + Sync {
 pub trait ClusterView: Send + Sync {
     /// The status document (`docs/CLUSTER.md` describes its fields).
     async fn status(&self) -> Result<serde_json::Value, String>;
+
+    /// The newest `limit` audit records of every member, oldest first, each with its
+    /// `instance` (`GET /api/events` in a cluster). `None`: this view keeps none.
+    async fn events(&self, limit: usize) -> Option<Result<Vec<serde_json::Value>, String>> {
+        let _ = limit;
+        None
+    }
 }
 
 /// A turn in progress, as tool calls that arrive from outside the process (a CLI agent's

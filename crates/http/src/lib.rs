@@ -302,6 +302,14 @@ async fn events(
     Query(q): Query<Limit>,
 ) -> Result<Response, ApiError> {
     let n = parse_limit(q.limit.as_deref(), 20, 1000)?;
+    // A cluster member answers with every member's records.
+    if let Some(c) = &st.cluster
+        && let Some(found) = c.events(n).await
+    {
+        let records =
+            found.map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))?;
+        return Ok(ok(json!({ "events": records })));
+    }
     let path = st.audit_path.clone();
     let records = tokio::task::spawn_blocking(move || strata_store::audit_log::tail(&path, n))
         .await

@@ -16,13 +16,24 @@ pub struct Member {
     worker: strata_cluster::Worker,
     leases: Option<Arc<dyn strata_engine::connector::Leases>>,
     lease_ttl: std::time::Duration,
+    shipper: Option<(
+        tokio::sync::watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    )>,
+    monitor: tokio::task::JoinHandle<()>,
 }
 
 #[cfg(feature = "cluster")]
 impl Member {
-    /// Stops taking turns; the running ones finish.
+    /// Stops taking turns; the running ones finish; the audit records they leave are
+    /// shipped.
     pub async fn leave(self) {
         self.worker.stop().await;
+        self.monitor.abort();
+        if let Some((stop, task)) = self.shipper {
+            let _ = stop.send(true);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
     }
 
     /// What `GET /api/cluster` shows.
@@ -76,9 +87,21 @@ pub async fn join(
             store,
             members,
             address: Some(address.to_owned()),
+            events: wired.pool.clone().map(strata_postgres::ClusterEvents::new),
         },
     )
     .await?;
+    let shipper = wired.pool.clone().map(|p| {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let task = ship_events(
+            strata_postgres::ClusterEvents::new(p),
+            cluster.instance().to_owned(),
+            wired.audit.path().to_path_buf(),
+            rx,
+        );
+        (tx, task)
+    });
+    let monitor = cluster.share_monitor(wired.invoker.clone()).await?;
     wired.manager.set_queue(cluster.clone());
     let worker = cluster.start(wired.manager.clone());
     Ok(Some(Member {
@@ -86,7 +109,78 @@ pub async fn join(
         worker,
         leases,
         lease_ttl: std::time::Duration::from_secs(c.lease_secs),
+        shipper,
+        monitor,
     }))
+}
+
+/// How long the cluster keeps audit records in PostgreSQL (each member's own file keeps
+/// them as `security.audit` says).
+#[cfg(feature = "cluster")]
+const EVENTS_KEPT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Ships the lines this member's audit log gains to the cluster's events every half second
+/// (what PostgreSQL does not take is kept and sent again, up to 8 MiB), until `stop` — then
+/// once more; drops records older than [`EVENTS_KEPT`] every hour.
+#[cfg(feature = "cluster")]
+fn ship_events(
+    events: strata_postgres::ClusterEvents,
+    instance: String,
+    path: std::path::PathBuf,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    const BACKLOG: usize = 8 << 20;
+    tokio::spawn(async move {
+        let mut follower = strata_store::audit_log::Follower::from_end(&path);
+        let mut pending = String::new();
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        let mut pruned: Option<std::time::Instant> = None;
+        let mut warned: Option<std::time::Instant> = None;
+        loop {
+            let last = tokio::select! {
+                _ = stop.wait_for(|s| *s) => true,
+                _ = tick.tick() => false,
+            };
+            match follower.read_new(1 << 20) {
+                Ok(lines) => pending.push_str(&lines),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "audit log not read for the cluster's events")
+                }
+            }
+            if pending.len() > BACKLOG {
+                // PostgreSQL has been away for long: keep the newest, say so.
+                let cut = pending.len() - BACKLOG;
+                let cut = pending[cut..]
+                    .find('\n')
+                    .map_or(pending.len(), |i| cut + i + 1);
+                pending.drain(..cut);
+                tracing::warn!(
+                    "audit records not shipped to the cluster's events were dropped there (the member's own log keeps them)"
+                );
+            }
+            if !pending.is_empty() {
+                match events.ship(&instance, &pending).await {
+                    Ok(_) => pending.clear(),
+                    Err(e) if warned.is_none_or(|w| w.elapsed().as_secs() >= 60) => {
+                        warned = Some(std::time::Instant::now());
+                        tracing::warn!(error = %e, "audit records not shipped to the cluster's events yet");
+                    }
+                    Err(_) => {}
+                }
+            }
+            if pruned.is_none_or(|p| p.elapsed().as_secs() >= 3600) {
+                pruned = Some(std::time::Instant::now());
+                let before =
+                    strata_engine::clock::rfc3339(std::time::SystemTime::now() - EVENTS_KEPT);
+                if let Err(e) = events.prune(&before).await {
+                    tracing::warn!(error = %e, "old cluster events not pruned");
+                }
+            }
+            if last {
+                return;
+            }
+        }
+    })
 }
 
 /// Without the `cluster` feature a member cannot be made.

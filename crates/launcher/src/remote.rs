@@ -196,7 +196,7 @@ pub fn events(url: &str, token: &str, limit: usize, follow: bool) -> Exit {
             Err(e) => return fail(e),
         };
         for e in v["events"].as_array().into_iter().flatten() {
-            let key = format!("{}|{}", e["ts"], e["request_id"]);
+            let key = format!("{}|{}|{}", e["ts"], e["request_id"], e["instance"]);
             if !seen.contains(&key) {
                 println!("{e}");
                 seen.push(key);

@@ -17,6 +17,7 @@
 
 mod batch;
 mod db;
+mod events;
 mod leases;
 mod members;
 mod memory;
@@ -25,6 +26,7 @@ mod store;
 mod tls;
 
 pub use db::{Db, PgError};
+pub use events::ClusterEvents;
 pub use leases::PgLeases;
 pub use members::{MemberRow, Members};
 pub use memory::{PgMemory, scrub};

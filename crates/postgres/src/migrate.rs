@@ -154,6 +154,15 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at TIMESTAMPTZ NOT NULL,
         state TEXT
     );",
+    // 6: every member's audit records, shipped from its log, for the cluster-wide
+    // `/api/events` and `strata events` (each member's hash chain stays in its own file).
+    "CREATE TABLE cluster_events (
+        seq BIGSERIAL PRIMARY KEY,
+        instance TEXT NOT NULL,
+        ts TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX cluster_events_by_ts ON cluster_events (ts, seq);",
 ];
 
 /// The newest schema version this binary knows.

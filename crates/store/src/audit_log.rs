@@ -165,6 +165,50 @@ impl Drop for JsonlAudit {
 
 /// The last `n` records of a JSONL audit file, oldest first (reads only the file's end).
 /// Lines that are not JSON are skipped. A missing file is an empty log.
+/// Reads the lines appended to a log file since the last read: whole lines only (a partial
+/// last line waits for the next read), from the start again when the file shrank (rotated).
+pub struct Follower {
+    path: std::path::PathBuf,
+    pos: u64,
+}
+
+impl Follower {
+    /// Follows `path` from its current end.
+    pub fn from_end(path: &Path) -> Self {
+        Follower {
+            path: path.to_path_buf(),
+            pos: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        }
+    }
+
+    /// The whole lines appended since the last read, at most about `max_bytes` of them (the
+    /// rest on the next read). A missing file reads as nothing.
+    pub fn read_new(&mut self, max_bytes: u64) -> std::io::Result<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        if len < self.pos {
+            self.pos = 0;
+        }
+        if len == self.pos {
+            return Ok(String::new());
+        }
+        f.seek(SeekFrom::Start(self.pos))?;
+        let mut buf = Vec::new();
+        Read::by_ref(&mut f)
+            .take((len - self.pos).min(max_bytes.max(1)))
+            .read_to_end(&mut buf)?;
+        let complete = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        buf.truncate(complete);
+        self.pos += complete as u64;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+}
+
 pub fn tail(path: &Path, n: usize) -> std::io::Result<Vec<Value>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = match std::fs::File::open(path) {

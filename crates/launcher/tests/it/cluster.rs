@@ -410,14 +410,15 @@ async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
     shared.drop_now().await;
 }
 
-/// One rate limit across the members, and an approval asked for by a turn (wherever it
-/// runs) decided through another member's API: approved, then denied.
+/// One rate limit across the members, every member's audit records in one `/api/events`
+/// and `strata events`, and an approval asked for by a turn (wherever it runs) decided
+/// through a third member's API: approved, denied, or left to time out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn members_share_rate_limits_and_approvals() {
+async fn members_share_rate_limits_events_and_approvals() {
     use strata_test_support::{FakeServer, openai};
     let Some(shared) = Shared::new() else { return };
     let fake = FakeServer::start().await.expect("fake");
-    let extra = "security:\n  hitl:\n    gated_tools: [list_files]\n  \
+    let extra = "security:\n  hitl:\n    gated_tools: [list_files]\n    timeout: 4\n  \
                  rate_limits:\n    tools:\n      current_time: {per_minute: 10}\n";
     let overlays: Vec<tempfile::TempDir> = (0..3)
         .map(|_| member_with(&fake.url, &shared, extra))
@@ -459,8 +460,60 @@ async fn members_share_rate_limits_and_approvals() {
     }
     assert_eq!(ok, 10);
 
-    // A gated call: the turn waits; another member's API decides.
-    for (decision, answer) in [("approve", "It ran."), ("deny", "It was refused.")] {
+    // Each call left a record on the member that took it (besides the rate-limit alerts);
+    // any member shows them all, as does `strata events` with the cluster's configuration.
+    let mut instances = std::collections::BTreeSet::new();
+    for _ in 0..100 {
+        let (st, v) = common::api(
+            "GET",
+            &format!("{}/api/events?limit=1000", served[2].base),
+            BOSS,
+            None,
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        let calls: Vec<&Value> = v["value"]["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["tool"] == "current_time" && e["event"].is_null())
+            .collect();
+        instances = calls
+            .iter()
+            .filter_map(|e| e["instance"].as_str().map(str::to_owned))
+            .collect();
+        if calls.len() == 30 {
+            break;
+        }
+        assert!(calls.len() < 30, "records doubled: {}", calls.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(instances.len(), 3, "{instances:?}");
+    let out = common::strata(overlays[0].path())
+        .args(["events", "--limit", "1000"])
+        .output()
+        .expect("events");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        lines
+            .lines()
+            .filter(|l| l.contains("\"tool\":\"current_time\"") && !l.contains("\"event\":"))
+            .count(),
+        30,
+        "{lines}"
+    );
+
+    // A gated call: the turn waits; a third member's API decides, or nobody does.
+    for (decision, answer) in [
+        ("approve", "It ran."),
+        ("deny", "It was refused."),
+        ("timeout", "Nobody answered."),
+    ] {
         fake.script([
             openai::tool_calls(&[("c1", "list_files", json!({"path": "."}))]),
             openai::text(answer),
@@ -477,14 +530,16 @@ async fn members_share_rate_limits_and_approvals() {
         });
         let rows = common::pending(&served[1].base, BOSS).await;
         let id = rows[0]["id"].as_str().expect("id").to_owned();
-        let (st, v) = common::api(
-            "POST",
-            &format!("{}/api/approvals/{id}/{decision}", served[2].base),
-            BOSS,
-            Some(json!({"reason": "test"})),
-        )
-        .await;
-        assert_eq!(st, 200, "{v}");
+        if decision != "timeout" {
+            let (st, v) = common::api(
+                "POST",
+                &format!("{}/api/approvals/{id}/{decision}", served[2].base),
+                BOSS,
+                Some(json!({"reason": "test"})),
+            )
+            .await;
+            assert_eq!(st, 200, "{v}");
+        }
         let (st, v) = turn.await.expect("turn");
         assert_eq!(st, 200, "{v}");
         assert_eq!(v["response"], answer);
@@ -496,8 +551,30 @@ async fn members_share_rate_limits_and_approvals() {
             .unwrap_or_default();
         match decision {
             "approve" => assert!(!told.contains("denied"), "{told}"),
-            _ => assert!(told.contains("denied"), "{told}"),
+            "deny" => assert!(told.contains("denied"), "{told}"),
+            _ => assert!(told.contains("nobody approved"), "{told}"),
         }
+        // Every member sees how it ended.
+        let (_, v) = common::api(
+            "GET",
+            &format!("{}/api/approvals?status=all", served[2].base),
+            BOSS,
+            None,
+        )
+        .await;
+        let row = v["value"]["approvals"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["id"] == id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let want = match decision {
+            "approve" => "approved",
+            "deny" => "denied",
+            _ => "timeout",
+        };
+        assert_eq!(row["status"], want, "{v}");
     }
     drop(served);
     shared.drop_now().await;

@@ -1,0 +1,124 @@
+//! Two members' behaviour monitors over a real NATS server: a pattern whose steps happen on
+//! different members is seen as if on one instance, and alerted by the member whose call
+//! completes it.
+
+// Test code: a failed expectation should stop the test, with its message.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use strata_engine::config::{ClusterConfig, Config};
+use strata_engine::{Env, Invoker};
+
+struct Member {
+    _cluster: Arc<strata_cluster::Cluster>,
+    invoker: Arc<Invoker>,
+    _sharing: tokio::task::JoinHandle<()>,
+}
+
+async fn member(nats: &str, stream: &str, id: &str, dir: &std::path::Path) -> Member {
+    let mut config = Config::default();
+    let m = &mut config.security.content_safety.monitor;
+    m.sensitive_distinct = 2;
+    m.spike_per_minute = 1000;
+    m.baseline_calls = 1000;
+    let env = Arc::new(Env::new(config, dir.to_path_buf(), dir.join(id)));
+    let invoker = Arc::new(Invoker::new(
+        Arc::new(strata_engine::Registry::empty()),
+        env,
+        Arc::new(strata_engine::audit::NoAudit),
+    ));
+    let cfg = ClusterConfig {
+        enabled: true,
+        instance_id: Some(id.into()),
+        stream: stream.into(),
+        ..ClusterConfig::default()
+    };
+    let cluster = strata_cluster::Cluster::connect(
+        &cfg,
+        nats,
+        dir,
+        strata_cluster::Shared {
+            store: Arc::new(strata_engine::session::InMemoryStore::default()),
+            members: None,
+            address: None,
+            events: None,
+        },
+    )
+    .await
+    .expect("connect");
+    let sharing = cluster
+        .share_monitor(invoker.clone())
+        .await
+        .expect("share the monitor");
+    Member {
+        _cluster: cluster,
+        invoker,
+        _sharing: sharing,
+    }
+}
+
+/// Waits until `heard` has had `n` more observations published, and a moment more for the
+/// members' own subscriptions.
+async fn published(heard: &mut async_nats::Subscriber, n: usize) {
+    for _ in 0..n {
+        tokio::time::timeout(Duration::from_secs(5), heard.next())
+            .await
+            .expect("an observation published")
+            .expect("subscription open");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_spread_over_members_is_seen_as_on_one() {
+    let Some(nats) = strata_test_support::nats_url() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let stream = strata_test_support::unique_schema();
+    let (a, b) = (
+        member(&nats, &stream, "a", dir.path()).await,
+        member(&nats, &stream, "b", dir.path()).await,
+    );
+    // A listener of our own: once it has heard a's observation, b has too (give it a moment).
+    let client = async_nats::connect(nats.trim_start_matches("nats://"))
+        .await
+        .expect("nats");
+    let mut heard = client
+        .subscribe(format!("{stream}.monitor"))
+        .await
+        .expect("subscribe");
+    let rules = |f: Vec<strata_engine::monitor::Finding>| -> Vec<&'static str> {
+        f.into_iter().map(|f| f.rule).collect()
+    };
+
+    // Web content read on a; a sensitive call on b right after.
+    a.invoker.monitor().web_read("helper");
+    published(&mut heard, 1).await;
+    let found = b.invoker.monitor().observe("helper", "terminal_exec", true);
+    assert_eq!(rules(found), vec!["sensitive_after_web"]);
+
+    // Two distinct sensitive tools, one on each member: a burst, alerted by the second.
+    let first = a.invoker.monitor().observe("coder", "write_file", true);
+    assert!(first.is_empty(), "{first:?}");
+    published(&mut heard, 2).await; // b's terminal_exec above, then a's write_file
+    let second = b.invoker.monitor().observe("coder", "terminal_exec", true);
+    assert_eq!(rules(second), vec!["sensitive_burst"]);
+
+    // A lone instance with the same calls sees neither pattern: the sharing did it.
+    let lone = strata_engine::monitor::Monitor::new({
+        let mut c = Config::default().security.content_safety.monitor;
+        c.sensitive_distinct = 2;
+        c.spike_per_minute = 1000;
+        c.baseline_calls = 1000;
+        c
+    });
+    assert!(lone.observe("coder", "terminal_exec", true).is_empty());
+
+    if let Ok(nc) = async_nats::connect(nats.trim_start_matches("nats://")).await {
+        let _ = async_nats::jetstream::new(nc).delete_stream(&stream).await;
+    }
+}
