@@ -2,7 +2,9 @@
 //! NATS JetStream on this machine: turns per second through 1, 2 and 3 members against a
 //! provider that takes 50 ms per call (beside the ideal, and one instance without the
 //! queue), the latency the queue adds to a turn, and how long a turn whose member is killed
-//! takes to be answered by another (median of 5 kills).
+//! takes to be answered by another (median of 5 kills), and how long a Discord account is
+//! without a gateway when the member holding its lease is killed or stopped (a fake Discord
+//! on 127.0.0.1 counts the sessions).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -96,6 +98,7 @@ fn overlay(
     nats: &str,
     name: &str,
     cluster: bool,
+    extra: &str,
 ) -> Result<tempfile::TempDir, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let d = dir.path();
@@ -105,7 +108,7 @@ fn overlay(
         "defaults:\n  llm:\n    provider: openai\n    base_url: {llm}/v1\n    api_key: bench\n    model: bench\n\
          server:\n  tokens:\n    - {{name: bench, token: {TOKEN}, tier: owner}}\n\
          storage:\n  backend: postgres\n  postgres:\n    url: {pg}\n    schema: {name}\n\
-         cluster:\n  enabled: {cluster}\n  nats_url: {nats}\n  stream: {name}\n  ack_wait_secs: 2\n"
+         cluster:\n  enabled: {cluster}\n  nats_url: {nats}\n  stream: {name}\n  ack_wait_secs: 2\n{extra}"
     );
     std::fs::write(d.join("config/config.yaml"), config).map_err(|e| e.to_string())?;
     std::fs::write(d.join("config/agents.yaml"), "agents:\n  main: {}\n")
@@ -243,7 +246,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
     ] {
         let schema = crate::pg::Schema::new(&pg, "cluster");
         let ovs = (0..members)
-            .map(|_| overlay(&llm, &pg, &nats, &schema.name, cluster))
+            .map(|_| overlay(&llm, &pg, &nats, &schema.name, cluster, ""))
             .collect::<Result<Vec<_>, _>>()?;
         let ms = ovs
             .iter()
@@ -287,7 +290,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
     // would; the figure is the time from the kill to the answer.
     let schema = crate::pg::Schema::new(&pg, "failover");
     let ovs = (0..2)
-        .map(|_| overlay(&llm, &pg, &nats, &schema.name, true))
+        .map(|_| overlay(&llm, &pg, &nats, &schema.name, true, ""))
         .collect::<Result<Vec<_>, _>>()?;
     let mut members = vec![start(ovs[0].path())?, start(ovs[1].path())?];
     let mut overlay_of = [0, 1];
@@ -357,6 +360,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
             extra,
         });
     }
+    rows.extend(lease_failover(&rt, &llm, &pg, &nats)?);
     Ok(Report {
         bench: "cluster",
         runs: 1,
@@ -364,4 +368,125 @@ pub fn run(quick: bool) -> Result<Report, String> {
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         rows,
     })
+}
+
+/// `cluster.lease_secs` in the connector failover.
+const LEASE_SECS: u64 = 5;
+
+/// The member holding the Discord account's lease, by `/api/cluster`.
+async fn lease_holder(c: &reqwest::Client, members: &[Member]) -> Result<usize, String> {
+    let v: Value = c
+        .get(format!("{}/api/cluster", members[0].base))
+        .header("X-Strata-Token", TOKEN)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let address = v["value"]["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| {
+            m["leases"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|n| n == "discord:main"))
+        })
+        .and_then(|m| m["address"].as_str().map(str::to_owned))
+        .ok_or("no member holds the Discord account")?;
+    members
+        .iter()
+        .position(|m| m.base == address)
+        .ok_or_else(|| format!("{address} is not a member"))
+}
+
+/// Two members, one Discord account: the time from the holder's end to the other member's
+/// gateway IDENTIFY at the fake Discord — after kill -9 (the lease runs out first; median
+/// of 5) and after SIGTERM (the holder releases it; median of 3).
+fn lease_failover(
+    rt: &tokio::runtime::Runtime,
+    llm: &str,
+    pg: &str,
+    nats: &str,
+) -> Result<Vec<Row>, String> {
+    let fake = rt.block_on(strata_test_support::discord::fake());
+    let identified = || fake.identified.lock().map(|v| v.len()).unwrap_or(0);
+    let discord = format!(
+        "  lease_secs: {LEASE_SECS}\nconnectors:\n  discord:\n    api_proxy: 127.0.0.1:{0}\n    \
+         plain_http: true\n    gateway_url: ws://127.0.0.1:{0}\n    accounts:\n      main:\n        \
+         token: env:PATH\n",
+        fake.port
+    );
+    let schema = crate::pg::Schema::new(pg, "lease");
+    let ovs = (0..2)
+        .map(|_| overlay(llm, pg, nats, &schema.name, true, &discord))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut members = vec![start(ovs[0].path())?, start(ovs[1].path())?];
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while identified() < n {
+            if Instant::now() > deadline {
+                return Err(format!("no gateway session {n} within 60 s"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Instant::now())
+    };
+    wait_for(1)?;
+    let (mut killed, mut stopped) = (Vec::new(), Vec::new());
+    for attempt in 0..8 {
+        // Both members up and past their first lease check.
+        std::thread::sleep(Duration::from_secs(1));
+        let h = rt.block_on(lease_holder(&c, &members))?;
+        let before = identified();
+        let mut holder = members.remove(h);
+        let ended = Instant::now();
+        if attempt < 5 {
+            let _ = holder.child.kill();
+        } else {
+            let _ = Command::new("kill")
+                .args(["-TERM", &holder.child.id().to_string()])
+                .status();
+        }
+        let took = wait_for(before + 1)?.saturating_duration_since(ended);
+        let _ = holder.child.wait();
+        if attempt < 5 {
+            &mut killed
+        } else {
+            &mut stopped
+        }
+        .push(took.as_secs_f64() * 1e6);
+        members.insert(h, start(ovs[h].path())?);
+    }
+    drop(members);
+    rt.block_on(schema.drop_now());
+    rt.block_on(drop_stream(nats, &schema.name));
+    let most = fake
+        .most_connected
+        .load(std::sync::atomic::Ordering::SeqCst) as f64;
+    let row = |name: &str, times: &mut Vec<f64>| {
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert("lease_secs".into(), LEASE_SECS as f64);
+        extra.insert("measured".into(), times.len() as f64);
+        extra.insert("most_gateway_sessions_at_once".into(), most);
+        Row {
+            name: name.into(),
+            throughput_per_s: 0.0,
+            p50_us: median(times),
+            p99_us: 0.0,
+            extra,
+        }
+    };
+    Ok(vec![
+        row("Discord lease failover after kill -9 (median)", &mut killed),
+        row(
+            "Discord lease handover after SIGTERM (median)",
+            &mut stopped,
+        ),
+    ])
 }
