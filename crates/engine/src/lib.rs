@@ -45,6 +45,8 @@ pub mod ratelimit;
 pub mod registry;
 pub mod runtime;
 pub mod safety;
+pub mod schedule;
+pub mod scheduler;
 pub mod schema;
 pub mod scope;
 pub mod secret;

@@ -54,7 +54,9 @@ pub struct StoreStatus {
 
 /// Every store a running Strata needs, in one backend.
 #[async_trait]
-pub trait StateStore: SessionStore + ApprovalStore + RateLog {
+pub trait StateStore:
+    SessionStore + ApprovalStore + RateLog + crate::schedule::ScheduleStore
+{
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
     /// Where it is, for logs (never a password).

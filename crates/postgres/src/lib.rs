@@ -22,6 +22,7 @@ mod leases;
 mod members;
 mod memory;
 mod migrate;
+mod schedules;
 mod store;
 mod tls;
 

@@ -163,6 +163,28 @@ pub const MIGRATIONS: &[&str] = &[
         record TEXT NOT NULL
     );
     CREATE INDEX cluster_events_by_ts ON cluster_events (ts, seq);",
+    // 7: schedules: each one's state, and its runs (claimed before they start, so one
+    // instance runs each due time; a lapsed claim can be taken again).
+    "CREATE TABLE schedule_state (
+        name TEXT PRIMARY KEY,
+        next_run BIGINT,
+        last_run BIGINT,
+        last_status TEXT,
+        last_duration_ms BIGINT,
+        failures BIGINT NOT NULL DEFAULT 0,
+        paused BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE TABLE schedule_runs (
+        name TEXT NOT NULL,
+        due BIGINT NOT NULL,
+        instance TEXT NOT NULL,
+        started_ms BIGINT NOT NULL,
+        finished_ms BIGINT,
+        status TEXT NOT NULL,
+        detail TEXT,
+        until_ms BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (name, due)
+    );",
 ];
 
 /// The newest schema version this binary knows.

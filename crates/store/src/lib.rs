@@ -78,9 +78,31 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX approvals_by_status ON approvals(status, created_at);",
     // 3: what has tainted a session (JSON list of taint sources), kept across restarts.
     "ALTER TABLE sessions ADD COLUMN taint TEXT;",
+    // 4: schedules: each one's state, and its runs (a run is claimed before it starts).
+    "CREATE TABLE schedule_state (
+        name TEXT PRIMARY KEY,
+        next_run INTEGER,
+        last_run INTEGER,
+        last_status TEXT,
+        last_duration_ms INTEGER,
+        failures INTEGER NOT NULL DEFAULT 0,
+        paused INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE schedule_runs (
+        name TEXT NOT NULL,
+        due INTEGER NOT NULL,
+        instance TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        finished_ms INTEGER,
+        status TEXT NOT NULL,
+        detail TEXT,
+        until_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (name, due)
+    );",
 ];
 
 pub mod dump;
+mod schedules;
 mod security;
 
 /// The tables `strata storage status` counts and `storage migrate` copies, in copy order.

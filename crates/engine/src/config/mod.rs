@@ -30,6 +30,7 @@ mod connectors;
 mod loader;
 mod mcp;
 mod memory;
+mod schedules;
 mod security;
 mod server;
 mod sessions;
@@ -42,6 +43,7 @@ pub use connectors::*;
 pub use loader::*;
 pub use mcp::*;
 pub use memory::*;
+pub use schedules::*;
 pub use security::*;
 pub use server::*;
 pub use sessions::*;
@@ -82,6 +84,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// Connectors (Discord accounts).
     pub connectors: ConnectorsConfig,
+    /// `schedules.<name>`: cron jobs, recurring prompts, the built-in jobs' times.
+    pub schedules: BTreeMap<String, ScheduleConfig>,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -102,6 +106,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "security",
     "memory",
     "connectors",
+    "schedules",
     "modules",
 ];
 
@@ -156,6 +161,9 @@ pub struct DefaultsConfig {
     pub llm: Option<LlmConfig>,
     /// Agent used by `strata chat` and `strata repl` when `--agent` is not given.
     pub agent: Option<String>,
+    /// The time zone schedules are read in unless they name one (`Europe/Stockholm`);
+    /// default UTC.
+    pub timezone: Option<String>,
 }
 
 pub(crate) fn yes() -> bool {

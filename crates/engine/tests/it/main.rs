@@ -11,6 +11,7 @@ mod invoker;
 mod paths;
 mod runtime;
 mod safety;
+mod schedule;
 mod schema;
 mod skills;
 mod taint;

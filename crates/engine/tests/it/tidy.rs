@@ -282,12 +282,14 @@ const LADDER: &[(&str, &[&str])] = &[
             "connector",
             "turns",
             "audit",
+            "schedule",
         ],
     ),
     ("the environment a tool sees", &["tool"]),
     (
         "machinery",
         &[
+            "scheduler",
             "agent",
             "monitor",
             "ratelimit",

@@ -599,3 +599,98 @@ async fn a_senders_taint_outlives_a_restart(kind: Kind) {
     );
 }
 both!(a_senders_taint_outlives_a_restart);
+
+/// Schedules' state and runs: of many instances claiming one due time at once exactly one
+/// gets it; a claim still running past its time is taken again, a finished one never; a
+/// pause or a "run now" changes only what it names; history newest first; all of it kept
+/// across a restart.
+async fn schedules_claim_once_and_keep_their_state(kind: Kind) {
+    use strata_engine::schedule::{RunRecord, ScheduleState};
+    let Some(h) = Harness::new(kind) else { return };
+    let store = h.store().await;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let s = store.clone();
+        set.spawn(async move {
+            s.claim("digest", 3600, &format!("i{i}"), 1_000, 61_000)
+                .await
+                .expect("claim")
+        });
+    }
+    let mut won = 0;
+    while let Some(r) = set.join_next().await {
+        won += usize::from(r.expect("join"));
+    }
+    assert_eq!(won, 1);
+    // Before its time a running claim stays; after it, another instance takes it.
+    assert!(
+        !store
+            .claim("digest", 3600, "late", 60_999, 120_000)
+            .await
+            .expect("claim")
+    );
+    assert!(
+        store
+            .claim("digest", 3600, "late", 61_000, 120_000)
+            .await
+            .expect("claim")
+    );
+    let done = RunRecord {
+        name: "digest".into(),
+        due: 3600,
+        instance: "late".into(),
+        started_ms: 61_000,
+        finished_ms: Some(62_500),
+        status: "ok".into(),
+        detail: Some("sent".into()),
+    };
+    store.finish(&done).await.expect("finish");
+    assert!(
+        !store
+            .claim("digest", 3600, "again", 999_999, 2_000_000)
+            .await
+            .expect("claim"),
+        "a finished run is never run again"
+    );
+    let skipped = RunRecord {
+        due: 7200,
+        status: "skipped".into(),
+        detail: Some("the previous run was still going".into()),
+        ..done.clone()
+    };
+    store.finish(&skipped).await.expect("finish");
+    let state = ScheduleState {
+        name: "digest".into(),
+        next_run: Some(10_800),
+        last_run: Some(3600),
+        last_status: Some("ok".into()),
+        last_duration_ms: Some(1500),
+        failures: 0,
+        paused: false,
+    };
+    store.save_state(&state).await.expect("save");
+    store.set_paused("digest", true).await.expect("pause");
+    store.run_now("other", 42).await.expect("run now");
+    store.flush().await.expect("flush");
+    drop(store);
+    let store = h.store().await;
+    let states = store.states().await.expect("states");
+    assert_eq!(
+        states,
+        vec![
+            ScheduleState {
+                paused: true,
+                ..state
+            },
+            ScheduleState {
+                name: "other".into(),
+                next_run: Some(42),
+                ..ScheduleState::default()
+            }
+        ]
+    );
+    let history = store.history("digest", 10).await.expect("history");
+    assert_eq!(history, vec![skipped, done]);
+    assert_eq!(store.history("digest", 1).await.expect("history").len(), 1);
+}
+both!(schedules_claim_once_and_keep_their_state);

@@ -1,0 +1,498 @@
+//! Schedules as data: when a schedule is due ([`When`]: cron in a time zone, every so long,
+//! once), what it runs ([`Action`]), the [`Schedule`]s `schedules.*` describes (checked:
+//! every problem names its key), and the [`ScheduleStore`] that keeps their state and runs —
+//! in SQLite or PostgreSQL, so a restart catches up and a cluster runs each one once. The
+//! runtime is [`crate::scheduler`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+pub use jiff::Timestamp;
+pub use jiff::tz::TimeZone;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{CatchUp, Config, ScheduleConfig};
+use crate::principal::Principal;
+use crate::session::StoreError;
+
+/// When a schedule is due.
+#[derive(Debug, Clone)]
+pub enum When {
+    /// A cron expression (five or six fields, or `@daily`-style), read in a time zone.
+    Cron {
+        /// The expression as written.
+        text: String,
+        /// Parsed.
+        cron: Box<croner::Cron>,
+        /// Its zone (DST handled by the zone's rules).
+        tz: TimeZone,
+    },
+    /// Every so long, counted from the previous run's due time.
+    Every(Duration),
+    /// Once, at this instant.
+    Once(Timestamp),
+}
+
+impl When {
+    /// A cron expression in `tz`.
+    pub fn cron(text: &str, tz: TimeZone) -> Result<When, String> {
+        let parser = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build();
+        let cron = parser
+            .parse(text)
+            .map_err(|e| format!("`{text}` is not a cron expression: {e}"))?;
+        Ok(When::Cron {
+            text: text.to_owned(),
+            cron: Box::new(cron),
+            tz,
+        })
+    }
+
+    /// `every: 15m` (at least a second).
+    pub fn every(text: &str) -> Result<When, String> {
+        let d = duration(text)?;
+        if d < Duration::from_secs(1) {
+            return Err(format!("`{text}` is shorter than a second"));
+        }
+        Ok(When::Every(d))
+    }
+
+    /// What a person or an agent may write: a cron expression, `every 15m`/`15m`, a local
+    /// time (`2026-12-07T09:00` in `tz`), an instant with an offset, or `in 2h`.
+    pub fn parse(text: &str, tz: &TimeZone, now: Timestamp) -> Result<When, String> {
+        let t = text.trim();
+        if let Some(rest) = t.strip_prefix("in ") {
+            let d = duration(rest)?;
+            let at = now
+                .checked_add(jiff::SignedDuration::try_from(d).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            return Ok(When::Once(at));
+        }
+        if let Some(rest) = t.strip_prefix("every ") {
+            return When::every(rest);
+        }
+        if let Ok(at) = t.parse::<Timestamp>() {
+            return Ok(When::Once(at));
+        }
+        if let Ok(local) = t.parse::<jiff::civil::DateTime>() {
+            let at = local
+                .to_zoned(tz.clone())
+                .map_err(|e| format!("`{t}`: {e}"))?;
+            return Ok(When::Once(at.timestamp()));
+        }
+        if t.starts_with('@') || t.split_whitespace().count() >= 5 {
+            return When::cron(t, tz.clone());
+        }
+        When::every(t).map_err(|_| {
+            format!(
+                "`{t}` is not a time: give a cron expression (`0 9 * * MON`), `every 15m`, \
+                 a time (`2026-12-07T09:00`) or `in 2h`"
+            )
+        })
+    }
+
+    /// The first instant this is due strictly after `after`; `None` when it never is again.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        match self {
+            When::Cron { cron, tz, .. } => {
+                let from = after.to_zoned(tz.clone());
+                cron.find_next_occurrence(&from, false)
+                    .ok()
+                    .map(|z| z.timestamp())
+            }
+            When::Every(d) => {
+                let d = jiff::SignedDuration::try_from(*d).ok()?;
+                after.checked_add(d).ok()
+            }
+            When::Once(at) => (*at > after).then_some(*at),
+        }
+    }
+
+    /// One line for people (`cron 0 9 * * MON-FRI (Europe/Stockholm)`, `every 15m`…).
+    pub fn describe(&self) -> String {
+        match self {
+            When::Cron { text, tz, .. } => {
+                format!("cron {text} ({})", tz.iana_name().unwrap_or("UTC"))
+            }
+            When::Every(d) => format!("every {}", humantime::format_duration(*d)),
+            When::Once(at) => format!("once at {at}"),
+        }
+    }
+}
+
+/// A duration as config and people write it: `15m`, `1h 30m`, `90s`, or a number of seconds.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| format!("`{t}` is not a duration (like 15m, 2h, 90s)"))
+}
+
+/// A time zone by its IANA name (`Europe/Stockholm`), or UTC.
+pub fn zone(name: &str) -> Result<TimeZone, String> {
+    if name.eq_ignore_ascii_case("utc") {
+        return Ok(TimeZone::UTC);
+    }
+    TimeZone::get(name).map_err(|_| format!("`{name}` is not a time zone this machine knows"))
+}
+
+/// What a schedule runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A turn of `agent` with `prompt`.
+    Prompt {
+        /// The agent.
+        agent: String,
+        /// What it is asked.
+        prompt: String,
+    },
+    /// A command skill, run as its tool (`skill__<name>`) with `params`.
+    Skill {
+        /// The skill.
+        name: String,
+        /// Its parameters.
+        params: BTreeMap<String, String>,
+    },
+    /// A built-in job ([`JOBS`]).
+    Job(String),
+}
+
+/// The built-in jobs.
+pub const JOBS: &[&str] = &["memory_decay", "session_retention", "audit_verify"];
+
+/// One schedule, checked and ready to run.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// Its name (`schedules.<name>`).
+    pub name: String,
+    /// When.
+    pub when: When,
+    /// What.
+    pub action: Action,
+    /// The session a prompt's turns keep (`schedule-<name>` unless set).
+    pub session: String,
+    /// Where the answer is posted (`discord:<account>:<channel>`); `None`: nowhere.
+    pub deliver_to: Option<String>,
+    /// A run taking longer is cancelled.
+    pub timeout: Duration,
+    /// Each run starts up to this much later than due (spreads runs due together).
+    pub jitter: Duration,
+    /// After a restart that missed runs: one run now, or none.
+    pub catch_up: CatchUp,
+    /// Off: never due.
+    pub enabled: bool,
+    /// Who the run acts as (the operator for configured schedules).
+    pub principal: Principal,
+}
+
+/// A run lasting longer than this without a `timeout` is cancelled.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The built-in jobs, on by default at quiet times (each can be changed or turned off under
+/// `schedules.<job>`): memory decay daily at 03:30 (every `memory.decay.interval_hours`
+/// when that is not 24; off when it is 0), session retention hourly, the audit chain checked
+/// daily at 04:45.
+pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
+    let job = Some(name.to_owned());
+    let c = match name {
+        "memory_decay" => match config.memory.decay.interval_hours {
+            24 => ScheduleConfig {
+                cron: Some("30 3 * * *".into()),
+                job,
+                ..ScheduleConfig::default()
+            },
+            h => ScheduleConfig {
+                every: Some(format!("{}h", h.max(1))),
+                job,
+                enabled: h > 0,
+                ..ScheduleConfig::default()
+            },
+        },
+        "session_retention" => ScheduleConfig {
+            cron: Some("15 * * * *".into()),
+            job,
+            ..ScheduleConfig::default()
+        },
+        "audit_verify" => ScheduleConfig {
+            cron: Some("45 4 * * *".into()),
+            job,
+            ..ScheduleConfig::default()
+        },
+        _ => return None,
+    };
+    Some(c)
+}
+
+/// The schedules `config` describes, the built-in jobs first (each overridden by a
+/// `schedules.<job>` of the same name), or every problem found, each naming its key.
+pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {
+    let default_tz = config.defaults.timezone.as_deref().unwrap_or("UTC");
+    let mut all: BTreeMap<String, ScheduleConfig> = JOBS
+        .iter()
+        .filter_map(|j| builtin(j, config).map(|c| ((*j).to_owned(), c)))
+        .collect();
+    for (name, c) in &config.schedules {
+        let merged = match all.remove(name) {
+            // A built-in's entry changes what it names and keeps the rest.
+            Some(b) => c.clone().over(b),
+            None => c.clone(),
+        };
+        all.insert(name.clone(), merged);
+    }
+    let (mut out, mut problems) = (Vec::new(), Vec::new());
+    for (name, c) in &all {
+        match one(name, c, config, default_tz) {
+            Ok(s) => out.push(s),
+            Err(p) => problems.extend(p),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+fn one(
+    name: &str,
+    c: &ScheduleConfig,
+    config: &Config,
+    default_tz: &str,
+) -> Result<Schedule, Vec<String>> {
+    let key = |k: &str| format!("`schedules.{name}.{k}`");
+    let mut problems = Vec::new();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+    {
+        problems.push(format!(
+            "`schedules.{name}`: a schedule's name is letters, digits, `_` and `-`"
+        ));
+    }
+    let tz_name = c.timezone.as_deref().unwrap_or(default_tz);
+    let tz = match zone(tz_name) {
+        Ok(tz) => Some(tz),
+        Err(e) => {
+            let k = if c.timezone.is_some() {
+                key("timezone")
+            } else {
+                "`defaults.timezone`".to_owned()
+            };
+            problems.push(format!("{k}: {e}"));
+            None
+        }
+    };
+    let when = match (&c.cron, &c.every) {
+        (Some(_), Some(_)) => {
+            problems.push(format!("{}: give `cron` or `every`, not both", key("cron")));
+            None
+        }
+        (None, None) => {
+            problems.push(format!("`schedules.{name}`: needs `cron` or `every`"));
+            None
+        }
+        (Some(cron), None) => tz.and_then(|tz| {
+            When::cron(cron, tz)
+                .map_err(|e| problems.push(format!("{}: {e}", key("cron"))))
+                .ok()
+        }),
+        (None, Some(every)) => When::every(every)
+            .map_err(|e| problems.push(format!("{}: {e}", key("every"))))
+            .ok(),
+    };
+    let action = match (&c.prompt, &c.skill, &c.job) {
+        (Some(prompt), None, None) => {
+            let agent = c
+                .agent
+                .clone()
+                .or_else(|| config.defaults.agent.clone())
+                .or_else(|| {
+                    (config.agents.len() == 1)
+                        .then(|| config.agents.keys().next().cloned())
+                        .flatten()
+                });
+            match agent {
+                Some(a) if config.agents.contains_key(&a) => Some(Action::Prompt {
+                    agent: a,
+                    prompt: prompt.clone(),
+                }),
+                Some(a) => {
+                    problems.push(format!(
+                        "{}: no agent `{a}` (agents: {})",
+                        key("agent"),
+                        config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    None
+                }
+                None => {
+                    problems.push(format!("{}: which agent runs the prompt?", key("agent")));
+                    None
+                }
+            }
+        }
+        (None, Some(skill), None) => Some(Action::Skill {
+            name: skill.clone(),
+            params: c.params.clone(),
+        }),
+        (None, None, Some(job)) if JOBS.contains(&job.as_str()) => Some(Action::Job(job.clone())),
+        (None, None, Some(job)) => {
+            problems.push(format!(
+                "{}: no built-in job `{job}` (jobs: {})",
+                key("job"),
+                JOBS.join(", ")
+            ));
+            None
+        }
+        (None, None, None) => {
+            problems.push(format!(
+                "`schedules.{name}`: needs `prompt` (with `agent`), `skill` or `job`"
+            ));
+            None
+        }
+        _ => {
+            problems.push(format!(
+                "`schedules.{name}`: give one of `prompt`, `skill` and `job`"
+            ));
+            None
+        }
+    };
+    if let Some(d) = &c.deliver_to
+        && crate::connector::ChannelRef::parse(d).is_none()
+    {
+        problems.push(format!(
+            "{}: `{d}` is not a channel (`discord:<account>:<channel id>`)",
+            key("deliver_to")
+        ));
+    }
+    let mut dur = |k: &str, v: &Option<String>, default: Duration| match v {
+        None => default,
+        Some(t) => duration(t).unwrap_or_else(|e| {
+            problems.push(format!("{}: {e}", key(k)));
+            default
+        }),
+    };
+    let timeout = dur("timeout", &c.timeout, DEFAULT_TIMEOUT);
+    let jitter = dur("jitter", &c.jitter, Duration::ZERO);
+    match (when, action) {
+        (Some(when), Some(action)) if problems.is_empty() => Ok(Schedule {
+            name: name.to_owned(),
+            when,
+            action,
+            session: c
+                .session
+                .clone()
+                .unwrap_or_else(|| format!("schedule-{name}")),
+            deliver_to: c.deliver_to.clone(),
+            timeout,
+            jitter,
+            catch_up: c.catch_up,
+            enabled: c.enabled,
+            principal: Principal::Operator,
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// A schedule's state as the store keeps it (times in Unix seconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleState {
+    /// The schedule.
+    pub name: String,
+    /// When it is next due; `None`: never again.
+    pub next_run: Option<i64>,
+    /// When it last started.
+    pub last_run: Option<i64>,
+    /// How that run ended (`ok`, `failed`, `timeout`).
+    pub last_status: Option<String>,
+    /// How long it took.
+    pub last_duration_ms: Option<i64>,
+    /// Failures in a row.
+    pub failures: i64,
+    /// Paused by an operator.
+    pub paused: bool,
+}
+
+/// One run, as the history shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The schedule.
+    pub name: String,
+    /// When it was due (Unix seconds): with the name, the run's identity.
+    pub due: i64,
+    /// The instance that ran it.
+    pub instance: String,
+    /// When it started (Unix milliseconds).
+    pub started_ms: i64,
+    /// When it ended; `None` while it runs.
+    pub finished_ms: Option<i64>,
+    /// `running`, `ok`, `failed`, `timeout` or `skipped`.
+    pub status: String,
+    /// The answer's first line, or why it failed.
+    pub detail: Option<String>,
+}
+
+/// Where schedules' state and runs are kept.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync {
+    /// Every schedule's state.
+    async fn states(&self) -> Result<Vec<ScheduleState>, StoreError>;
+    /// Writes `state` (whole).
+    async fn save_state(&self, state: &ScheduleState) -> Result<(), StoreError>;
+    /// Sets or clears `paused` (creating the row when missing).
+    async fn set_paused(&self, name: &str, paused: bool) -> Result<(), StoreError>;
+    /// Makes `name` due now (`schedule run`).
+    async fn run_now(&self, name: &str, now: i64) -> Result<(), StoreError>;
+    /// Claims the run of `name` due at `due` for `instance` until `until_ms`: true for one
+    /// claimer only; a claim still `running` past its `until_ms` (its instance died) can be
+    /// taken again.
+    async fn claim(
+        &self,
+        name: &str,
+        due: i64,
+        instance: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool, StoreError>;
+    /// Records how a claimed run ended (or a skipped one).
+    async fn finish(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// The newest `limit` runs of `name`, newest first.
+    async fn history(&self, name: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// Each schedule with its state, as `strata schedule list` and `GET /api/schedules` show
+/// them (times as RFC 3339).
+pub fn overview(schedules: &[Schedule], states: &[ScheduleState]) -> Vec<serde_json::Value> {
+    let time = |t: Option<i64>| {
+        t.and_then(|s| Timestamp::from_second(s).ok())
+            .map(|t| t.to_string())
+    };
+    schedules
+        .iter()
+        .map(|s| {
+            let st = states.iter().find(|x| x.name == s.name);
+            let (kind, what) = match &s.action {
+                Action::Prompt { agent, .. } => ("prompt", agent.clone()),
+                Action::Skill { name, .. } => ("skill", name.clone()),
+                Action::Job(j) => ("job", j.clone()),
+            };
+            serde_json::json!({
+                "name": s.name,
+                "when": s.when.describe(),
+                "kind": kind,
+                "runs": what,
+                "deliver_to": s.deliver_to,
+                "enabled": s.enabled,
+                "paused": st.is_some_and(|x| x.paused),
+                "next_run": time(st.and_then(|x| x.next_run)),
+                "last_run": time(st.and_then(|x| x.last_run)),
+                "last_status": st.and_then(|x| x.last_status.clone()),
+                "last_duration_ms": st.and_then(|x| x.last_duration_ms),
+                "failures": st.map_or(0, |x| x.failures),
+            })
+        })
+        .collect()
+}
