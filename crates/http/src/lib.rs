@@ -61,6 +61,8 @@ pub struct HttpState {
     pub started: Instant,
     /// The cluster this instance is a member of (`GET /api/cluster`).
     pub cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
+    /// The scheduler (`/api/schedules`); `None`: no schedules here.
+    pub schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
 }
 
 /// A failure in the envelope every route uses: `{"ok": false, "code", "error"}`.
@@ -112,6 +114,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/artifacts/{*path}", get(artifact_read))
         .route("/api/state", get(api_state))
         .route("/api/cluster", get(api_cluster))
+        .route("/api/schedules", get(schedules_list))
+        .route("/api/schedules/{name}/{action}", post(schedules_act))
         .route("/api/openapi.json", get(openapi_doc))
         .route("/chat", post(chat))
         .route("/execute", post(execute))
@@ -525,6 +529,87 @@ async fn api_cluster(State(st): State<Arc<HttpState>>) -> Result<Response, ApiEr
             ok(v)
         })
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))
+}
+
+fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_engine::scheduler::Scheduler>, ApiError> {
+    st.schedules.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "schedules are not run in this process",
+        )
+    })
+}
+
+async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let sch = scheduler_of(&st)?;
+    let states = sch.store().states().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        )
+    })?;
+    Ok(ok(json!({
+        "schedules": strata_engine::schedule::overview(sch.schedules(), &states)
+    })))
+}
+
+async fn schedules_act(
+    State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
+    axum::extract::Path((name, action)): axum::extract::Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let sch = scheduler_of(&st)?;
+    if !st.invoker.policy().may_approve(&caller.principal) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "{} may not run or pause schedules (approvers and owners may)",
+                caller.principal
+            ),
+        ));
+    }
+    if !sch.schedules().iter().any(|s| s.name == name) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no schedule `{name}`"),
+        ));
+    }
+    let store = sch.store();
+    let done = match action.as_str() {
+        "run" => store
+            .run_now(
+                &name,
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64),
+            )
+            .await
+            .map(|()| "due now"),
+        "pause" => store.set_paused(&name, true).await.map(|()| "paused"),
+        "resume" => store.set_paused(&name, false).await.map(|()| "resumed"),
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!(
+                    "no route POST /api/schedules/{name}/{other}; use `run`, `pause` or `resume`"
+                ),
+            ));
+        }
+    }
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        )
+    })?;
+    tracing::info!(schedule = %name, by = %caller.principal, "schedule {done}");
+    Ok(ok(json!({"name": name, "state": done})))
 }
 
 async fn api_state(State(st): State<Arc<HttpState>>) -> Response {

@@ -157,6 +157,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Schedules (`schedules.*` and the built-in jobs): their state, runs, pause and resume.
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
     /// Content safety: see what the sanitiser and the injection scorer make of a text.
     Safety {
         #[command(subcommand)]
@@ -181,6 +186,49 @@ pub enum ClusterCommand {
     /// Shows each instance (id, address, version, started, last heartbeat, leases, turns
     /// in flight) and the work queue's depth and redeliveries.
     Status {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `strata schedule …` (the state is in the store `serve` uses: a change is seen by the
+/// running instances within a second).
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Every schedule: when, what, next and last run, failures.
+    List {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One schedule and its last runs.
+    Show {
+        /// The schedule.
+        name: String,
+    },
+    /// Makes a schedule due now (a running `serve` starts it within a second).
+    Run {
+        /// The schedule.
+        name: String,
+    },
+    /// Pauses a schedule until `resume`.
+    Pause {
+        /// The schedule.
+        name: String,
+    },
+    /// Resumes a paused schedule.
+    Resume {
+        /// The schedule.
+        name: String,
+    },
+    /// A schedule's runs, newest first.
+    History {
+        /// The schedule.
+        name: String,
+        /// How many (1–1000).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
         /// Prints JSON.
         #[arg(long)]
         json: bool,

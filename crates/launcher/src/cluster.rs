@@ -41,6 +41,11 @@ impl Member {
         Some(self.cluster.clone())
     }
 
+    /// This member's id (`cluster.instance_id`).
+    pub fn instance(&self) -> &str {
+        self.cluster.instance()
+    }
+
     /// How the Discord accounts are held: each one's gateway on the member holding its
     /// lease (`cluster.lease_secs`).
     pub fn discord_lease(&self) -> Option<strata_discord::Lease> {
@@ -195,6 +200,11 @@ impl Member {
     /// Nothing to show.
     pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
         None
+    }
+
+    /// Never called: no member is made without the feature.
+    pub fn instance(&self) -> &str {
+        "local"
     }
 
     /// Every Discord account runs here.

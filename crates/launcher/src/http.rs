@@ -111,6 +111,7 @@ pub fn state(
     wired: &Wired,
     addr: &SocketAddr,
     cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
+    schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
     let env = wired.invoker.env();
@@ -145,6 +146,7 @@ pub fn state(
         sessions: Some(wired.store.clone()),
         started: Instant::now(),
         cluster,
+        schedules,
     }))
 }
 

@@ -20,6 +20,7 @@ mod cmd;
 mod http;
 mod preflight;
 mod remote;
+mod schedules;
 pub mod storage;
 pub mod wiring;
 

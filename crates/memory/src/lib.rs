@@ -97,6 +97,7 @@ pub trait MemoryMaintenance: MemoryBackend {
 }
 
 /// The configured backend, or `None` for `memory.backend: none`.
+#[derive(Clone)]
 pub enum Backend {
     /// A backend Strata keeps itself (its extra operations — decay, stats, export — are
     /// reachable).

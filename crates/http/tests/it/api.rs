@@ -106,6 +106,7 @@ async fn server() -> Server {
         sessions: Some(store),
         started: Instant::now(),
         cluster: None,
+        schedules: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

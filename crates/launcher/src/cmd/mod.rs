@@ -10,6 +10,7 @@ mod doctor;
 mod mcp;
 pub(crate) mod memory;
 pub(crate) mod repl;
+mod schedule;
 pub(crate) mod security;
 mod serve;
 pub mod skill;
@@ -118,6 +119,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Memory { command } => memory::run(&loaded, command),
         Command::Storage { command } => storage::run(&loaded, command),
         Command::Cluster { command } => cluster::run(&loaded, command),
+        Command::Schedule { command } => schedule::run(&loaded, command),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => security::safety_scan(&loaded, &input, json, jsonl),

@@ -60,6 +60,8 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     if !problems.is_empty() {
         anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
     }
+    let schedules = strata_engine::schedule::from_config(&c.config)
+        .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
     tracing::info!(
         overlay = %c.overlay_dir.display(),
         profile = c.profile.as_deref().unwrap_or("-"),
@@ -134,19 +136,37 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
             "MCP servers started"
         );
     }
+    // The scheduler: the built-in jobs and `schedules.*`, each due time run by one instance.
+    let instance = member
+        .as_ref()
+        .map(|m| m.instance().to_owned())
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    let scheduler = std::sync::Arc::new(
+        strata_engine::scheduler::Scheduler::new(
+            schedules,
+            wired.store.clone(),
+            std::sync::Arc::new(crate::schedules::Runner::new(&wired)),
+            &instance,
+        )
+        .with_alerts(vec![std::sync::Arc::new(crate::schedules::InvokerAlerts(
+            wired.invoker.clone(),
+        ))])
+        .with_audit(wired.audit.clone()),
+    );
+    rt.block_on(scheduler.start(strata_engine::schedule::Timestamp::now()))
+        .map_err(|e| anyhow::anyhow!("schedules' state: {e}"))?;
+    tracing::info!(
+        schedules = scheduler.schedules().iter().filter(|s| s.enabled).count(),
+        "scheduler ready"
+    );
     let http_state = crate::http::state(
         c,
         &wired,
         &local,
         member.as_ref().and_then(crate::cluster::Member::view),
+        Some(scheduler.clone()),
     )?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
-    let manager = wired.manager.clone();
-    let decay_hours = c.config.memory.decay.interval_hours;
-    let memory_sqlite = match &wired.memory {
-        Some(strata_memory::Backend::Kept(m)) if decay_hours > 0 => Some(m.clone()),
-        _ => None,
-    };
     let env = wired.invoker.env().clone();
     let directory: std::sync::Arc<dyn strata_engine::turns::AgentDirectory> = wired.manager.clone();
     let discord_cfg = c.config.clone();
@@ -179,6 +199,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         if !discord.is_empty() {
             tracing::info!(accounts = discord.len(), "Discord connector started");
         }
+        let ticking = tokio::spawn(scheduler.run_until(stop_rx.clone()));
         let http = tokio::spawn(async move {
             let mut rx = stop_rx;
             let shutdown = async move {
@@ -186,38 +207,6 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
             };
             if let Err(e) = strata_http::serve(listener, http_state, shutdown).await {
                 tracing::error!(error = %e, "HTTP server failed");
-            }
-        });
-        // Memory decay runs every `memory.decay.interval_hours`.
-        let decayer = memory_sqlite.map(|mem| {
-            let hours = decay_hours;
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(hours * 3600));
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    match mem.decay(false).await {
-                        Ok(r) => tracing::info!(
-                            decayed = r.decayed,
-                            archived = r.archived.len(),
-                            purged = r.purged.len(),
-                            "memory decay"
-                        ),
-                        Err(e) => tracing::warn!(error = %e, "memory decay failed"),
-                    }
-                }
-            })
-        });
-        // Session retention runs hourly.
-        let pruner = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
-            loop {
-                tick.tick().await;
-                match manager.prune().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(sessions = n, "pruned idle sessions"),
-                    Err(e) => tracing::warn!(error = %e, "session pruning failed"),
-                }
             }
         });
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
@@ -243,10 +232,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
                 tracing::warn!("a Discord account did not close within 5 s");
             }
         }
-        pruner.abort();
-        if let Some(d) = decayer {
-            d.abort();
-        }
+        ticking.abort();
         mcp_clients.shutdown().await;
     });
     if let Err(e) = rt.block_on(wired.store.flush()) {

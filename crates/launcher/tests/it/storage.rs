@@ -749,3 +749,95 @@ fn a_cluster_on_sqlite_is_refused_at_start_saying_why() {
     );
     assert!(!shown.contains("s3cret-n4ts"), "{shown}");
 }
+
+/// Two `serve` processes on one database and a schedule made due by `strata schedule run`:
+/// paused, it waits; resumed, it runs once, on one of the two; `/api/schedules` and
+/// `schedule history` on either side show the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_due_once_runs_once_across_two_instances() {
+    let Some(schema) = Schema::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
+    let overlays = [overlay(&llm, &schema), overlay(&llm, &schema)];
+    for o in &overlays {
+        let path = o.path().join("config/config.yaml");
+        let mut text = std::fs::read_to_string(&path).expect("config");
+        text.push_str(
+            "schedules:\n  digest:\n    every: 24h\n    prompt: the daily digest\n    agent: main\n",
+        );
+        std::fs::write(&path, text).expect("write");
+    }
+    let served: Vec<common::Served> = overlays.iter().map(|o| common::serve(o.path())).collect();
+    let cli = |args: &[&str]| {
+        let out = common::strata(overlays[0].path())
+            .arg("schedule")
+            .args(args)
+            .output()
+            .expect("strata schedule");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let runs = || async {
+        schema
+            .count(
+                "SELECT count(*) FROM turns t JOIN sessions s ON s.id = t.session \
+                 WHERE s.session_id = 'schedule-digest'",
+            )
+            .await
+    };
+    assert!(cli(&["pause", "digest"]).contains("paused"));
+    assert!(cli(&["run", "digest"]).contains("due now"));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(runs().await, 0, "a paused schedule ran");
+    let (st, v) = api(
+        "GET",
+        &format!("{}/api/schedules", served[1].base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let digest = v["value"]["schedules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "digest")
+        .cloned()
+        .expect("digest listed");
+    assert_eq!(digest["paused"], true, "{digest}");
+    assert_eq!(digest["when"], "every 1day", "{digest}");
+    // Resumed through the other instance's API: it runs once, on one of them.
+    let (st, v) = api(
+        "POST",
+        &format!("{}/api/schedules/digest/resume", served[1].base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    for _ in 0..100 {
+        if runs().await > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(runs().await, 1, "ran once");
+    let history: Value =
+        serde_json::from_str(&cli(&["history", "digest", "--json"])).expect("history json");
+    let history = history.as_array().cloned().unwrap_or_default();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["status"], "ok", "{history:?}");
+    assert!(cli(&["list"]).contains("digest"));
+    // An unknown schedule is a usage error naming the known ones.
+    let out = common::strata(overlays[0].path())
+        .args(["schedule", "run", "nightly"])
+        .output()
+        .expect("strata");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("digest"));
+    drop(served);
+}

@@ -1,0 +1,164 @@
+//! What a schedule runs in `serve`: a prompt as a turn of its agent (through the cluster's
+//! queue when there is one), its answer posted to `deliver_to` unless it is `NO_REPLY`; a
+//! command skill as its tool through the Invoker; the built-in jobs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use strata_engine::agent::{Message, is_no_reply};
+use strata_engine::async_trait;
+use strata_engine::connector::ChannelRef;
+use strata_engine::schedule::{Action, Schedule};
+use strata_engine::scheduler::RunSchedule;
+use strata_engine::turns::{AgentDirectory, TurnRequest};
+
+use crate::wiring::Wired;
+
+/// Runs schedules with what `serve` has wired.
+pub struct Runner {
+    directory: Arc<dyn AgentDirectory>,
+    manager: Arc<strata_engine::runtime::AgentManager>,
+    invoker: Arc<strata_engine::Invoker>,
+    memory: Option<strata_memory::Backend>,
+    audit_path: PathBuf,
+}
+
+impl Runner {
+    /// Over `wired`.
+    pub fn new(wired: &Wired) -> Self {
+        Runner {
+            directory: wired.manager.clone(),
+            manager: wired.manager.clone(),
+            invoker: wired.invoker.clone(),
+            memory: wired.memory.clone(),
+            audit_path: wired.audit.path().to_path_buf(),
+        }
+    }
+}
+
+#[async_trait]
+impl RunSchedule for Runner {
+    async fn run(&self, s: &Schedule) -> Result<String, String> {
+        match &s.action {
+            Action::Prompt { agent, prompt } => {
+                let channel = s
+                    .deliver_to
+                    .as_deref()
+                    .and_then(ChannelRef::parse)
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| format!("schedule:{}", s.name));
+                let reply = self
+                    .directory
+                    .run_turn(TurnRequest {
+                        agent_id: agent.clone(),
+                        session_id: s.session.clone(),
+                        channel_id: channel,
+                        sender: s.principal.clone(),
+                        message: Message::text(prompt),
+                        depth: 0,
+                        taint: None,
+                        turn_id: None,
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if is_no_reply(&reply.text) {
+                    return Ok("NO_REPLY: nothing to say, nothing posted".into());
+                }
+                if let Some(to) = s.deliver_to.as_deref().and_then(ChannelRef::parse) {
+                    self.invoker
+                        .env()
+                        .connectors()
+                        .send(&to, &reply.text, None)
+                        .await
+                        .map_err(|e| format!("answered, but not delivered to {to}: {e}"))?;
+                }
+                Ok(reply.text)
+            }
+            Action::Skill { name, params } => {
+                let args = serde_json::to_value(params).unwrap_or_default();
+                let r = self
+                    .invoker
+                    .invoke(strata_engine::Invocation::new(
+                        strata_engine::skills::tool_name(name),
+                        args,
+                        s.principal.clone(),
+                    ))
+                    .await;
+                match r.status {
+                    strata_engine::Status::Ok => Ok(r.value.to_string()),
+                    _ => Err(r
+                        .error
+                        .unwrap_or_else(|| format!("skill `{name}`: {:?}", r.status))),
+                }
+            }
+            Action::Job(job) => self.job(job).await,
+        }
+    }
+}
+
+impl Runner {
+    async fn job(&self, job: &str) -> Result<String, String> {
+        match job {
+            "memory_decay" => match &self.memory {
+                Some(strata_memory::Backend::Kept(m)) => m
+                    .decay(false)
+                    .await
+                    .map(|r| {
+                        format!(
+                            "{} decayed, {} archived, {} purged",
+                            r.decayed,
+                            r.archived.len(),
+                            r.purged.len()
+                        )
+                    })
+                    .map_err(|e| e.to_string()),
+                _ => Ok("no memory Strata keeps itself: nothing to decay".into()),
+            },
+            "session_retention" => self
+                .manager
+                .prune()
+                .await
+                .map(|n| format!("{n} idle sessions pruned"))
+                .map_err(|e| e.to_string()),
+            "audit_verify" => {
+                let path = self.audit_path.clone();
+                let checked =
+                    tokio::task::spawn_blocking(move || strata_store::audit_log::verify_all(&path))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("the audit log cannot be read: {e}"))?;
+                match checked {
+                    Ok(r) => Ok(format!("audit chain intact ({} records)", r.records)),
+                    Err((file, broken)) => {
+                        let message = format!(
+                            "the audit chain is broken at line {} of {}: {}",
+                            broken.line,
+                            file.display(),
+                            broken.reason
+                        );
+                        self.invoker.alert(strata_engine::audit::Alert {
+                            kind: "audit",
+                            rule: "chain_broken".into(),
+                            message: message.clone(),
+                            agent_id: None,
+                            tool: None,
+                            request_id: None,
+                            score: None,
+                        });
+                        Err(message)
+                    }
+                }
+            }
+            other => Err(format!("no built-in job `{other}`")),
+        }
+    }
+}
+
+/// Alerts through the Invoker (the audit log, the log, every alert sink).
+pub struct InvokerAlerts(pub Arc<strata_engine::Invoker>);
+
+impl strata_engine::audit::AlertSink for InvokerAlerts {
+    fn alert(&self, alert: &strata_engine::audit::Alert) {
+        self.0.alert(alert.clone());
+    }
+}
