@@ -158,6 +158,51 @@ pub enum Action {
     },
     /// A built-in job ([`JOBS`]).
     Job(String),
+    /// `agents.<id>.heartbeat`: the agent's standing instructions (a file under
+    /// `agents/<id>/`, read at each beat), answered with `NO_REPLY` when there is nothing
+    /// to say.
+    Heartbeat {
+        /// The agent.
+        agent: String,
+        /// The file, relative to `agents/<agent>/`.
+        prompt_file: String,
+    },
+}
+
+/// Local times of day a schedule runs between (`08:00-20:00`; past midnight when the end
+/// is earlier than the start), in a zone.
+#[derive(Debug, Clone)]
+pub struct ActiveHours {
+    /// From.
+    pub start: jiff::civil::Time,
+    /// Until.
+    pub end: jiff::civil::Time,
+    /// Read in.
+    pub tz: TimeZone,
+}
+
+impl ActiveHours {
+    /// `08:00-20:00` in `tz`.
+    pub fn parse(text: &str, tz: TimeZone) -> Result<ActiveHours, String> {
+        let bad = || format!("`{text}` is not a range of times like 08:00-20:00");
+        let (a, b) = text.split_once('-').ok_or_else(bad)?;
+        let t = |s: &str| s.trim().parse::<jiff::civil::Time>().map_err(|_| bad());
+        Ok(ActiveHours {
+            start: t(a)?,
+            end: t(b)?,
+            tz,
+        })
+    }
+
+    /// Whether `at` falls inside.
+    pub fn contains(&self, at: Timestamp) -> bool {
+        let now = at.to_zoned(self.tz.clone()).time();
+        if self.start <= self.end {
+            self.start <= now && now < self.end
+        } else {
+            now >= self.start || now < self.end
+        }
+    }
 }
 
 /// The built-in jobs.
@@ -186,6 +231,8 @@ pub struct Schedule {
     pub enabled: bool,
     /// Who the run acts as (the operator for configured schedules).
     pub principal: Principal,
+    /// Due times outside these hours are passed over.
+    pub active_hours: Option<ActiveHours>,
 }
 
 /// A run lasting longer than this without a `timeout` is cancelled.
@@ -247,6 +294,54 @@ pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {
         match one(name, c, config, default_tz) {
             Ok(s) => out.push(s),
             Err(p) => problems.extend(p),
+        }
+    }
+    for (id, a) in &config.agents {
+        let Some(h) = a.heartbeat.as_ref().filter(|h| h.enabled && a.enabled) else {
+            continue;
+        };
+        let key = |k: &str| format!("`agents.{id}.heartbeat.{k}`");
+        let when = When::every(&h.every).map_err(|e| format!("{}: {e}", key("every")));
+        let hours = match (&h.active_hours, zone(default_tz)) {
+            (None, _) => Ok(None),
+            (Some(t), Ok(tz)) => ActiveHours::parse(t, tz)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", key("active_hours"))),
+            (Some(_), Err(e)) => Err(format!("`defaults.timezone`: {e}")),
+        };
+        if let Some(d) = &h.deliver_to
+            && crate::connector::ChannelRef::parse(d).is_none()
+        {
+            problems.push(format!(
+                "{}: `{d}` is not a channel (`discord:<account>:<channel id>`)",
+                key("deliver_to")
+            ));
+        }
+        if h.prompt_file.contains("..") || h.prompt_file.starts_with('/') {
+            problems.push(format!(
+                "{}: a file under `agents/{id}/`, not `{}`",
+                key("prompt_file"),
+                h.prompt_file
+            ));
+        }
+        match (when, hours) {
+            (Ok(when), Ok(active_hours)) => out.push(Schedule {
+                name: format!("heartbeat-{id}"),
+                when,
+                action: Action::Heartbeat {
+                    agent: id.clone(),
+                    prompt_file: h.prompt_file.clone(),
+                },
+                session: format!("heartbeat-{id}"),
+                deliver_to: h.deliver_to.clone(),
+                timeout: DEFAULT_TIMEOUT,
+                jitter: Duration::ZERO,
+                catch_up: CatchUp::Skip,
+                enabled: true,
+                principal: Principal::Operator,
+                active_hours,
+            }),
+            (w, hrs) => problems.extend(w.err().into_iter().chain(hrs.err())),
         }
     }
     if problems.is_empty() {
@@ -392,6 +487,7 @@ fn one(
             catch_up: c.catch_up,
             enabled: c.enabled,
             principal: Principal::Operator,
+            active_hours: None,
         }),
         _ => Err(problems),
     }
@@ -478,6 +574,7 @@ pub fn overview(schedules: &[Schedule], states: &[ScheduleState]) -> Vec<serde_j
                 Action::Prompt { agent, .. } => ("prompt", agent.clone()),
                 Action::Skill { name, .. } => ("skill", name.clone()),
                 Action::Job(j) => ("job", j.clone()),
+                Action::Heartbeat { agent, .. } => ("heartbeat", agent.clone()),
             };
             serde_json::json!({
                 "name": s.name,

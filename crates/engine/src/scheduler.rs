@@ -187,6 +187,17 @@ impl Scheduler {
             {
                 continue; // ours, still going
             }
+            if let Some(h) = &s.active_hours
+                && !h.contains(at(due))
+            {
+                // Outside its hours: passed over, quietly.
+                let mut st = st.clone();
+                st.next_run = s.when.next_after(now).map(secs);
+                if let Err(e) = self.store.save_state(&st).await {
+                    tracing::warn!(schedule = %s.name, error = %e, "schedule state not saved");
+                }
+                continue;
+            }
             let now_ms = now.as_millisecond();
             let until = now_ms + (s.timeout + CLAIM_GRACE).as_millis() as i64;
             match self
@@ -315,7 +326,8 @@ impl Scheduler {
                     detail.unwrap_or_default()
                 ),
                 agent_id: match &s.action {
-                    crate::schedule::Action::Prompt { agent, .. } => Some(agent.clone()),
+                    crate::schedule::Action::Prompt { agent, .. }
+                    | crate::schedule::Action::Heartbeat { agent, .. } => Some(agent.clone()),
                     _ => None,
                 },
                 tool: None,

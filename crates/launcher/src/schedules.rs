@@ -41,38 +41,31 @@ impl RunSchedule for Runner {
     async fn run(&self, s: &Schedule) -> Result<String, String> {
         match &s.action {
             Action::Prompt { agent, prompt } => {
-                let channel = s
+                let to = s.deliver_to.as_deref().and_then(ChannelRef::parse);
+                self.turn(s, agent, prompt, to).await
+            }
+            Action::Heartbeat { agent, prompt_file } => {
+                let path = self
+                    .invoker
+                    .env()
+                    .overlay_dir
+                    .join("agents")
+                    .join(agent)
+                    .join(prompt_file);
+                let standing = tokio::fs::read_to_string(&path)
+                    .await
+                    .map_err(|e| format!("no standing instructions at {}: {e}", path.display()))?;
+                let prompt = format!(
+                    "[HEARTBEAT] Check your standing instructions below. If nothing needs \
+                     saying now, answer exactly NO_REPLY.\n\n{standing}"
+                );
+                // Where to speak: `deliver_to`, else the agent's home channel.
+                let to = s
                     .deliver_to
                     .as_deref()
                     .and_then(ChannelRef::parse)
-                    .map(|c| c.to_string())
-                    .unwrap_or_else(|| format!("schedule:{}", s.name));
-                let reply = self
-                    .directory
-                    .run_turn(TurnRequest {
-                        agent_id: agent.clone(),
-                        session_id: s.session.clone(),
-                        channel_id: channel,
-                        sender: s.principal.clone(),
-                        message: Message::text(prompt),
-                        depth: 0,
-                        taint: None,
-                        turn_id: None,
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if is_no_reply(&reply.text) {
-                    return Ok("NO_REPLY: nothing to say, nothing posted".into());
-                }
-                if let Some(to) = s.deliver_to.as_deref().and_then(ChannelRef::parse) {
-                    self.invoker
-                        .env()
-                        .connectors()
-                        .send(&to, &reply.text, None)
-                        .await
-                        .map_err(|e| format!("answered, but not delivered to {to}: {e}"))?;
-                }
-                Ok(reply.text)
+                    .or_else(|| self.invoker.env().connectors().home(agent));
+                self.turn(s, agent, &prompt, to).await
             }
             Action::Skill { name, params } => {
                 let args = serde_json::to_value(params).unwrap_or_default();
@@ -97,6 +90,46 @@ impl RunSchedule for Runner {
 }
 
 impl Runner {
+    /// A turn of `agent` in the schedule's session; its answer posted to `to` unless it is
+    /// `NO_REPLY`.
+    async fn turn(
+        &self,
+        s: &Schedule,
+        agent: &str,
+        prompt: &str,
+        to: Option<ChannelRef>,
+    ) -> Result<String, String> {
+        let reply = self
+            .directory
+            .run_turn(TurnRequest {
+                agent_id: agent.to_owned(),
+                session_id: s.session.clone(),
+                channel_id: to
+                    .as_ref()
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| format!("schedule:{}", s.name)),
+                sender: s.principal.clone(),
+                message: Message::text(prompt),
+                depth: 0,
+                taint: None,
+                turn_id: None,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if is_no_reply(&reply.text) {
+            return Ok("NO_REPLY: nothing to say, nothing posted".into());
+        }
+        if let Some(to) = to {
+            self.invoker
+                .env()
+                .connectors()
+                .send(&to, &reply.text, None)
+                .await
+                .map_err(|e| format!("answered, but not delivered to {to}: {e}"))?;
+        }
+        Ok(reply.text)
+    }
+
     async fn job(&self, job: &str) -> Result<String, String> {
         match job {
             "memory_decay" => match &self.memory {

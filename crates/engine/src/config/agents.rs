@@ -118,6 +118,40 @@ pub struct AgentConfig {
     pub capabilities: Option<Vec<crate::spec::Capability>>,
     /// Where the agent listens (connectors).
     pub routing: RoutingConfig,
+    /// A turn on a clock that checks the agent's standing instructions and speaks only when
+    /// there is something to say (`schedule::from_config` makes it `heartbeat-<id>`).
+    pub heartbeat: Option<HeartbeatConfig>,
+}
+
+/// `agents.<id>.heartbeat`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeartbeatConfig {
+    /// How often (`30m`).
+    pub every: String,
+    /// The standing instructions, relative to `agents/<id>/` (read at each beat).
+    pub prompt_file: String,
+    /// Beats only between these local times (`08:00-20:00`, in `defaults.timezone`); none:
+    /// around the clock.
+    pub active_hours: Option<String>,
+    /// Where something worth saying is posted (`discord:<account>:<channel id>`); none:
+    /// the agent's home channel.
+    pub deliver_to: Option<String>,
+    /// Off: no beats.
+    #[serde(default = "super::yes")]
+    pub enabled: bool,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            every: "30m".into(),
+            prompt_file: "HEARTBEAT.md".into(),
+            active_hours: None,
+            deliver_to: None,
+            enabled: true,
+        }
+    }
 }
 
 impl Default for AgentConfig {
@@ -133,6 +167,7 @@ impl Default for AgentConfig {
             project_dir: None,
             capabilities: None,
             routing: RoutingConfig::default(),
+            heartbeat: None,
         }
     }
 }

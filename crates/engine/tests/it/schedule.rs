@@ -240,6 +240,7 @@ fn every(name: &str, period: &str, catch_up: CatchUp) -> Schedule {
         catch_up,
         enabled: true,
         principal: strata_engine::Principal::Operator,
+        active_hours: None,
     }
 }
 
@@ -457,4 +458,70 @@ async fn a_paused_schedule_waits_and_run_now_makes_it_due() {
     assert_eq!(tick(&s, "2026-12-03T10:05:01Z").await, 1);
     let st = &store.states().await.expect("st")[0];
     assert_eq!(st.next_run, Some(ts("2026-12-04T10:05:00Z").as_second()));
+}
+
+#[tokio::test]
+async fn a_heartbeat_beats_only_in_its_active_hours() {
+    let mut c = Config::default();
+    c.defaults.timezone = Some("Europe/Stockholm".into());
+    c.agents.insert(
+        "ops".into(),
+        strata_engine::config::AgentConfig {
+            heartbeat: Some(strata_engine::config::HeartbeatConfig {
+                every: "1h".into(),
+                active_hours: Some("08:00-20:00".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    let all = schedule::from_config(&c).expect("valid");
+    let beat = all
+        .into_iter()
+        .find(|s| s.name == "heartbeat-ops")
+        .expect("the heartbeat is a schedule");
+    assert_eq!(
+        beat.action,
+        Action::Heartbeat {
+            agent: "ops".into(),
+            prompt_file: "HEARTBEAT.md".into()
+        }
+    );
+    let store = Arc::new(InMemorySchedules::default());
+    let runner = Runner::ok();
+    let s = scheduler(beat, &store, &runner, "a");
+    // 19:00 UTC is 20:00 in Stockholm in December: outside; 07:00 UTC is 08:00: inside.
+    s.start(ts("2026-12-03T18:30:00Z")).await.expect("start");
+    for hour in 19..=23 {
+        assert_eq!(
+            tick(&s, &format!("2026-12-03T{hour}:00:00Z")).await,
+            0,
+            "{hour}:00 UTC"
+        );
+    }
+    for hour in 0..=6 {
+        assert_eq!(
+            tick(&s, &format!("2026-12-04T0{hour}:00:00Z")).await,
+            0,
+            "0{hour}:00 UTC"
+        );
+    }
+    assert_eq!(tick(&s, "2026-12-04T07:00:00Z").await, 1);
+    assert_eq!(runner.runs.load(Ordering::SeqCst), 1);
+    // Bad hours and a path out of the agent's directory are named.
+    let mut c = Config::default();
+    c.agents.insert(
+        "ops".into(),
+        strata_engine::config::AgentConfig {
+            heartbeat: Some(strata_engine::config::HeartbeatConfig {
+                active_hours: Some("late".into()),
+                prompt_file: "../../secrets".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    let p = schedule::from_config(&c).expect_err("refused").join("\n");
+    assert!(p.contains("`agents.ops.heartbeat.active_hours`"), "{p}");
+    assert!(p.contains("`agents.ops.heartbeat.prompt_file`"), "{p}");
 }

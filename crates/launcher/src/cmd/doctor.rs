@@ -36,6 +36,14 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
             ));
         }
     }
+    match strata_engine::schedule::from_config(&c.config) {
+        Ok(all) => lines.push(format!(
+            "ok   {} schedules ({} on)",
+            all.len(),
+            all.iter().filter(|s| s.enabled).count()
+        )),
+        Err(problems) => fails.extend(problems.into_iter().map(|p| format!("schedules: {p}"))),
+    }
     match check_writable(&c.data_dir) {
         Ok(()) => lines.push(format!(
             "ok   data dir {} is writable",

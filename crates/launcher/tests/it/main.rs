@@ -12,6 +12,7 @@ mod common;
 mod mcp;
 mod memory;
 mod remote;
+mod schedules;
 mod secrets;
 mod security;
 mod skills_repl;
