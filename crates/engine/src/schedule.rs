@@ -68,19 +68,19 @@ impl When {
             let at = now
                 .checked_add(jiff::SignedDuration::try_from(d).map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
-            return Ok(When::Once(at));
+            return Ok(When::once(at));
         }
         if let Some(rest) = t.strip_prefix("every ") {
             return When::every(rest);
         }
         if let Ok(at) = t.parse::<Timestamp>() {
-            return Ok(When::Once(at));
+            return Ok(When::once(at));
         }
         if let Ok(local) = t.parse::<jiff::civil::DateTime>() {
             let at = local
                 .to_zoned(tz.clone())
                 .map_err(|e| format!("`{t}`: {e}"))?;
-            return Ok(When::Once(at.timestamp()));
+            return Ok(When::once(at.timestamp()));
         }
         if t.starts_with('@') || t.split_whitespace().count() >= 5 {
             return When::cron(t, tz.clone());
@@ -91,6 +91,13 @@ impl When {
                  a time (`2026-12-07T09:00`) or `in 2h`"
             )
         })
+    }
+
+    /// A one-off time, to the whole second (schedules' state counts in seconds): a time
+    /// between seconds is due at the next one.
+    fn once(at: Timestamp) -> When {
+        let s = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
+        When::Once(Timestamp::from_second(s).unwrap_or(at))
     }
 
     /// The first instant this is due strictly after `after`; `None` when it never is again.
@@ -531,9 +538,68 @@ pub struct RunRecord {
     pub detail: Option<String>,
 }
 
+/// A schedule a person asked for in conversation (`schedule_create`): kept in the store, run
+/// as the person who asked, never more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleDef {
+    /// Its name.
+    pub name: String,
+    /// Who asked: the runs act as them.
+    pub owner: Principal,
+    /// The agent that answers.
+    pub agent: String,
+    /// When, as [`When::parse`] reads it (a one-off time is kept as the instant it names).
+    pub when: String,
+    /// The zone `when` is read in.
+    pub timezone: String,
+    /// What the agent is asked each time.
+    pub prompt: String,
+    /// Where the answer goes.
+    pub deliver_to: Option<String>,
+    /// When it was made (Unix seconds).
+    pub created_at: i64,
+}
+
+/// Schedules one sender may keep at once.
+pub const MAX_PER_SENDER: usize = 20;
+
+impl ScheduleDef {
+    /// As a schedule.
+    pub fn schedule(&self) -> Result<Schedule, String> {
+        let tz = zone(&self.timezone)?;
+        let when = When::parse(
+            &self.when,
+            &tz,
+            Timestamp::from_second(self.created_at).map_err(|e| e.to_string())?,
+        )?;
+        Ok(Schedule {
+            name: self.name.clone(),
+            when,
+            action: Action::Prompt {
+                agent: self.agent.clone(),
+                prompt: self.prompt.clone(),
+            },
+            session: format!("schedule-{}", self.name),
+            deliver_to: self.deliver_to.clone(),
+            timeout: DEFAULT_TIMEOUT,
+            jitter: Duration::ZERO,
+            catch_up: CatchUp::Once,
+            enabled: true,
+            principal: self.owner.clone(),
+            active_hours: None,
+        })
+    }
+}
+
 /// Where schedules' state and runs are kept.
 #[async_trait]
 pub trait ScheduleStore: Send + Sync {
+    /// The schedules people asked for, by name.
+    async fn defs(&self) -> Result<Vec<ScheduleDef>, StoreError>;
+    /// Keeps `def`; `false` when its name is taken.
+    async fn add_def(&self, def: &ScheduleDef) -> Result<bool, StoreError>;
+    /// Drops `name` (its state and history stay); `false` when there was none.
+    async fn remove_def(&self, name: &str) -> Result<bool, StoreError>;
     /// Every schedule's state.
     async fn states(&self) -> Result<Vec<ScheduleState>, StoreError>;
     /// Writes `state` (whole).

@@ -118,8 +118,20 @@ impl Scheduler {
         &self.store
     }
 
-    fn find(&self, name: &str) -> Option<&Schedule> {
-        self.schedules.iter().find(|s| s.name == name)
+    /// The configured schedules and those people asked for (read from the store now; one
+    /// that no longer reads is left out with a warning).
+    pub async fn current(&self) -> Result<Vec<Schedule>, StoreError> {
+        let mut all = self.schedules.clone();
+        for d in self.store.defs().await? {
+            match d.schedule() {
+                Ok(s) if !all.iter().any(|x| x.name == s.name) => all.push(s),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(schedule = %d.name, error = %e, "a stored schedule is left out")
+                }
+            }
+        }
+        Ok(all)
     }
 
     /// At start: a state for every schedule new to the store, and the runs missed while no
@@ -133,7 +145,7 @@ impl Scheduler {
             .into_iter()
             .map(|s| (s.name.clone(), s))
             .collect();
-        for s in &self.schedules {
+        for s in &self.current().await? {
             let upcoming = s.when.next_after(now).map(secs);
             let mut st = states
                 .get(&s.name)
@@ -163,16 +175,16 @@ impl Scheduler {
             let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
             *latest = (*latest).max(now);
         }
-        let states = match self.store.states().await {
-            Ok(s) => s,
-            Err(e) => {
+        let (states, schedules) = match (self.store.states().await, self.current().await) {
+            (Ok(st), Ok(sc)) => (st, sc),
+            (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "schedules not checked: their state is unreadable");
                 return Vec::new();
             }
         };
         let mut started = Vec::new();
         for st in states {
-            let Some(s) = self.find(&st.name) else {
+            let Some(s) = schedules.iter().find(|x| x.name == st.name) else {
                 continue;
             };
             let Some(due) = st.next_run else { continue };
@@ -263,7 +275,9 @@ impl Scheduler {
         }
         // Runs whose time came while this one ran were not started: say so.
         let mut next = s.when.next_after(at(due)).map(secs);
-        while let Some(n) = next.filter(|n| *n <= secs(ended)) {
+        let mut passed = 0;
+        while let Some(n) = next.filter(|n| *n > due && *n <= secs(ended) && passed < 1000) {
+            passed += 1;
             tracing::warn!(schedule = %s.name, due = %at(n), "run skipped: the previous one was still going");
             let skipped = RunRecord {
                 due: n,
@@ -357,12 +371,34 @@ impl Scheduler {
 /// Schedules' state and runs in memory (tests, embedders without a database).
 #[derive(Default)]
 pub struct InMemorySchedules {
+    defs: Mutex<Vec<crate::schedule::ScheduleDef>>,
     states: Mutex<HashMap<String, ScheduleState>>,
     runs: Mutex<Vec<(RunRecord, i64)>>,
 }
 
 #[async_trait]
 impl ScheduleStore for InMemorySchedules {
+    async fn defs(&self) -> Result<Vec<crate::schedule::ScheduleDef>, StoreError> {
+        Ok(self.defs.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    async fn add_def(&self, def: &crate::schedule::ScheduleDef) -> Result<bool, StoreError> {
+        let mut all = self.defs.lock().unwrap_or_else(|p| p.into_inner());
+        if all.iter().any(|d| d.name == def.name) {
+            return Ok(false);
+        }
+        all.push(def.clone());
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(true)
+    }
+
+    async fn remove_def(&self, name: &str) -> Result<bool, StoreError> {
+        let mut all = self.defs.lock().unwrap_or_else(|p| p.into_inner());
+        let before = all.len();
+        all.retain(|d| d.name != name);
+        Ok(all.len() < before)
+    }
+
     async fn states(&self) -> Result<Vec<ScheduleState>, StoreError> {
         let mut v: Vec<ScheduleState> = self
             .states

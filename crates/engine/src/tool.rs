@@ -155,6 +155,7 @@ pub struct Env {
     /// Agent memory, when a backend is configured.
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
+    schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::turns::TurnRegistry>,
     activity: Arc<crate::turns::ActivityBoard>,
@@ -181,6 +182,7 @@ impl Env {
             vault: None,
             memory: None,
             agents: std::sync::OnceLock::new(),
+            schedules: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
             activity: Arc::default(),
@@ -196,6 +198,16 @@ impl Env {
     /// The running agents, when there are any.
     pub fn agents(&self) -> Option<Arc<dyn crate::turns::AgentDirectory>> {
         self.agents.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Attaches the schedules' store (once; later calls are ignored).
+    pub fn attach_schedules(&self, store: Arc<dyn crate::schedule::ScheduleStore>) {
+        let _ = self.schedules.set(store);
+    }
+
+    /// Where schedules are kept (the `schedule_*` tools), once attached.
+    pub fn schedules(&self) -> Option<&Arc<dyn crate::schedule::ScheduleStore>> {
+        self.schedules.get()
     }
 
     /// The running connectors and the agents' home channels (`send_message`,

@@ -550,8 +550,15 @@ async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, Ap
             e.to_string(),
         )
     })?;
+    let all = sch.current().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        )
+    })?;
     Ok(ok(json!({
-        "schedules": strata_engine::schedule::overview(sch.schedules(), &states)
+        "schedules": strata_engine::schedule::overview(&all, &states)
     })))
 }
 
@@ -571,7 +578,14 @@ async fn schedules_act(
             ),
         ));
     }
-    if !sch.schedules().iter().any(|s| s.name == name) {
+    let all = sch.current().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        )
+    })?;
+    if !all.iter().any(|s| s.name == name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",

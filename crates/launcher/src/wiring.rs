@@ -237,6 +237,8 @@ pub async fn build(
     let directory: std::sync::Weak<dyn strata_engine::turns::AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
     env.attach_agents(directory);
+    // The `schedule_*` tools keep what people ask for beside the configured schedules.
+    env.attach_schedules(store.clone());
     Ok(Wired {
         manager,
         invoker,

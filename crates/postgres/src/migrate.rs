@@ -185,6 +185,8 @@ pub const MIGRATIONS: &[&str] = &[
         until_ms BIGINT NOT NULL DEFAULT 0,
         PRIMARY KEY (name, due)
     );",
+    // 8: schedules people asked for in conversation (`schedule_create`), as JSON.
+    "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
 ];
 
 /// The newest schema version this binary knows.

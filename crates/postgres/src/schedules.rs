@@ -2,7 +2,7 @@
 //! claimed by one (one upsert; a claim still `running` past its time can be taken again).
 
 use strata_engine::async_trait;
-use strata_engine::schedule::{RunRecord, ScheduleState, ScheduleStore};
+use strata_engine::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 use strata_engine::session::StoreError;
 
 use crate::PgStore;
@@ -12,6 +12,41 @@ const STATE_COLS: &str =
 
 #[async_trait]
 impl ScheduleStore for PgStore {
+    async fn defs(&self) -> Result<Vec<ScheduleDef>, StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        let rows = c
+            .query("SELECT def FROM schedule_defs ORDER BY name", &[])
+            .await
+            .map_err(|e| db.fail(e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| serde_json::from_str(r.get::<_, &str>(0)).ok())
+            .collect())
+    }
+
+    async fn add_def(&self, def: &ScheduleDef) -> Result<bool, StoreError> {
+        let db = self.db();
+        let json = serde_json::to_string(def).map_err(|e| StoreError(e.to_string()))?;
+        let c = db.client().await?;
+        c.execute(
+            "INSERT INTO schedule_defs (name, def) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&def.name, &json],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(|e| db.fail(e))
+    }
+
+    async fn remove_def(&self, name: &str) -> Result<bool, StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        c.execute("DELETE FROM schedule_defs WHERE name = $1", &[&name])
+            .await
+            .map(|n| n == 1)
+            .map_err(|e| db.fail(e))
+    }
+
     async fn states(&self) -> Result<Vec<ScheduleState>, StoreError> {
         let db = self.db();
         let c = db.client().await?;

@@ -99,6 +99,8 @@ const MIGRATIONS: &[&str] = &[
         until_ms INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (name, due)
     );",
+    // 5: schedules people asked for in conversation (`schedule_create`), as JSON.
+    "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
 ];
 
 pub mod dump;

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{Row, params};
-use strata_engine::schedule::{RunRecord, ScheduleState, ScheduleStore};
+use strata_engine::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 use strata_engine::session::StoreError;
 
 use crate::SqliteStore;
@@ -38,6 +38,39 @@ fn fail(e: impl std::fmt::Display) -> StoreError {
 
 #[async_trait]
 impl ScheduleStore for SqliteStore {
+    async fn defs(&self) -> Result<Vec<ScheduleDef>, StoreError> {
+        let rows: Vec<String> = self
+            .with(|c| {
+                c.prepare_cached("SELECT def FROM schedule_defs ORDER BY name")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect())
+    }
+
+    async fn add_def(&self, def: &ScheduleDef) -> Result<bool, StoreError> {
+        let (name, json) = (def.name.clone(), serde_json::to_string(def).map_err(fail)?);
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO schedule_defs (name, def) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![name, json],
+            )
+        })
+        .await
+        .map(|n| n == 1)
+    }
+
+    async fn remove_def(&self, name: &str) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        self.write(move |c| c.execute("DELETE FROM schedule_defs WHERE name = ?1", [name]))
+            .await
+            .map(|n| n == 1)
+    }
+
     async fn states(&self) -> Result<Vec<ScheduleState>, StoreError> {
         self.with(|c| {
             c.prepare_cached(

@@ -8,6 +8,7 @@ pub mod files;
 mod html;
 pub mod memory;
 pub mod notes;
+pub mod schedules;
 pub mod search;
 pub mod shell;
 pub mod skill_tools;
@@ -36,6 +37,9 @@ pub fn link() -> &'static [&'static str] {
         "memory_store",
         "read_file",
         "read_url",
+        "schedule_cancel",
+        "schedule_create",
+        "schedule_list",
         "search_notes",
         "send_message",
         "send_to_agent",

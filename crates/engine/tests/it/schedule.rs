@@ -108,6 +108,11 @@ fn cron_month_ends_aliases_seconds_and_every() {
         let w = When::parse(text, &z, now).expect(text);
         assert_eq!(w.next_after(now), want, "{text}");
     }
+    // A time between seconds is due at the next whole one (the state counts in seconds; a
+    // run would otherwise be due again at its own second).
+    let half = When::parse("2026-12-03T10:00:00.5Z", &z, now).expect("instant");
+    assert_eq!(half.next_after(now), Some(ts("2026-12-03T10:00:01Z")));
+    assert_eq!(half.next_after(ts("2026-12-03T10:00:01Z")), None);
     // A one-off time is due once.
     let once = When::parse("in 1h", &z, now).expect("once");
     assert_eq!(once.next_after(ts("2026-12-03T11:00:00Z")), None);

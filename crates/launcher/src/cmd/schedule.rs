@@ -9,7 +9,7 @@ use crate::Exit;
 use crate::cli::ScheduleCommand;
 
 pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
-    let schedules = match strata_engine::schedule::from_config(&l.config.config) {
+    let mut schedules = match strata_engine::schedule::from_config(&l.config.config) {
         Ok(s) => s,
         Err(p) => return fail(&anyhow::anyhow!("schedules: {}", p.join("; "))),
     };
@@ -21,16 +21,6 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
         | ScheduleCommand::Resume { name }
         | ScheduleCommand::History { name, .. } => Some(name.clone()),
     };
-    if let Some(name) = name_of(&command)
-        && !schedules.iter().any(|s| s.name == name)
-    {
-        let known: Vec<&str> = schedules.iter().map(|s| s.name.as_str()).collect();
-        eprintln!(
-            "error: no schedule `{name}` (schedules: {})",
-            known.join(", ")
-        );
-        return Exit::Usage;
-    }
     if let ScheduleCommand::History { limit, .. } = &command
         && !(1..=1000).contains(limit)
     {
@@ -45,6 +35,22 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
         let (env, _) = crate::wiring::env(&l.config).await?;
         let (store, _) = crate::storage::open_store(&l.config, env.vault.as_deref()).await?;
         let now = strata_engine::schedule::Timestamp::now().as_second();
+        // Those people asked for in conversation, too.
+        for d in store.defs().await? {
+            if let Ok(s) = d.schedule() {
+                schedules.push(s);
+            }
+        }
+        if let Some(name) = name_of(&command)
+            && !schedules.iter().any(|s| s.name == name)
+        {
+            let known: Vec<&str> = schedules.iter().map(|s| s.name.as_str()).collect();
+            return Err(Usage(format!(
+                "no schedule `{name}` (schedules: {})",
+                known.join(", ")
+            ))
+            .into());
+        }
         let text = match &command {
             ScheduleCommand::List { json } => {
                 let rows = strata_engine::schedule::overview(&schedules, &store.states().await?);
@@ -109,7 +115,13 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
     };
     match rt.block_on(work) {
         Ok(text) => out(&text),
-        Err(e) => fail(&e),
+        Err(e) => match e.downcast_ref::<Usage>() {
+            Some(u) => {
+                eprintln!("error: {}", u.0);
+                Exit::Usage
+            }
+            None => fail(&e),
+        },
     }
 }
 
@@ -138,3 +150,15 @@ fn line(r: &Value) -> String {
         }
     )
 }
+
+/// A mistake in the command (an unknown schedule): exit code 2.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
