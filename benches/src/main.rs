@@ -10,6 +10,7 @@ mod memory;
 mod pg;
 mod safety;
 mod sandbox;
+mod schedules;
 mod serve;
 
 use std::path::PathBuf;
@@ -103,7 +104,14 @@ fn main() -> std::process::ExitCode {
         .collect();
     // `cluster` needs PostgreSQL and NATS on this machine: it runs when named.
     let all = [
-        "invoke", "agent", "memory", "safety", "sandbox", "serve", "cluster",
+        "invoke",
+        "agent",
+        "memory",
+        "safety",
+        "sandbox",
+        "serve",
+        "schedules",
+        "cluster",
     ];
     for name in &wanted {
         if !all.contains(name) {
@@ -122,6 +130,7 @@ fn main() -> std::process::ExitCode {
             "safety" => safety::run(quick),
             "sandbox" => sandbox::run(quick),
             "serve" => serve::run(quick),
+            "schedules" => schedules::run(quick),
             "cluster" => cluster::run(quick),
             _ => unreachable!("checked above"),
         };

@@ -602,6 +602,20 @@ pub trait ScheduleStore: Send + Sync {
     async fn remove_def(&self, name: &str) -> Result<bool, StoreError>;
     /// Every schedule's state.
     async fn states(&self) -> Result<Vec<ScheduleState>, StoreError>;
+    /// One schedule's state. The default reads them all.
+    async fn state(&self, name: &str) -> Result<Option<ScheduleState>, StoreError> {
+        Ok(self.states().await?.into_iter().find(|s| s.name == name))
+    }
+    /// The states of schedules due at `now` (not paused, `next_run <= now`): what a tick
+    /// reads. The stores answer from an index; this default filters [`states`](Self::states).
+    async fn due(&self, now: i64) -> Result<Vec<ScheduleState>, StoreError> {
+        Ok(self
+            .states()
+            .await?
+            .into_iter()
+            .filter(|s| !s.paused && s.next_run.is_some_and(|n| n <= now))
+            .collect())
+    }
     /// Writes `state` (whole).
     async fn save_state(&self, state: &ScheduleState) -> Result<(), StoreError>;
     /// Sets or clears `paused` (creating the row when missing).

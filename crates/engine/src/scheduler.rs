@@ -34,6 +34,7 @@ const CLAIM_GRACE: Duration = Duration::from_secs(60);
 /// The schedules, where their state is kept, and what runs them.
 pub struct Scheduler {
     schedules: Vec<Schedule>,
+    by_name: HashMap<String, usize>,
     store: Arc<dyn ScheduleStore>,
     runner: Arc<dyn RunSchedule>,
     instance: String,
@@ -84,6 +85,11 @@ impl Scheduler {
         instance: &str,
     ) -> Self {
         Scheduler {
+            by_name: schedules
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.name.clone(), i))
+                .collect(),
             schedules,
             store,
             runner,
@@ -175,16 +181,34 @@ impl Scheduler {
             let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
             *latest = (*latest).max(now);
         }
-        let (states, schedules) = match (self.store.states().await, self.current().await) {
-            (Ok(st), Ok(sc)) => (st, sc),
-            (Err(e), _) | (_, Err(e)) => {
+        // Only what is due is read (an index in the stores): idle ticks cost one query.
+        let states = match self.store.due(secs(now)).await {
+            Ok(st) => st,
+            Err(e) => {
                 tracing::warn!(error = %e, "schedules not checked: their state is unreadable");
                 return Vec::new();
             }
         };
+        if states.is_empty() {
+            return Vec::new();
+        }
+        let mut defs: Option<Vec<crate::schedule::ScheduleDef>> = None;
         let mut started = Vec::new();
         for st in states {
-            let Some(s) = schedules.iter().find(|x| x.name == st.name) else {
+            let found = match self.by_name.get(&st.name) {
+                Some(i) => Some(self.schedules[*i].clone()),
+                None => {
+                    // Made in conversation: read the definitions once per tick that needs them.
+                    if defs.is_none() {
+                        defs = Some(self.store.defs().await.unwrap_or_default());
+                    }
+                    defs.iter()
+                        .flatten()
+                        .find(|d| d.name == st.name)
+                        .and_then(|d| d.schedule().ok())
+                }
+            };
+            let Some(s) = found.as_ref() else {
                 continue;
             };
             let Some(due) = st.next_run else { continue };
@@ -291,14 +315,16 @@ impl Scheduler {
             next = s.when.next_after(at(n)).map(secs);
         }
         // The state: read again, so a pause set meanwhile stays.
-        let mut st = match self.store.states().await {
-            Ok(all) => all.into_iter().find(|x| x.name == s.name),
-            Err(_) => None,
-        }
-        .unwrap_or_else(|| ScheduleState {
-            name: s.name.clone(),
-            ..ScheduleState::default()
-        });
+        let mut st = self
+            .store
+            .state(&s.name)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| ScheduleState {
+                name: s.name.clone(),
+                ..ScheduleState::default()
+            });
         st.failures = if status == "ok" { 0 } else { st.failures + 1 };
         if st.failures > 0 {
             let later = secs(ended) + backoff(st.failures).as_secs() as i64;

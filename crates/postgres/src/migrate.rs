@@ -187,6 +187,8 @@ pub const MIGRATIONS: &[&str] = &[
     );",
     // 8: schedules people asked for in conversation (`schedule_create`), as JSON.
     "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
+    // 9: a tick reads only what is due.
+    "CREATE INDEX schedule_state_due ON schedule_state (next_run) WHERE NOT paused;",
 ];
 
 /// The newest schema version this binary knows.

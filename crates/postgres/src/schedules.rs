@@ -57,18 +57,35 @@ impl ScheduleStore for PgStore {
             )
             .await
             .map_err(|e| db.fail(e))?;
-        Ok(rows
-            .iter()
-            .map(|r| ScheduleState {
-                name: r.get(0),
-                next_run: r.get(1),
-                last_run: r.get(2),
-                last_status: r.get(3),
-                last_duration_ms: r.get(4),
-                failures: r.get(5),
-                paused: r.get(6),
-            })
-            .collect())
+        Ok(rows.iter().map(state).collect())
+    }
+
+    async fn state(&self, name: &str) -> Result<Option<ScheduleState>, StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        let row = c
+            .query_opt(
+                &format!("SELECT {STATE_COLS} FROM schedule_state WHERE name = $1"),
+                &[&name],
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        Ok(row.as_ref().map(state))
+    }
+
+    async fn due(&self, now: i64) -> Result<Vec<ScheduleState>, StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {STATE_COLS} FROM schedule_state WHERE NOT paused AND next_run <= $1"
+                ),
+                &[&now],
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        Ok(rows.iter().map(state).collect())
     }
 
     async fn save_state(&self, s: &ScheduleState) -> Result<(), StoreError> {
@@ -193,5 +210,17 @@ impl ScheduleStore for PgStore {
                 detail: r.get(6),
             })
             .collect())
+    }
+}
+
+fn state(r: &tokio_postgres::Row) -> ScheduleState {
+    ScheduleState {
+        name: r.get(0),
+        next_run: r.get(1),
+        last_run: r.get(2),
+        last_status: r.get(3),
+        last_duration_ms: r.get(4),
+        failures: r.get(5),
+        paused: r.get(6),
     }
 }

@@ -101,6 +101,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: schedules people asked for in conversation (`schedule_create`), as JSON.
     "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
+    // 6: a tick reads only what is due.
+    "CREATE INDEX schedule_state_due ON schedule_state(next_run) WHERE paused = 0;",
 ];
 
 pub mod dump;

@@ -2,7 +2,7 @@
 //! wins, and a lapsed claim can be taken again).
 
 use async_trait::async_trait;
-use rusqlite::{Row, params};
+use rusqlite::{OptionalExtension, Row, params};
 use strata_engine::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 use strata_engine::session::StoreError;
 
@@ -82,6 +82,31 @@ impl ScheduleStore for SqliteStore {
         })
         .await
         .map_err(fail)
+    }
+
+    async fn state(&self, name: &str) -> Result<Option<ScheduleState>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT name, next_run, last_run, last_status, last_duration_ms, failures, \
+                 paused FROM schedule_state WHERE name = ?1",
+            )?
+            .query_row([name], state)
+            .optional()
+        })
+        .await
+    }
+
+    async fn due(&self, now: i64) -> Result<Vec<ScheduleState>, StoreError> {
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT name, next_run, last_run, last_status, last_duration_ms, failures, \
+                 paused FROM schedule_state WHERE paused = 0 AND next_run <= ?1",
+            )?
+            .query_map([now], state)?
+            .collect()
+        })
+        .await
     }
 
     async fn save_state(&self, s: &ScheduleState) -> Result<(), StoreError> {

@@ -689,6 +689,16 @@ async fn schedules_claim_once_and_keep_their_state(kind: Kind) {
             }
         ]
     );
+    // What a tick reads: due and not paused.
+    let due: Vec<String> = store
+        .due(100)
+        .await
+        .expect("due")
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(due, ["other"]);
+    assert!(store.due(41).await.expect("due").is_empty());
     let history = store.history("digest", 10).await.expect("history");
     assert_eq!(history, vec![skipped, done]);
     assert_eq!(store.history("digest", 1).await.expect("history").len(), 1);

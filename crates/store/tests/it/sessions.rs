@@ -38,7 +38,7 @@ async fn the_file_is_private_and_at_the_current_version() {
     s.append_turn(&SessionKey::new("main", "cli"), &turn("one", "first"), None)
         .await
         .expect("append");
-    assert_eq!(s.schema_version().expect("version"), 5);
+    assert_eq!(s.schema_version().expect("version"), 6);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
