@@ -380,14 +380,15 @@ impl Scheduler {
         }
     }
 
-    /// Ticks every second until `stop`.
+    /// Ticks just after each whole second (due times are whole seconds, so a run starts
+    /// within milliseconds of its time) until `stop`.
     pub async fn run_until(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let into = Timestamp::now().subsec_nanosecond() as u64;
+            let wait = Duration::from_nanos(1_000_000_000 - into) + Duration::from_millis(2);
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => return,
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
             }
             let _ = self.tick(Timestamp::now()).await;
         }
