@@ -541,6 +541,19 @@ fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_engine::scheduler::Schedul
     })
 }
 
+/// The configured schedules and those made in conversation.
+async fn current(
+    sch: &strata_engine::scheduler::Scheduler,
+) -> Result<Vec<strata_engine::schedule::Schedule>, ApiError> {
+    sch.current().await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        )
+    })
+}
+
 async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
     let sch = scheduler_of(&st)?;
     let states = sch.store().states().await.map_err(|e| {
@@ -550,13 +563,7 @@ async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, Ap
             e.to_string(),
         )
     })?;
-    let all = sch.current().await.map_err(|e| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            e.to_string(),
-        )
-    })?;
+    let all = current(sch).await?;
     Ok(ok(json!({
         "schedules": strata_engine::schedule::overview(&all, &states)
     })))
@@ -578,13 +585,7 @@ async fn schedules_act(
             ),
         ));
     }
-    let all = sch.current().await.map_err(|e| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            e.to_string(),
-        )
-    })?;
+    let all = current(sch).await?;
     if !all.iter().any(|s| s.name == name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -652,11 +652,7 @@ async fn one_member_holds_a_discord_account_and_another_takes_it_over() {
     let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
     let fake = strata_test_support::discord::fake().await;
     let lease_secs = 2u64;
-    let discord = format!(
-        "connectors:\n  discord:\n    api_proxy: 127.0.0.1:{0}\n    plain_http: true\n    \
-         gateway_url: ws://127.0.0.1:{0}\n    accounts:\n      main:\n        token: env:PATH\n",
-        fake.port
-    );
+    let discord = common::fake_discord(fake.port);
     let overlays: Vec<tempfile::TempDir> = (0..2)
         .map(|_| {
             let o = member_with(&llm, &shared, &discord);

@@ -22,12 +22,8 @@ async fn a_heartbeat_posts_only_when_it_has_something_to_say() {
     common::write(
         d,
         "config/config.yaml",
-        &format!(
-            "{llm}connectors:\n  discord:\n    api_proxy: 127.0.0.1:{port}\n    plain_http: true\n    \
-             gateway_url: ws://127.0.0.1:{port}\n    accounts:\n      main:\n        token: env:PATH\n",
-            llm = common::fake_llm(&llm.url, "literal-test-key", "fake-model"),
-            port = discord.port,
-        ),
+        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
+            + &common::fake_discord(discord.port)),
     );
     common::write(
         d,
@@ -92,11 +88,9 @@ async fn a_reminder_made_in_conversation_fires_once_as_its_creator() {
         "config/config.yaml",
         &format!(
             "{llm}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n    \
-             - {{name: watcher, token: {VIEWER}, tier: viewer}}\n\
-             connectors:\n  discord:\n    api_proxy: 127.0.0.1:{port}\n    plain_http: true\n    \
-             gateway_url: ws://127.0.0.1:{port}\n    accounts:\n      main:\n        token: env:PATH\n",
+             - {{name: watcher, token: {VIEWER}, tier: viewer}}\n{discord}",
             llm = common::fake_llm(&llm.url, "literal-test-key", "fake-model"),
-            port = discord.port,
+            discord = common::fake_discord(discord.port),
         ),
     );
     common::write(

@@ -35,6 +35,15 @@ pub fn fake_llm(url: &str, api_key: &str, model: &str) -> String {
     )
 }
 
+/// `connectors.discord` for one account `main` on the fake Discord at `port` (YAML, at the
+/// top level).
+pub fn fake_discord(port: u16) -> String {
+    format!(
+        "connectors:\n  discord:\n    api_proxy: 127.0.0.1:{port}\n    plain_http: true\n    \
+         gateway_url: ws://127.0.0.1:{port}\n    accounts:\n      main:\n        token: env:PATH\n"
+    )
+}
+
 /// The keys of a JSON object, sorted (to pin an output contract's field set).
 pub fn sorted_keys(v: &serde_json::Value) -> Vec<&str> {
     let mut keys: Vec<&str> = v
