@@ -213,7 +213,13 @@ impl ActiveHours {
 }
 
 /// The built-in jobs.
-pub const JOBS: &[&str] = &["memory_decay", "session_retention", "audit_verify"];
+pub const JOBS: &[&str] = &[
+    "memory_decay",
+    "session_retention",
+    "audit_verify",
+    "vault_check",
+    "health_check",
+];
 
 /// One schedule, checked and ready to run.
 #[derive(Debug, Clone)]
@@ -248,7 +254,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The built-in jobs, on by default at quiet times (each can be changed or turned off under
 /// `schedules.<job>`): memory decay daily at 03:30 (every `memory.decay.interval_hours`
 /// when that is not 24; off when it is 0), session retention hourly, the audit chain checked
-/// daily at 04:45.
+/// daily at 04:45, the vault's references daily at 04:50, the ops module's services every five
+/// minutes (when it has some).
 pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
     let job = Some(name.to_owned());
     let c = match name {
@@ -273,6 +280,23 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
         "audit_verify" => ScheduleConfig {
             cron: Some("45 4 * * *".into()),
             job,
+            ..ScheduleConfig::default()
+        },
+        "vault_check" => ScheduleConfig {
+            cron: Some("50 4 * * *".into()),
+            job,
+            ..ScheduleConfig::default()
+        },
+        // Needs a `service_health` tool (the ops module) and services to check.
+        "health_check" => ScheduleConfig {
+            every: Some("5m".into()),
+            job,
+            enabled: config
+                .modules
+                .get("ops")
+                .and_then(|o| o.get("services"))
+                .and_then(|s| s.as_array())
+                .is_some_and(|s| !s.is_empty()),
             ..ScheduleConfig::default()
         },
         _ => return None,

@@ -21,6 +21,8 @@ pub struct Runner {
     invoker: Arc<strata_engine::Invoker>,
     memory: Option<strata_memory::Backend>,
     audit_path: PathBuf,
+    /// Each service's last state (`health_check` alerts when it changes).
+    health: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
 }
 
 impl Runner {
@@ -32,6 +34,7 @@ impl Runner {
             invoker: wired.invoker.clone(),
             memory: wired.memory.clone(),
             audit_path: wired.audit.path().to_path_buf(),
+            health: std::sync::Mutex::default(),
         }
     }
 }
@@ -130,6 +133,18 @@ impl Runner {
         Ok(reply.text)
     }
 
+    fn alert(&self, kind: &'static str, rule: &str, message: &str) {
+        self.invoker.alert(strata_engine::audit::Alert {
+            kind,
+            rule: rule.into(),
+            message: message.into(),
+            agent_id: None,
+            tool: None,
+            request_id: None,
+            score: None,
+        });
+    }
+
     async fn job(&self, job: &str) -> Result<String, String> {
         match job {
             "memory_decay" => match &self.memory {
@@ -169,18 +184,70 @@ impl Runner {
                             file.display(),
                             broken.reason
                         );
-                        self.invoker.alert(strata_engine::audit::Alert {
-                            kind: "audit",
-                            rule: "chain_broken".into(),
-                            message: message.clone(),
-                            agent_id: None,
-                            tool: None,
-                            request_id: None,
-                            score: None,
-                        });
+                        self.alert("audit", "chain_broken", &message);
                         Err(message)
                     }
                 }
+            }
+            "vault_check" => {
+                let env = self.invoker.env();
+                let tree = serde_json::to_value(&env.config).unwrap_or_default();
+                let missing: Vec<String> = strata_engine::secret::vault_refs(&tree)
+                    .into_iter()
+                    .filter(|(_, key)| env.vault.as_ref().is_none_or(|v| v.get(key).is_none()))
+                    .map(|(path, key)| format!("`{path}` → vault key `{key}`"))
+                    .collect();
+                if missing.is_empty() {
+                    return Ok("every vault reference resolves".into());
+                }
+                let message = format!(
+                    "vault references that do not resolve: {} (`strata vault set <key> --from-stdin`)",
+                    missing.join(", ")
+                );
+                self.alert("vault", "missing_keys", &message);
+                Err(message)
+            }
+            "health_check" => {
+                let r = self
+                    .invoker
+                    .invoke(strata_engine::Invocation::new(
+                        "service_health",
+                        serde_json::json!({}),
+                        strata_engine::Principal::Operator,
+                    ))
+                    .await;
+                if r.status != strata_engine::Status::Ok {
+                    return Err(r
+                        .error
+                        .unwrap_or_else(|| format!("service_health: {:?}", r.status)));
+                }
+                let mut changed = Vec::new();
+                let mut down = 0;
+                {
+                    let mut last = self.health.lock().unwrap_or_else(|p| p.into_inner());
+                    for h in r.value.as_array().into_iter().flatten() {
+                        let (Some(name), Some(up)) = (h["name"].as_str(), h["up"].as_bool()) else {
+                            continue;
+                        };
+                        down += usize::from(!up);
+                        // The first look sets the baseline; a service down then is news too.
+                        let before = last.insert(name.to_owned(), up);
+                        if before.is_some_and(|b| b != up) || (before.is_none() && !up) {
+                            changed.push(format!(
+                                "{name} is {} ({})",
+                                if up { "up again" } else { "down" },
+                                h["detail"].as_str().unwrap_or("")
+                            ));
+                        }
+                    }
+                }
+                if !changed.is_empty() {
+                    self.alert("health", "state_change", &changed.join("; "));
+                }
+                Ok(format!(
+                    "{} services checked, {down} down",
+                    r.value.as_array().map_or(0, Vec::len)
+                ))
             }
             other => Err(format!("no built-in job `{other}`")),
         }

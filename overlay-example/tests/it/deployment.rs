@@ -185,3 +185,60 @@ fn docs_tools_md_lists_every_core_and_module_tool() {
         "docs/TOOLS.md has no row for {missing:?}"
     );
 }
+
+/// The built-in `health_check` job on the example deployment: the ops module's service
+/// (`strata-api` on port 8770, not where this `serve` listens) is found down on the first
+/// check and that is an alert in the audit log; the run is in the schedule's history.
+#[test]
+fn the_health_check_job_alerts_when_a_service_is_down() {
+    let data = tempfile::tempdir().expect("tmp");
+    let mut serve = Command::new(BIN);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("STRATA_") {
+            serve.env_remove(k);
+        }
+    }
+    let mut child = serve
+        .arg("--data-dir")
+        .arg(data.path())
+        .args([
+            "serve",
+            "--set",
+            "server.port=0",
+            "--set",
+            "schedules.health_check.every=1s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut alerted = false;
+    let mut ran = false;
+    for _ in 0..150 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let h = run(
+            data.path(),
+            &["schedule", "history", "health_check", "--json"],
+        );
+        ran = h.status.success()
+            && serde_json::from_slice::<Value>(&h.stdout)
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .is_some_and(|runs| runs.iter().any(|r| r["status"] == "ok"));
+        let events = run(data.path(), &["events", "--limit", "200"]);
+        alerted = String::from_utf8_lossy(&events.stdout).lines().any(|l| {
+            l.contains("\"event\":\"alert\"")
+                && l.contains("\"kind\":\"health\"")
+                && l.contains("strata-api is down")
+        });
+        if ran && alerted {
+            break;
+        }
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(ran, "no health_check run recorded");
+    assert!(alerted, "no alert that strata-api is down");
+}

@@ -162,3 +162,49 @@ async fn a_reminder_made_in_conversation_fires_once_as_its_creator() {
     );
     drop(served);
 }
+
+/// The built-in `vault_check` job: a `vault:` reference the vault cannot answer fails the
+/// run and is an alert naming the config key and the vault key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vault_check_job_names_a_reference_that_does_not_resolve() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("agents/main")).expect("mkdir");
+    common::write(
+        d,
+        "config/config.yaml",
+        "tools:\n  web_search:\n    brave_api_key: vault:brave-key-nobody-set\n\
+         schedules:\n  vault_check:\n    every: 1s\n",
+    );
+    common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
+    let served = common::serve(d);
+    let mut found = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let out = common::strata(d)
+            .args(["events", "--limit", "200"])
+            .output()
+            .expect("events");
+        found = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains("\"kind\":\"vault\""))
+            .unwrap_or_default()
+            .to_owned();
+        if !found.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        found.contains("do not resolve")
+            && found.contains("tools.web_search.brave_api_key")
+            && found.contains("brave-key-nobody-set"),
+        "{found}"
+    );
+    let out = common::strata(d)
+        .args(["schedule", "history", "vault_check", "--json"])
+        .output()
+        .expect("history");
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(runs[0]["status"], "failed", "{runs}");
+    drop(served);
+}
