@@ -376,6 +376,12 @@ impl Cluster {
             .subscribe(subject.clone())
             .await
             .map_err(|e| ClusterError::JetStream(format!("subscribing to {subject}: {e}")))?;
+        // A SUB and another connection's PUB are not ordered by the server: wait for its PONG so
+        // the subscription is in place before this returns.
+        self.client
+            .flush()
+            .await
+            .map_err(|e| ClusterError::JetStream(format!("subscribing to {subject}: {e}")))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
         invoker.monitor().set_tap(Box::new(move |o| {
             let _ = tx.try_send(o);

@@ -91,6 +91,8 @@ async fn a_pattern_spread_over_members_is_seen_as_on_one() {
         .subscribe(format!("{stream}.monitor"))
         .await
         .expect("subscribe");
+    // The server has the subscription once it has answered a PING sent after it.
+    client.flush().await.expect("flush");
     let rules = |f: Vec<strata_engine::monitor::Finding>| -> Vec<&'static str> {
         f.into_iter().map(|f| f.rule).collect()
     };

@@ -194,10 +194,21 @@ fn config_problems_name_their_keys() {
     );
     let all = schedule::from_config(&c).expect("valid");
     let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["audit_verify", "memory_decay", "session_retention"]);
+    assert_eq!(
+        names,
+        [
+            "audit_verify",
+            "health_check",
+            "memory_decay",
+            "session_retention",
+            "vault_check"
+        ]
+    );
     assert!(!all[0].enabled);
-    assert_eq!(all[1].action, Action::Job("memory_decay".into()));
-    assert_eq!(all[1].when.describe(), "cron 0 1 * * * (UTC)");
+    // No ops services configured: the health check is there, switched off.
+    assert!(!all[1].enabled);
+    assert_eq!(all[2].action, Action::Job("memory_decay".into()));
+    assert_eq!(all[2].when.describe(), "cron 0 1 * * * (UTC)");
 }
 
 /// A runner that counts runs and answers as told.
