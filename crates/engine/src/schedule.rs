@@ -156,12 +156,15 @@ pub enum Action {
         /// What it is asked.
         prompt: String,
     },
-    /// A command skill, run as its tool (`skill__<name>`) with `params`.
+    /// A skill with `params`: a command skill runs as its tool (`skill__<name>`), a prompt
+    /// skill as a turn of `agent` with the rendered prompt.
     Skill {
         /// The skill.
         name: String,
         /// Its parameters.
         params: BTreeMap<String, String>,
+        /// The agent a prompt skill asks (`agent`, else `defaults.agent` or the only one).
+        agent: Option<String>,
     },
     /// A built-in job ([`JOBS`]).
     Job(String),
@@ -219,6 +222,7 @@ pub const JOBS: &[&str] = &[
     "audit_verify",
     "vault_check",
     "health_check",
+    "integrity_check",
 ];
 
 /// One schedule, checked and ready to run.
@@ -254,8 +258,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The built-in jobs, on by default at quiet times (each can be changed or turned off under
 /// `schedules.<job>`): memory decay daily at 03:30 (every `memory.decay.interval_hours`
 /// when that is not 24; off when it is 0), session retention hourly, the audit chain checked
-/// daily at 04:45, the vault's references daily at 04:50, the ops module's services every five
-/// minutes (when it has some).
+/// daily at 04:45, the vault's references daily at 04:50, the integrity baseline hourly at
+/// :40, the ops module's services every five minutes (when it has some).
 pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
     let job = Some(name.to_owned());
     let c = match name {
@@ -287,6 +291,12 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
             job,
             ..ScheduleConfig::default()
         },
+        // Hourly: a changed binary or identity file should not wait for a day.
+        "integrity_check" => ScheduleConfig {
+            cron: Some("40 * * * *".into()),
+            job,
+            ..ScheduleConfig::default()
+        },
         // Needs a `service_health` tool (the ops module) and services to check.
         "health_check" => ScheduleConfig {
             every: Some("5m".into()),
@@ -302,6 +312,43 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
         _ => return None,
     };
     Some(c)
+}
+
+/// Problems with the skills `schedules` name, each naming its key: a skill that is not in
+/// `skills`, parameters it does not take or lacks, a prompt skill with no agent to ask.
+/// (Skills are files, loaded after the configuration, so this is a check of its own.)
+pub fn skill_problems(schedules: &[Schedule], skills: &crate::skills::SkillSet) -> Vec<String> {
+    let snapshot = skills.snapshot();
+    let mut problems = Vec::new();
+    for s in schedules {
+        let Action::Skill {
+            name,
+            params,
+            agent,
+        } = &s.action
+        else {
+            continue;
+        };
+        let key = |k: &str| format!("`schedules.{}.{k}`", s.name);
+        let Some(skill) = snapshot.get(name) else {
+            let names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
+            let hint = crate::config::suggest(name, &names)
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_default();
+            problems.push(format!("{}: no skill `{name}`{hint}", key("skill")));
+            continue;
+        };
+        if let Err(e) = skill.bind(params) {
+            problems.push(format!("{}: {e}", key("params")));
+        }
+        if skill.def.prompt.is_some() && agent.is_none() {
+            problems.push(format!(
+                "{}: `{name}` is a prompt skill: which agent runs it?",
+                key("agent")
+            ));
+        }
+    }
+    problems
 }
 
 /// The schedules `config` describes, the built-in jobs first (each overridden by a
@@ -430,40 +477,45 @@ fn one(
             .map_err(|e| problems.push(format!("{}: {e}", key("every"))))
             .ok(),
     };
+    let agent = c
+        .agent
+        .clone()
+        .or_else(|| config.defaults.agent.clone())
+        .or_else(|| {
+            (config.agents.len() == 1)
+                .then(|| config.agents.keys().next().cloned())
+                .flatten()
+        });
     let action = match (&c.prompt, &c.skill, &c.job) {
-        (Some(prompt), None, None) => {
-            let agent = c
-                .agent
-                .clone()
-                .or_else(|| config.defaults.agent.clone())
-                .or_else(|| {
-                    (config.agents.len() == 1)
-                        .then(|| config.agents.keys().next().cloned())
-                        .flatten()
-                });
-            match agent {
-                Some(a) if config.agents.contains_key(&a) => Some(Action::Prompt {
-                    agent: a,
-                    prompt: prompt.clone(),
-                }),
-                Some(a) => {
-                    problems.push(format!(
-                        "{}: no agent `{a}` (agents: {})",
-                        key("agent"),
-                        config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ));
-                    None
-                }
-                None => {
-                    problems.push(format!("{}: which agent runs the prompt?", key("agent")));
-                    None
-                }
+        (Some(prompt), None, None) => match agent {
+            Some(a) if config.agents.contains_key(&a) => Some(Action::Prompt {
+                agent: a,
+                prompt: prompt.clone(),
+            }),
+            Some(a) => {
+                problems.push(format!(
+                    "{}: no agent `{a}` (agents: {})",
+                    key("agent"),
+                    config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                ));
+                None
             }
-        }
-        (None, Some(skill), None) => Some(Action::Skill {
-            name: skill.clone(),
-            params: c.params.clone(),
-        }),
+            None => {
+                problems.push(format!("{}: which agent runs the prompt?", key("agent")));
+                None
+            }
+        },
+        (None, Some(skill), None) => match agent {
+            Some(a) if !config.agents.contains_key(&a) => {
+                problems.push(format!("{}: no agent `{a}`", key("agent")));
+                None
+            }
+            agent => Some(Action::Skill {
+                name: skill.clone(),
+                params: c.params.clone(),
+                agent,
+            }),
+        },
         (None, None, Some(job)) if JOBS.contains(&job.as_str()) => Some(Action::Job(job.clone())),
         (None, None, Some(job)) => {
             problems.push(format!(
@@ -661,6 +713,22 @@ pub trait ScheduleStore: Send + Sync {
     async fn finish(&self, run: &RunRecord) -> Result<(), StoreError>;
     /// The newest `limit` runs of `name`, newest first.
     async fn history(&self, name: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// Makes `name` due at `now` (`strata schedule run`, `POST /api/schedules/{name}/run`), or
+/// the second after its last run's due time when that is not before `now`: a due time is
+/// run at most once (it is the run's claim), so asking again within the second of the last
+/// run would otherwise make a due time that can never be claimed, and the schedule would
+/// wait on it for good. Returns the due time set.
+pub async fn make_due(
+    store: &dyn ScheduleStore,
+    name: &str,
+    now: i64,
+) -> Result<i64, crate::session::StoreError> {
+    let last = store.history(name, 1).await?;
+    let due = last.first().map_or(now, |r| now.max(r.due + 1));
+    store.run_now(name, due).await?;
+    Ok(due)
 }
 
 /// Each schedule with its state, as `strata schedule list` and `GET /api/schedules` show

@@ -595,15 +595,15 @@ async fn schedules_act(
     }
     let store = sch.store();
     let done = match action.as_str() {
-        "run" => store
-            .run_now(
-                &name,
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64),
-            )
-            .await
-            .map(|()| "due now"),
+        "run" => strata_engine::schedule::make_due(
+            store.as_ref(),
+            &name,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        )
+        .await
+        .map(|_| "due now"),
         "pause" => store.set_paused(&name, true).await.map(|()| "paused"),
         "resume" => store.set_paused(&name, false).await.map(|()| "resumed"),
         other => {

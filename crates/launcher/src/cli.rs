@@ -162,6 +162,12 @@ pub enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// The integrity baseline (SHA-256 of the binary, config, units, agent identity and
+    /// skill files): `check` compares, `accept` takes a new one.
+    Integrity {
+        #[command(subcommand)]
+        command: IntegrityCommand,
+    },
     /// Content safety: see what the sanitiser and the injection scorer make of a text.
     Safety {
         #[command(subcommand)]
@@ -233,6 +239,20 @@ pub enum ScheduleCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `strata integrity …` (the baseline is `<data_dir>/integrity.json`).
+#[derive(Debug, Subcommand)]
+pub enum IntegrityCommand {
+    /// Compares the watched files with the baseline; exits 1 when any differs.
+    Check {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Takes a new baseline of the files as they are now (after an intended change), saying
+    /// what differs from the old one.
+    Accept,
 }
 
 /// `strata storage …`

@@ -18,6 +18,7 @@ mod cli;
 pub mod cluster;
 mod cmd;
 mod http;
+pub mod integrity;
 mod preflight;
 mod remote;
 mod schedules;

@@ -1,6 +1,7 @@
 //! What a schedule runs in `serve`: a prompt as a turn of its agent (through the cluster's
 //! queue when there is one), its answer posted to `deliver_to` unless it is `NO_REPLY`; a
-//! command skill as its tool through the Invoker; the built-in jobs.
+//! command skill as its tool through the Invoker, a prompt skill as a turn like a prompt; the
+//! built-in jobs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use strata_engine::async_trait;
 use strata_engine::connector::ChannelRef;
 use strata_engine::schedule::{Action, Schedule};
 use strata_engine::scheduler::RunSchedule;
+use strata_engine::skills::SkillAction;
 use strata_engine::turns::{AgentDirectory, TurnRequest};
 
 use crate::wiring::Wired;
@@ -23,11 +25,21 @@ pub struct Runner {
     audit_path: PathBuf,
     /// Each service's last state (`health_check` alerts when it changes).
     health: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
+    /// The skills (as the watcher keeps them).
+    skills: Arc<strata_engine::skills::SkillSet>,
+    /// What `integrity_check` hashes.
+    watch: crate::integrity::Watch,
+    /// The differences `integrity_check` last alerted (alerted again only when they change).
+    drift: std::sync::Mutex<Option<String>>,
 }
 
 impl Runner {
-    /// Over `wired`.
-    pub fn new(wired: &Wired) -> Self {
+    /// Over `wired`, with the deployment's skills and files.
+    pub fn new(
+        wired: &Wired,
+        skills: Arc<strata_engine::skills::SkillSet>,
+        watch: crate::integrity::Watch,
+    ) -> Self {
         Runner {
             directory: wired.manager.clone(),
             manager: wired.manager.clone(),
@@ -35,6 +47,9 @@ impl Runner {
             memory: wired.memory.clone(),
             audit_path: wired.audit.path().to_path_buf(),
             health: std::sync::Mutex::default(),
+            skills,
+            watch,
+            drift: std::sync::Mutex::default(),
         }
     }
 }
@@ -70,21 +85,44 @@ impl RunSchedule for Runner {
                     .or_else(|| self.invoker.env().connectors().home(agent));
                 self.turn(s, agent, &prompt, to).await
             }
-            Action::Skill { name, params } => {
-                let args = serde_json::to_value(params).unwrap_or_default();
-                let r = self
-                    .invoker
-                    .invoke(strata_engine::Invocation::new(
-                        strata_engine::skills::tool_name(name),
-                        args,
-                        s.principal.clone(),
-                    ))
-                    .await;
-                match r.status {
-                    strata_engine::Status::Ok => Ok(r.value.to_string()),
-                    _ => Err(r
-                        .error
-                        .unwrap_or_else(|| format!("skill `{name}`: {:?}", r.status))),
+            Action::Skill {
+                name,
+                params,
+                agent,
+            } => {
+                let skill = self
+                    .skills
+                    .get(name)
+                    .ok_or_else(|| format!("no skill `{name}` (see `strata skill list`)"))?;
+                let values = skill.bind(params)?;
+                match skill.render(&values) {
+                    SkillAction::Invalid(why) => Err(why.to_owned()),
+                    SkillAction::Prompt(prompt) => {
+                        let agent = agent
+                            .as_deref()
+                            .ok_or_else(|| format!("`{name}` is a prompt skill: set `agent`"))?;
+                        let to = s.deliver_to.as_deref().and_then(ChannelRef::parse);
+                        self.turn(s, agent, &prompt, to).await
+                    }
+                    SkillAction::Command(_) => {
+                        let r = self
+                            .invoker
+                            .invoke(strata_engine::Invocation::new(
+                                strata_engine::skills::tool_name(name),
+                                skill.args_from_strings(params),
+                                s.principal.clone(),
+                            ))
+                            .await;
+                        match r.status {
+                            strata_engine::Status::Ok => Ok(match r.value {
+                                serde_json::Value::String(t) => t,
+                                v => v.to_string(),
+                            }),
+                            _ => Err(r
+                                .error
+                                .unwrap_or_else(|| format!("skill `{name}`: {:?}", r.status))),
+                        }
+                    }
                 }
             }
             Action::Job(job) => self.job(job).await,
@@ -248,6 +286,37 @@ impl Runner {
                     "{} services checked, {down} down",
                     r.value.as_array().map_or(0, Vec::len)
                 ))
+            }
+            "integrity_check" => {
+                use crate::integrity::Checked;
+                let watch = self.watch.clone();
+                let checked = tokio::task::spawn_blocking(move || crate::integrity::check(&watch))
+                    .await
+                    .map_err(|e| e.to_string())??;
+                match checked {
+                    Checked::Taken(n) => Ok(format!("no baseline yet: one taken of {n} files")),
+                    Checked::Same(n) => {
+                        *self.drift.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        Ok(format!("{n} files as in the baseline"))
+                    }
+                    Checked::Drifted(drift, since) => {
+                        let what = drift.describe();
+                        let message = format!(
+                            "files differ from the integrity baseline of {since}: {what} \
+                             (if this was intended: `strata integrity accept`)"
+                        );
+                        let new = {
+                            let mut last = self.drift.lock().unwrap_or_else(|p| p.into_inner());
+                            let new = last.as_deref() != Some(what.as_str());
+                            *last = Some(what);
+                            new
+                        };
+                        if new {
+                            self.alert("integrity", "changed", &message);
+                        }
+                        Err(message)
+                    }
+                }
             }
             other => Err(format!("no built-in job `{other}`")),
         }

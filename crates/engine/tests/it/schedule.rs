@@ -199,6 +199,7 @@ fn config_problems_name_their_keys() {
         [
             "audit_verify",
             "health_check",
+            "integrity_check",
             "memory_decay",
             "session_retention",
             "vault_check"
@@ -207,8 +208,8 @@ fn config_problems_name_their_keys() {
     assert!(!all[0].enabled);
     // No ops services configured: the health check is there, switched off.
     assert!(!all[1].enabled);
-    assert_eq!(all[2].action, Action::Job("memory_decay".into()));
-    assert_eq!(all[2].when.describe(), "cron 0 1 * * * (UTC)");
+    assert_eq!(all[3].action, Action::Job("memory_decay".into()));
+    assert_eq!(all[3].when.describe(), "cron 0 1 * * * (UTC)");
 }
 
 /// A runner that counts runs and answers as told.
@@ -474,6 +475,27 @@ async fn a_paused_schedule_waits_and_run_now_makes_it_due() {
     assert_eq!(tick(&s, "2026-12-03T10:05:01Z").await, 1);
     let st = &store.states().await.expect("st")[0];
     assert_eq!(st.next_run, Some(ts("2026-12-04T10:05:00Z").as_second()));
+}
+
+/// Asked to run within the second its last run was due: the new due time is the next
+/// second, not one already run (which could never be claimed, leaving the schedule stuck).
+#[tokio::test]
+async fn run_now_in_the_second_of_the_last_run_runs_again() {
+    let store = Arc::new(InMemorySchedules::default());
+    let runner = Runner::ok();
+    let s = scheduler(every("often", "1h", CatchUp::Once), &store, &runner, "a");
+    s.start(ts("2026-12-03T10:00:00Z")).await.expect("start");
+    let now = ts("2026-12-03T10:05:00Z").as_second();
+    schedule::make_due(store.as_ref(), "often", now)
+        .await
+        .expect("run now");
+    assert_eq!(tick(&s, "2026-12-03T10:05:00Z").await, 1);
+    let again = schedule::make_due(store.as_ref(), "often", now)
+        .await
+        .expect("run now");
+    assert_eq!(again, now + 1);
+    assert_eq!(tick(&s, "2026-12-03T10:05:01Z").await, 1);
+    assert_eq!(runner.runs.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

@@ -37,12 +37,45 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
         }
     }
     match strata_engine::schedule::from_config(&c.config) {
-        Ok(all) => lines.push(format!(
-            "ok   {} schedules ({} on)",
-            all.len(),
-            all.iter().filter(|s| s.enabled).count()
-        )),
+        Ok(all) => {
+            let problems = strata_engine::schedule::skill_problems(&all, &l.skills);
+            if problems.is_empty() {
+                lines.push(format!(
+                    "ok   {} schedules ({} on)",
+                    all.len(),
+                    all.iter().filter(|s| s.enabled).count()
+                ));
+            }
+            fails.extend(problems.into_iter().map(|p| format!("schedules: {p}")));
+        }
         Err(problems) => fails.extend(problems.into_iter().map(|p| format!("schedules: {p}"))),
+    }
+    // Read-only: doctor compares, it never takes a baseline.
+    let watch = crate::integrity::Watch::new(c);
+    match crate::integrity::load(&c.data_dir).and_then(|b| Ok((b, crate::integrity::take(&watch)?)))
+    {
+        Ok((None, now)) => lines.push(format!(
+            "ok   no integrity baseline yet ({} files; `strata integrity accept` takes one, \
+             the first integrity_check run too)",
+            now.files.len()
+        )),
+        Ok((Some(then), now)) => {
+            let drift = crate::integrity::compare(&then, &now);
+            if drift.is_empty() {
+                lines.push(format!(
+                    "ok   {} files as in the integrity baseline of {}",
+                    now.files.len(),
+                    then.taken_at
+                ));
+            } else {
+                warns.push(format!(
+                    "files differ from the integrity baseline of {}: {} (`strata integrity accept` if intended)",
+                    then.taken_at,
+                    drift.describe()
+                ));
+            }
+        }
+        Err(e) => warns.push(format!("integrity: {e}")),
     }
     match check_writable(&c.data_dir) {
         Ok(()) => lines.push(format!(

@@ -7,6 +7,7 @@ mod cluster;
 mod config;
 pub(crate) mod context;
 mod doctor;
+mod integrity;
 mod mcp;
 pub(crate) mod memory;
 pub(crate) mod repl;
@@ -120,6 +121,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Storage { command } => storage::run(&loaded, command),
         Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Schedule { command } => schedule::run(&loaded, command),
+        Command::Integrity { command } => integrity::run(&loaded, command),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => security::safety_scan(&loaded, &input, json, jsonl),

@@ -71,7 +71,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
                 serde_json::to_string_pretty(&json!({"schedule": row, "runs": runs}))?
             }
             ScheduleCommand::Run { name } => {
-                store.run_now(name, now).await?;
+                strata_engine::schedule::make_due(store.as_ref(), name, now).await?;
                 store.flush().await?;
                 format!("{name}: due now (a running `strata serve` starts it within a second)")
             }

@@ -62,6 +62,10 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     }
     let schedules = strata_engine::schedule::from_config(&c.config)
         .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
+    let skill_problems = strata_engine::schedule::skill_problems(&schedules, &l.skills);
+    if !skill_problems.is_empty() {
+        anyhow::bail!("schedules: {}", skill_problems.join("; "));
+    }
     tracing::info!(
         overlay = %c.overlay_dir.display(),
         profile = c.profile.as_deref().unwrap_or("-"),
@@ -145,7 +149,11 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         strata_engine::scheduler::Scheduler::new(
             schedules,
             wired.store.clone(),
-            std::sync::Arc::new(crate::schedules::Runner::new(&wired)),
+            std::sync::Arc::new(crate::schedules::Runner::new(
+                &wired,
+                skills.clone(),
+                crate::integrity::Watch::new(c),
+            )),
             &instance,
         )
         .with_alerts(vec![std::sync::Arc::new(crate::schedules::InvokerAlerts(
