@@ -33,6 +33,9 @@ pub struct TurnContext {
     pub depth: u32,
     /// The turn's taint (shared with the turn that asked for this one, if one did).
     pub taint: crate::taint::Taint,
+    /// The turn's id: the stable one of its unit of work where there is one (a Discord
+    /// message's), else fresh. Logs, spans and usage records carry it.
+    pub turn_id: String,
 }
 
 impl TurnContext {
@@ -72,6 +75,7 @@ impl TurnContext {
             provider_state: None,
             depth: 0,
             taint: crate::taint::Taint::new(),
+            turn_id: uuid::Uuid::new_v4().to_string(),
         }
     }
 }

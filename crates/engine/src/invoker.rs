@@ -323,8 +323,26 @@ impl Invoker {
     }
 
     /// Runs one call through every stage. Never panics, never returns `Err`: every outcome is
-    /// an [`InvocationResult`], and every call leaves one audit record.
-    pub async fn invoke(&self, call: Invocation) -> InvocationResult {
+    /// an [`InvocationResult`], and every call leaves one audit record. The call is a tracing
+    /// span (`tool`, with the tool and request id) inside its turn's.
+    pub async fn invoke(&self, mut call: Invocation) -> InvocationResult {
+        let request_id = call
+            .request_id
+            .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+            .clone();
+        let span = tracing::info_span!("tool", tool = %call.tool, request_id = %request_id);
+        let r = tracing::Instrument::instrument(self.run_call(call), span.clone()).await;
+        span.in_scope(|| {
+            tracing::debug!(
+                status = r.status.as_str(),
+                ms = r.elapsed_ms,
+                "tool call done"
+            );
+        });
+        r
+    }
+
+    async fn run_call(&self, call: Invocation) -> InvocationResult {
         let started = Instant::now();
         let request_id = call
             .request_id

@@ -290,8 +290,20 @@ impl AgentManager {
         for s in &state.taint {
             ctx.taint.mark(s.as_history());
         }
+        if let Some(id) = &req.turn_id {
+            ctx.turn_id = id.clone();
+        }
         let taint = ctx.taint.clone();
-        let reply = agent.handle(ctx, req.message).await;
+        // Every log line of the turn (its tool calls' too) carries these fields.
+        let span = tracing::info_span!(
+            "turn",
+            turn_id = %ctx.turn_id,
+            agent = %key.agent_id,
+            session = %key.session_id
+        );
+        let reply =
+            tracing::Instrument::instrument(agent.handle(ctx, req.message), span.clone()).await;
+        let _entered = span.enter();
         // Kept even when the turn failed: the content came in all the same.
         let before = state.taint.len();
         for s in taint.sources() {
@@ -310,9 +322,7 @@ impl AgentManager {
                 return Err(e);
             }
         };
-        tracing::debug!(
-            agent = %key.agent_id,
-            session = %key.session_id,
+        tracing::info!(
             rounds = reply.rounds,
             tools = reply.tool_runs.len(),
             input_tokens = reply.usage.input_tokens,

@@ -9,6 +9,7 @@ mod claude_mcp;
 mod cli;
 mod cluster;
 mod common;
+mod logs;
 mod mcp;
 mod memory;
 mod remote;
