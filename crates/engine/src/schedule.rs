@@ -314,43 +314,6 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
     Some(c)
 }
 
-/// Problems with the skills `schedules` name, each naming its key: a skill that is not in
-/// `skills`, parameters it does not take or lacks, a prompt skill with no agent to ask.
-/// (Skills are files, loaded after the configuration, so this is a check of its own.)
-pub fn skill_problems(schedules: &[Schedule], skills: &crate::skills::SkillSet) -> Vec<String> {
-    let snapshot = skills.snapshot();
-    let mut problems = Vec::new();
-    for s in schedules {
-        let Action::Skill {
-            name,
-            params,
-            agent,
-        } = &s.action
-        else {
-            continue;
-        };
-        let key = |k: &str| format!("`schedules.{}.{k}`", s.name);
-        let Some(skill) = snapshot.get(name) else {
-            let names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
-            let hint = crate::config::suggest(name, &names)
-                .map(|n| format!("; did you mean `{n}`?"))
-                .unwrap_or_default();
-            problems.push(format!("{}: no skill `{name}`{hint}", key("skill")));
-            continue;
-        };
-        if let Err(e) = skill.bind(params) {
-            problems.push(format!("{}: {e}", key("params")));
-        }
-        if skill.def.prompt.is_some() && agent.is_none() {
-            problems.push(format!(
-                "{}: `{name}` is a prompt skill: which agent runs it?",
-                key("agent")
-            ));
-        }
-    }
-    problems
-}
-
 /// The schedules `config` describes, the built-in jobs first (each overridden by a
 /// `schedules.<job>` of the same name), or every problem found, each naming its key.
 pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {

@@ -323,6 +323,46 @@ impl Runner {
     }
 }
 
+/// Problems with the skills `schedules` name, each naming its key: a skill that is not in
+/// `skills`, parameters it does not take or lacks, a prompt skill with no agent to ask.
+/// (Skills are files, loaded after the configuration, so this is a check of its own.)
+pub(crate) fn skill_problems(
+    schedules: &[Schedule],
+    skills: &strata_engine::skills::SkillSet,
+) -> Vec<String> {
+    let snapshot = skills.snapshot();
+    let mut problems = Vec::new();
+    for s in schedules {
+        let Action::Skill {
+            name,
+            params,
+            agent,
+        } = &s.action
+        else {
+            continue;
+        };
+        let key = |k: &str| format!("`schedules.{}.{k}`", s.name);
+        let Some(skill) = snapshot.get(name) else {
+            let names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
+            let hint = strata_engine::config::suggest(name, &names)
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_default();
+            problems.push(format!("{}: no skill `{name}`{hint}", key("skill")));
+            continue;
+        };
+        if let Err(e) = skill.bind(params) {
+            problems.push(format!("{}: {e}", key("params")));
+        }
+        if skill.def.prompt.is_some() && agent.is_none() {
+            problems.push(format!(
+                "{}: `{name}` is a prompt skill: which agent runs it?",
+                key("agent")
+            ));
+        }
+    }
+    problems
+}
+
 /// Alerts through the Invoker (the audit log, the log, every alert sink).
 pub struct InvokerAlerts(pub Arc<strata_engine::Invoker>);
 

@@ -38,7 +38,7 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
     }
     match strata_engine::schedule::from_config(&c.config) {
         Ok(all) => {
-            let problems = strata_engine::schedule::skill_problems(&all, &l.skills);
+            let problems = crate::schedules::skill_problems(&all, &l.skills);
             if problems.is_empty() {
                 lines.push(format!(
                     "ok   {} schedules ({} on)",

@@ -62,7 +62,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     }
     let schedules = strata_engine::schedule::from_config(&c.config)
         .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
-    let skill_problems = strata_engine::schedule::skill_problems(&schedules, &l.skills);
+    let skill_problems = crate::schedules::skill_problems(&schedules, &l.skills);
     if !skill_problems.is_empty() {
         anyhow::bail!("schedules: {}", skill_problems.join("; "));
     }
