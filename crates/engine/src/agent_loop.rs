@@ -341,8 +341,23 @@ impl Agent for LlmAgent {
             }
             rounds += 1;
             let resp = self.provider.complete(&req).await?;
-            usage.input_tokens += resp.usage.input_tokens;
-            usage.output_tokens += resp.usage.output_tokens;
+            usage.add(&resp.usage);
+            if let Some(meter) = turn.env.usage() {
+                meter
+                    .record(crate::usage::ModelCall {
+                        ts_ms: crate::clock::now_ms(),
+                        agent: self.id.clone(),
+                        session: turn.session_id.clone(),
+                        sender: turn.sender.to_string(),
+                        turn_id: turn.turn_id.clone(),
+                        provider: self.provider.name().to_owned(),
+                        model: req.model.clone(),
+                        purpose: "turn".into(),
+                        usage: resp.usage,
+                        cost_usd: None,
+                    })
+                    .await;
+            }
             if resp.provider_state.is_some() {
                 req.provider_state = resp.provider_state;
             }

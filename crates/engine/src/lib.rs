@@ -57,6 +57,7 @@ pub mod store;
 pub mod taint;
 mod tool;
 pub mod turns;
+pub mod usage;
 
 pub use async_trait::async_trait;
 pub use invoker::{Guard, Invocation, InvocationResult, Invoker, OutputFilter, Refusal, Status};

@@ -94,13 +94,38 @@ pub struct CompletionRequest {
     pub turn: Option<String>,
 }
 
-/// Token accounting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Token accounting, as the vendor reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, all of them: those read from the vendor's prompt cache and those
+    /// written to it included.
     pub input_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (a model's thinking tokens included: they are billed as output).
     pub output_tokens: u64,
+    /// Of `input_tokens`, read from the prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Of `input_tokens`, written to the prompt cache (Anthropic bills them higher).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// The cost in US dollars where the vendor reports it (the Claude Code CLI does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Adds `other` (a cost is known only while every part's is).
+    pub fn add(&mut self, other: &Usage) {
+        self.cost_usd = if *self == Usage::default() {
+            other.cost_usd
+        } else {
+            self.cost_usd.zip(other.cost_usd).map(|(a, b)| a + b)
+        };
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
 }
 
 /// Why the model stopped.

@@ -55,7 +55,7 @@ pub struct StoreStatus {
 /// Every store a running Strata needs, in one backend.
 #[async_trait]
 pub trait StateStore:
-    SessionStore + ApprovalStore + RateLog + crate::schedule::ScheduleStore
+    SessionStore + ApprovalStore + RateLog + crate::schedule::ScheduleStore + crate::usage::UsageStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

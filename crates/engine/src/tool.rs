@@ -156,6 +156,7 @@ pub struct Env {
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
     schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
+    usage: std::sync::OnceLock<Arc<crate::usage::UsageMeter>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::turns::TurnRegistry>,
     activity: Arc<crate::turns::ActivityBoard>,
@@ -183,6 +184,7 @@ impl Env {
             memory: None,
             agents: std::sync::OnceLock::new(),
             schedules: std::sync::OnceLock::new(),
+            usage: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
             activity: Arc::default(),
@@ -203,6 +205,16 @@ impl Env {
     /// Attaches the schedules' store (once; later calls are ignored).
     pub fn attach_schedules(&self, store: Arc<dyn crate::schedule::ScheduleStore>) {
         let _ = self.schedules.set(store);
+    }
+
+    /// Sets where model calls' usage is priced and kept (once; later calls are ignored).
+    pub fn attach_usage(&self, meter: Arc<crate::usage::UsageMeter>) {
+        let _ = self.usage.set(meter);
+    }
+
+    /// Where model calls' usage goes, once attached.
+    pub fn usage(&self) -> Option<&Arc<crate::usage::UsageMeter>> {
+        self.usage.get()
     }
 
     /// Where schedules are kept (the `schedule_*` tools), once attached.

@@ -5,6 +5,9 @@
 //! through the engine's Invoker with the caller's principal; this crate only maps results
 //! onto HTTP. `docs/API.md` documents the routes; `GET /api/openapi.json` describes them.
 
+// The OpenAPI document is one `json!` literal deeper than the default limit allows.
+#![recursion_limit = "256"]
+
 pub mod auth;
 mod body;
 pub mod mcp;
@@ -115,6 +118,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/state", get(api_state))
         .route("/api/cluster", get(api_cluster))
         .route("/api/schedules", get(schedules_list))
+        .route("/api/usage", get(usage))
         .route("/api/schedules/{name}/{action}", post(schedules_act))
         .route("/api/openapi.json", get(openapi_doc))
         .route("/chat", post(chat))
@@ -552,6 +556,43 @@ async fn current(
             e.to_string(),
         )
     })
+}
+
+#[derive(serde::Deserialize)]
+struct UsageParams {
+    by: Option<String>,
+    since: Option<String>,
+    turn: Option<String>,
+}
+
+async fn usage(
+    State(st): State<Arc<HttpState>>,
+    Query(p): Query<UsageParams>,
+) -> Result<Response, ApiError> {
+    use strata_engine::usage::{UsageBy, UsageQuery, parse_since};
+    let by = UsageBy::parse(p.by.as_deref().unwrap_or("agent")).map_err(ApiError::bad_request)?;
+    let since_ms = p
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, strata_engine::clock::now_ms()))
+        .transpose()
+        .map_err(ApiError::bad_request)?;
+    let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m);
+    let meter = st
+        .invoker
+        .env()
+        .usage()
+        .ok_or_else(|| unavailable("no usage is kept by this server".into()))?;
+    let rows = meter
+        .store()
+        .usage(&UsageQuery {
+            by,
+            since_ms,
+            turn_id: p.turn,
+        })
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    Ok(ok(json!({ "by": by, "rows": rows })))
 }
 
 async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {

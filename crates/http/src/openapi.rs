@@ -17,6 +17,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/state"),
     ("get", "/api/cluster"),
     ("get", "/api/schedules"),
+    ("get", "/api/usage"),
     ("post", "/api/schedules/{name}/{action}"),
     ("get", "/api/openapi.json"),
     ("post", "/chat"),
@@ -49,6 +50,13 @@ pub fn openapi() -> Value {
         }
         m
     };
+    let usage_path = json!({"get": {"summary": "Model calls' tokens and cost, summed per agent, model, sender, UTC day or turn",
+                "parameters": [
+                    {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn"], "default": "agent"}},
+                    {"name": "since", "in": "query", "schema": {"type": "string"}, "description": "7d, 24h, 2026-12-01 or an RFC 3339 time"},
+                    {"name": "turn", "in": "query", "schema": {"type": "string"}, "description": "only this turn's calls"}],
+                "responses": with(json!({"200": resp("`rows`: key, calls, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd (of the priced calls), unpriced_calls", ok_value(json!({"type": "object"}))),
+                    "503": resp("No usage kept here, or its store did not answer", err())}), std_errors.clone())}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Strata control API", "version": env!("CARGO_PKG_VERSION")},
@@ -135,6 +143,7 @@ pub fn openapi() -> Value {
             "/api/schedules": {"get": {"summary": "Schedules: when, what, next and last run, failures, paused",
                 "responses": with(json!({"200": resp("Schedules", ok_value(json!({"type": "object"}))),
                     "503": resp("No scheduler here, or its store did not answer", err())}), std_errors.clone())}},
+            "/api/usage": usage_path,
             "/api/schedules/{name}/{action}": {"post": {"summary": "Run a schedule now, pause or resume it (approvers and owners)",
                 "parameters": [
                     {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},

@@ -173,6 +173,22 @@ pub enum Command {
         #[command(subcommand)]
         command: SafetyCommand,
     },
+    /// Model calls' tokens and cost from the store, summed per agent, model, sender, UTC
+    /// day or turn (prices: `pricing.*` over the shipped defaults).
+    Usage {
+        /// `agent`, `model`, `sender`, `day` or `turn`.
+        #[arg(long, default_value = "agent")]
+        by: String,
+        /// From when: `7d`, `24h`, `2026-12-01` or an RFC 3339 time (default: everything).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this turn's calls.
+        #[arg(long, value_name = "ID")]
+        turn: Option<String>,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Sends one message to an agent and prints the answer.
     Chat {
         /// Agent id (default: `defaults.agent`, the only agent, or `main`).

@@ -239,6 +239,11 @@ pub async fn build(
     env.attach_agents(directory);
     // The `schedule_*` tools keep what people ask for beside the configured schedules.
     env.attach_schedules(store.clone());
+    // Every model call's tokens, priced, kept beside the sessions.
+    env.attach_usage(Arc::new(strata_engine::usage::UsageMeter::new(
+        store.clone(),
+        strata_engine::usage::Pricing::from_config(&cfg.config),
+    )));
     Ok(Wired {
         manager,
         invoker,

@@ -128,10 +128,7 @@ impl AnthropicProvider {
                 tool_calls: calls,
                 tool_call_id: None,
             },
-            usage: Usage {
-                input_tokens: parsed.usage.input_tokens,
-                output_tokens: parsed.usage.output_tokens,
-            },
+            usage: parsed.usage.into(),
             provider_state: None,
         })
     }
@@ -158,9 +155,11 @@ impl AnthropicProvider {
             };
             match data["type"].as_str().unwrap_or(ev.event.as_str()) {
                 "message_start" => {
-                    usage.input_tokens = data["message"]["usage"]["input_tokens"]
-                        .as_u64()
-                        .unwrap_or(0);
+                    if let Ok(u) =
+                        serde_json::from_value::<WireUsage>(data["message"]["usage"].clone())
+                    {
+                        usage = u.into();
+                    }
                 }
                 "content_block_start" => {
                     let block = &data["content_block"];
@@ -357,10 +356,30 @@ enum Block {
     Other,
 }
 
+/// Anthropic's `usage`: `input_tokens` leaves out the prompt tokens read from and written to
+/// the cache, which are their own fields.
 #[derive(Deserialize, Default)]
 struct WireUsage {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        let read = u.cache_read_input_tokens.unwrap_or(0);
+        let written = u.cache_creation_input_tokens.unwrap_or(0);
+        Usage {
+            input_tokens: u.input_tokens + read + written,
+            output_tokens: u.output_tokens,
+            cached_input_tokens: read,
+            cache_write_tokens: written,
+            cost_usd: None,
+        }
+    }
 }

@@ -267,9 +267,20 @@ impl ClaudeCodeProvider {
                 &format!("{sub}: {text}"),
             ));
         }
+        // The CLI's `usage` is Anthropic's (cache tokens apart from `input_tokens`), and
+        // it reports what the whole exchange cost.
+        let u = &result["usage"];
+        let n = |k: &str| u[k].as_u64().unwrap_or(0);
+        let (read, written) = (
+            n("cache_read_input_tokens"),
+            n("cache_creation_input_tokens"),
+        );
         let usage = Usage {
-            input_tokens: result["usage"]["input_tokens"].as_u64().unwrap_or(0),
-            output_tokens: result["usage"]["output_tokens"].as_u64().unwrap_or(0),
+            input_tokens: n("input_tokens") + read + written,
+            output_tokens: n("output_tokens"),
+            cached_input_tokens: read,
+            cache_write_tokens: written,
+            cost_usd: result["total_cost_usd"].as_f64(),
         };
         let session = result["session_id"].as_str().map(str::to_owned).or(session);
         Ok(Outcome::Done(CompletionResponse {

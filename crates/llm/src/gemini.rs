@@ -263,13 +263,18 @@ struct Accumulated {
 
 impl Accumulated {
     fn add(&mut self, v: &Value, on_event: &mut (dyn FnMut(StreamEvent) + Send)) {
+        // `promptTokenCount` counts the cached ones too; thinking tokens are billed as
+        // output. Each streamed chunk carries the totals so far: the last one wins.
         if let Some(u) = v.get("usageMetadata") {
             self.usage.input_tokens = u["promptTokenCount"]
                 .as_u64()
                 .unwrap_or(self.usage.input_tokens);
-            self.usage.output_tokens = u["candidatesTokenCount"]
+            if let Some(out) = u["candidatesTokenCount"].as_u64() {
+                self.usage.output_tokens = out + u["thoughtsTokenCount"].as_u64().unwrap_or(0);
+            }
+            self.usage.cached_input_tokens = u["cachedContentTokenCount"]
                 .as_u64()
-                .unwrap_or(self.usage.output_tokens);
+                .unwrap_or(self.usage.cached_input_tokens);
         }
         let Some(c) = v["candidates"].as_array().and_then(|a| a.first()) else {
             return;

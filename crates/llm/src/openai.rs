@@ -323,12 +323,22 @@ struct WireFunction {
     arguments: String,
 }
 
+/// OpenAI's `usage`: `prompt_tokens` counts the cached ones too
+/// (`prompt_tokens_details.cached_tokens`).
 #[derive(Deserialize)]
 struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<WirePromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct WirePromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
@@ -336,6 +346,11 @@ impl From<WireUsage> for Usage {
         Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            cached_input_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            ..Usage::default()
         }
     }
 }

@@ -25,6 +25,7 @@ mod migrate;
 mod schedules;
 mod store;
 mod tls;
+mod usage;
 
 pub use db::{Db, PgError};
 pub use events::ClusterEvents;

@@ -189,6 +189,24 @@ pub const MIGRATIONS: &[&str] = &[
     "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
     // 9: a tick reads only what is due.
     "CREATE INDEX schedule_state_due ON schedule_state (next_run) WHERE NOT paused;",
+    // 10: every model call's tokens and cost (NULL: no price for the model).
+    "CREATE TABLE model_calls (
+        ts_ms BIGINT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cached_input_tokens BIGINT NOT NULL,
+        cache_write_tokens BIGINT NOT NULL,
+        cost_usd DOUBLE PRECISION
+    );
+    CREATE INDEX model_calls_by_ts ON model_calls (ts_ms);
+    CREATE INDEX model_calls_by_turn ON model_calls (turn_id);",
 ];
 
 /// The newest schema version this binary knows.

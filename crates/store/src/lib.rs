@@ -103,11 +103,30 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE schedule_defs (name TEXT PRIMARY KEY, def TEXT NOT NULL);",
     // 6: a tick reads only what is due.
     "CREATE INDEX schedule_state_due ON schedule_state(next_run) WHERE paused = 0;",
+    // 7: every model call's tokens and cost (NULL: no price for the model).
+    "CREATE TABLE model_calls (
+        ts_ms INTEGER NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        cost_usd REAL
+    );
+    CREATE INDEX model_calls_by_ts ON model_calls(ts_ms);
+    CREATE INDEX model_calls_by_turn ON model_calls(turn_id);",
 ];
 
 pub mod dump;
 mod schedules;
 mod security;
+mod usage;
 
 /// The tables `strata storage status` counts and `storage migrate` copies, in copy order.
 pub const TABLES: &[&str] = &["sessions", "turns", "tool_log", "approvals", "rate_events"];

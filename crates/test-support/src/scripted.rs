@@ -71,6 +71,7 @@ pub fn text(t: &str) -> CompletionResponse {
         usage: Usage {
             input_tokens: 10,
             output_tokens: 2,
+            ..Usage::default()
         },
         provider_state: None,
     }

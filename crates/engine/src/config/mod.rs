@@ -30,6 +30,7 @@ mod connectors;
 mod loader;
 mod mcp;
 mod memory;
+mod pricing;
 mod schedules;
 mod security;
 mod server;
@@ -43,6 +44,7 @@ pub use connectors::*;
 pub use loader::*;
 pub use mcp::*;
 pub use memory::*;
+pub use pricing::*;
 pub use schedules::*;
 pub use security::*;
 pub use server::*;
@@ -86,6 +88,8 @@ pub struct Config {
     pub connectors: ConnectorsConfig,
     /// `schedules.<name>`: cron jobs, recurring prompts, the built-in jobs' times.
     pub schedules: BTreeMap<String, ScheduleConfig>,
+    /// `pricing.<provider>.<model>`: token prices over the shipped defaults.
+    pub pricing: BTreeMap<String, BTreeMap<String, PriceConfig>>,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -107,6 +111,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "memory",
     "connectors",
     "schedules",
+    "pricing",
     "modules",
 ];
 

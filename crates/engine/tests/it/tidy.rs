@@ -283,6 +283,7 @@ const LADDER: &[(&str, &[&str])] = &[
             "turns",
             "audit",
             "schedule",
+            "usage",
         ],
     ),
     ("the environment a tool sees", &["tool"]),

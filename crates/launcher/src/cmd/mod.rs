@@ -17,6 +17,7 @@ mod serve;
 pub mod skill;
 mod storage;
 mod tools;
+mod usage;
 mod vault;
 
 use crate::cli::{
@@ -122,6 +123,12 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Schedule { command } => schedule::run(&loaded, command),
         Command::Integrity { command } => integrity::run(&loaded, command),
+        Command::Usage {
+            by,
+            since,
+            turn,
+            json,
+        } => usage::run(&loaded, &by, since.as_deref(), turn, json),
         Command::Safety {
             command: SafetyCommand::Scan { input, json, jsonl },
         } => security::safety_scan(&loaded, &input, json, jsonl),

@@ -20,3 +20,4 @@ mod skills_repl;
 #[cfg(feature = "postgres")]
 mod storage;
 mod taint;
+mod usage;

@@ -83,7 +83,17 @@ async fn a_turn_runs_the_cli_with_the_agents_policy_and_a_clean_environment() {
     let s = Setup::new(30);
     let r = s.ask("hello there", None).await.expect("turn");
     assert_eq!(r.message.content, "echo: hello there");
-    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (21, 7));
+    // The CLI's usage as it reported it: cache tokens apart from input_tokens, and its cost.
+    assert_eq!(
+        (
+            r.usage.input_tokens,
+            r.usage.output_tokens,
+            r.usage.cached_input_tokens,
+            r.usage.cache_write_tokens,
+            r.usage.cost_usd
+        ),
+        (21 + 100 + 30, 7, 100, 30, Some(0.001))
+    );
     let sid = r
         .provider_state
         .as_ref()

@@ -6,3 +6,4 @@
 mod anthropic_gemini;
 mod claude_code;
 mod openai;
+mod usage;

@@ -704,3 +704,108 @@ async fn schedules_claim_once_and_keep_their_state(kind: Kind) {
     assert_eq!(store.history("digest", 1).await.expect("history").len(), 1);
 }
 both!(schedules_claim_once_and_keep_their_state);
+
+/// Model calls: stored with what they were for, summed per agent, model, sender, UTC day and
+/// turn; a call without a price counts its tokens and leaves the cost to the priced ones;
+/// `since` and a turn narrow the sum; kept across a restart.
+async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
+    use strata_engine::llm::Usage;
+    use strata_engine::usage::{ModelCall, UsageBy, UsageQuery};
+    let Some(h) = Harness::new(kind) else { return };
+    let call = |ts_ms: i64, agent: &str, model: &str, turn: &str, input: u64, cost: Option<f64>| {
+        ModelCall {
+            ts_ms,
+            agent: agent.into(),
+            session: "s".into(),
+            sender: if agent == "main" {
+                "person:ann"
+            } else {
+                "person:bo"
+            }
+            .into(),
+            turn_id: turn.into(),
+            provider: "openai".into(),
+            model: model.into(),
+            purpose: "turn".into(),
+            usage: Usage {
+                input_tokens: input,
+                output_tokens: 10,
+                cached_input_tokens: input / 2,
+                cache_write_tokens: 1,
+                cost_usd: None,
+            },
+            cost_usd: cost,
+        }
+    };
+    // 2026-12-03T23:59:59Z and 2026-12-04T00:00:01Z: two UTC days.
+    let (late, early) = (1_796_342_399_000, 1_796_342_401_000);
+    {
+        let s = h.store().await;
+        s.record_calls(&[
+            call(late, "main", "gpt-4o", "t1", 100, Some(0.5)),
+            call(early, "main", "gpt-4o", "t2", 200, Some(0.25)),
+            call(early, "ops", "local-llama", "t3", 1000, None),
+        ])
+        .await
+        .expect("record");
+        s.flush().await.expect("flush");
+    }
+    let s = h.store().await;
+    let q = |by, since_ms, turn_id: Option<&str>| UsageQuery {
+        by,
+        since_ms,
+        turn_id: turn_id.map(str::to_owned),
+    };
+    let by_agent = s
+        .usage(&q(UsageBy::Agent, None, None))
+        .await
+        .expect("usage");
+    let keys: Vec<&str> = by_agent.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["main", "ops"], "costliest first");
+    let main = &by_agent[0];
+    assert_eq!(
+        (
+            main.calls,
+            main.input_tokens,
+            main.output_tokens,
+            main.cached_input_tokens
+        ),
+        (2, 300, 20, 150)
+    );
+    assert_eq!((main.cache_write_tokens, main.unpriced_calls), (2, 0));
+    assert!((main.cost_usd - 0.75).abs() < 1e-9, "{main:?}");
+    let ops = &by_agent[1];
+    assert_eq!(
+        (ops.calls, ops.input_tokens, ops.unpriced_calls),
+        (1, 1000, 1)
+    );
+    assert_eq!(ops.cost_usd, 0.0);
+    let by_model = s
+        .usage(&q(UsageBy::Model, None, None))
+        .await
+        .expect("usage");
+    let keys: Vec<&str> = by_model.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["openai/gpt-4o", "openai/local-llama"]);
+    let by_sender = s
+        .usage(&q(UsageBy::Sender, None, None))
+        .await
+        .expect("usage");
+    let keys: Vec<&str> = by_sender.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["person:ann", "person:bo"]);
+    let mut by_day = s.usage(&q(UsageBy::Day, None, None)).await.expect("usage");
+    by_day.sort_by(|a, b| a.key.cmp(&b.key));
+    let days: Vec<(&str, u64)> = by_day.iter().map(|r| (r.key.as_str(), r.calls)).collect();
+    assert_eq!(days, [("2026-12-03", 1), ("2026-12-04", 2)]);
+    let since = s
+        .usage(&q(UsageBy::Agent, Some(early), None))
+        .await
+        .expect("usage");
+    assert_eq!(since.iter().map(|r| r.calls).sum::<u64>(), 2);
+    let one = s
+        .usage(&q(UsageBy::Turn, None, Some("t2")))
+        .await
+        .expect("usage");
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0].key.as_str(), one[0].input_tokens), ("t2", 200));
+}
+both!(model_calls_sum_per_group_and_survive_a_restart);

@@ -1,0 +1,452 @@
+//! Token usage and cost: every model call's [`Usage`] as its vendor reported it, priced by
+//! `pricing.<provider>.<model>` over shipped defaults, and kept per call (agent, session,
+//! sender, turn) in the store, where `strata usage` and `GET /api/usage` sum it.
+//!
+//! A model without a price has its tokens counted and its cost left unknown — never
+//! invented. A cost the vendor reports (the Claude Code CLI's `total_cost_usd`) wins over a
+//! computed one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, PriceConfig};
+use crate::llm::Usage;
+use crate::session::StoreError;
+
+/// When the shipped prices were read from the vendors' published price lists. They change:
+/// `pricing.<provider>.<model>` in config overrides any of them.
+pub const DEFAULT_PRICES_TAKEN: &str = "2025-08";
+
+/// `(vendor, model, input, output, cached input, cache write)` in US dollars per million
+/// tokens, as of [`DEFAULT_PRICES_TAKEN`]. A model name matches an entry equal to it or
+/// starting with it and a `-` (dated snapshots); the longest entry wins.
+pub const DEFAULT_PRICES: &[(&str, &str, f64, f64, f64, f64)] = &[
+    ("openai", "gpt-5", 1.25, 10.0, 0.125, 1.25),
+    ("openai", "gpt-5-mini", 0.25, 2.0, 0.025, 0.25),
+    ("openai", "gpt-5-nano", 0.05, 0.40, 0.005, 0.05),
+    ("openai", "gpt-4.1", 2.0, 8.0, 0.50, 2.0),
+    ("openai", "gpt-4.1-mini", 0.40, 1.60, 0.10, 0.40),
+    ("openai", "gpt-4.1-nano", 0.10, 0.40, 0.025, 0.10),
+    ("openai", "gpt-4o", 2.50, 10.0, 1.25, 2.50),
+    ("openai", "gpt-4o-mini", 0.15, 0.60, 0.075, 0.15),
+    ("openai", "o3", 2.0, 8.0, 0.50, 2.0),
+    ("openai", "o3-mini", 1.10, 4.40, 0.55, 1.10),
+    ("openai", "o4-mini", 1.10, 4.40, 0.275, 1.10),
+    ("anthropic", "claude-opus-4", 15.0, 75.0, 1.50, 18.75),
+    ("anthropic", "claude-sonnet-4", 3.0, 15.0, 0.30, 3.75),
+    ("anthropic", "claude-3-7-sonnet", 3.0, 15.0, 0.30, 3.75),
+    ("anthropic", "claude-haiku-4-5", 1.0, 5.0, 0.10, 1.25),
+    ("anthropic", "claude-3-5-haiku", 0.80, 4.0, 0.08, 1.0),
+    ("gemini", "gemini-2.5-pro", 1.25, 10.0, 0.31, 1.25),
+    ("gemini", "gemini-2.5-flash", 0.30, 2.50, 0.075, 0.30),
+    ("gemini", "gemini-2.5-flash-lite", 0.10, 0.40, 0.025, 0.10),
+    ("gemini", "gemini-2.0-flash", 0.10, 0.40, 0.025, 0.10),
+];
+
+/// The vendor whose price list a provider's models are on (`vertex` serves Gemini's,
+/// `claude-code` Anthropic's).
+pub fn vendor(provider: &str) -> &str {
+    match provider {
+        "vertex" => "gemini",
+        "claude-code" => "anthropic",
+        p => p,
+    }
+}
+
+/// Prices: config over the shipped defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Pricing {
+    table: BTreeMap<String, BTreeMap<String, PriceConfig>>,
+}
+
+impl Pricing {
+    /// The defaults with `config.pricing` over them.
+    pub fn from_config(config: &Config) -> Pricing {
+        let mut table: BTreeMap<String, BTreeMap<String, PriceConfig>> = BTreeMap::new();
+        for (v, m, i, o, c, w) in DEFAULT_PRICES {
+            table.entry((*v).to_owned()).or_default().insert(
+                (*m).to_owned(),
+                PriceConfig {
+                    input_per_mtok: *i,
+                    output_per_mtok: *o,
+                    cached_input_per_mtok: Some(*c),
+                    cache_write_per_mtok: Some(*w),
+                },
+            );
+        }
+        for (p, models) in &config.pricing {
+            for (m, price) in models {
+                table
+                    .entry(p.clone())
+                    .or_default()
+                    .insert(m.clone(), *price);
+            }
+        }
+        Pricing { table }
+    }
+
+    /// The price of `model` on `provider`: under the provider's own name first (config may
+    /// price an OpenAI-compatible server), then its vendor's.
+    pub fn price(&self, provider: &str, model: &str) -> Option<&PriceConfig> {
+        [provider, vendor(provider)].into_iter().find_map(|p| {
+            let models = self.table.get(p)?;
+            models
+                .iter()
+                .filter(|(name, _)| {
+                    model == name.as_str()
+                        || model
+                            .strip_prefix(name.as_str())
+                            .is_some_and(|rest| rest.starts_with('-'))
+                })
+                .max_by_key(|(name, _)| name.len())
+                .map(|(_, p)| p)
+        })
+    }
+
+    /// What `usage` cost: the vendor's figure where it gave one, else from the price; `None`
+    /// when neither is known.
+    pub fn cost(&self, provider: &str, model: &str, usage: &Usage) -> Option<f64> {
+        if let Some(c) = usage.cost_usd {
+            return Some(c);
+        }
+        let p = self.price(provider, model)?;
+        let cached = usage.cached_input_tokens.min(usage.input_tokens);
+        let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
+        let plain = usage.input_tokens - cached - written;
+        let per = |n: u64, rate: f64| n as f64 * rate / 1_000_000.0;
+        Some(
+            per(plain, p.input_per_mtok)
+                + per(cached, p.cached_input_per_mtok.unwrap_or(p.input_per_mtok))
+                + per(written, p.cache_write_per_mtok.unwrap_or(p.input_per_mtok))
+                + per(usage.output_tokens, p.output_per_mtok),
+        )
+    }
+}
+
+/// One model call, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCall {
+    /// When it ended (ms since the epoch).
+    pub ts_ms: i64,
+    /// The agent.
+    pub agent: String,
+    /// Its session.
+    pub session: String,
+    /// Who the turn was for (`Principal`'s display form).
+    pub sender: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The provider as configured (`openai`, `anthropic`, `claude-code`…).
+    pub provider: String,
+    /// The model asked.
+    pub model: String,
+    /// `turn` (the model ↔ tool loop) or `summary` (compacting a session).
+    pub purpose: String,
+    /// Tokens as the vendor reported them.
+    pub usage: Usage,
+    /// US dollars, or `None` when unknown.
+    pub cost_usd: Option<f64>,
+}
+
+/// A starting time as people write it: `7d`, `24h` (that long before `now_ms`), a UTC date
+/// `2026-12-01`, or an RFC 3339 time. In milliseconds since the epoch.
+pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
+    let t = text.trim();
+    if let Ok(d) = humantime::parse_duration(t) {
+        return Ok(now_ms - d.as_millis() as i64);
+    }
+    if let Ok(ts) = t.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_millisecond());
+    }
+    if let Ok(date) = t.parse::<jiff::civil::Date>()
+        && let Ok(z) = date.to_zoned(jiff::tz::TimeZone::UTC)
+    {
+        return Ok(z.timestamp().as_millisecond());
+    }
+    Err(format!(
+        "`{t}` is not a time (like 7d, 24h, 2026-12-01 or 2026-12-01T09:00:00Z)"
+    ))
+}
+
+/// How `strata usage` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UsageBy {
+    /// Per agent.
+    #[default]
+    Agent,
+    /// Per provider and model (`provider/model`).
+    Model,
+    /// Per sender.
+    Sender,
+    /// Per day (UTC, `YYYY-MM-DD`).
+    Day,
+    /// Per turn.
+    Turn,
+}
+
+impl UsageBy {
+    /// From `agent|model|sender|day|turn`.
+    pub fn parse(s: &str) -> Result<UsageBy, String> {
+        match s {
+            "agent" => Ok(UsageBy::Agent),
+            "model" => Ok(UsageBy::Model),
+            "sender" => Ok(UsageBy::Sender),
+            "day" => Ok(UsageBy::Day),
+            "turn" => Ok(UsageBy::Turn),
+            other => Err(format!(
+                "`{other}` is not a grouping (agent, model, sender, day, turn)"
+            )),
+        }
+    }
+}
+
+/// What to sum.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageQuery {
+    /// The grouping.
+    pub by: UsageBy,
+    /// Calls from this time on (ms since the epoch).
+    pub since_ms: Option<i64>,
+    /// Only this turn's calls.
+    pub turn_id: Option<String>,
+}
+
+/// One group's sums.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageRow {
+    /// The group (`main`, `openai/gpt-4o`, `2026-12-04`…).
+    pub key: String,
+    /// Model calls.
+    pub calls: u64,
+    /// Prompt tokens (cached included).
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the cache.
+    pub cached_input_tokens: u64,
+    /// Prompt tokens written to the cache.
+    pub cache_write_tokens: u64,
+    /// The cost of the calls whose cost is known.
+    pub cost_usd: f64,
+    /// Calls whose cost is unknown (no price for their model): `cost_usd` leaves them out.
+    pub unpriced_calls: u64,
+}
+
+/// Where model calls are kept.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// Stores calls.
+    async fn record_calls(&self, calls: &[ModelCall]) -> Result<(), StoreError>;
+    /// Sums per group, largest cost first (then most tokens).
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
+}
+
+/// Prices and stores each model call.
+pub struct UsageMeter {
+    store: Arc<dyn UsageStore>,
+    pricing: Pricing,
+}
+
+impl UsageMeter {
+    /// Over `store` with `pricing`.
+    pub fn new(store: Arc<dyn UsageStore>, pricing: Pricing) -> UsageMeter {
+        UsageMeter { store, pricing }
+    }
+
+    /// The prices.
+    pub fn pricing(&self) -> &Pricing {
+        &self.pricing
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn UsageStore> {
+        &self.store
+    }
+
+    /// Prices and stores one call; a store error is logged, never the turn's failure.
+    pub async fn record(&self, mut call: ModelCall) {
+        call.cost_usd = self.pricing.cost(&call.provider, &call.model, &call.usage);
+        if let Err(e) = self.store.record_calls(std::slice::from_ref(&call)).await {
+            tracing::warn!(agent = %call.agent, error = %e, "model call's usage not stored");
+        }
+    }
+}
+
+/// Sums `calls` per `by` the way the stores do (for the in-memory store and tests).
+pub fn sum(calls: &[ModelCall], q: &UsageQuery) -> Vec<UsageRow> {
+    let mut groups: BTreeMap<String, UsageRow> = BTreeMap::new();
+    for c in calls {
+        if q.since_ms.is_some_and(|s| c.ts_ms < s)
+            || q.turn_id.as_ref().is_some_and(|t| *t != c.turn_id)
+        {
+            continue;
+        }
+        let key = group_key(c, q.by);
+        let row = groups.entry(key.clone()).or_insert_with(|| UsageRow {
+            key,
+            ..UsageRow::default()
+        });
+        row.calls += 1;
+        row.input_tokens += c.usage.input_tokens;
+        row.output_tokens += c.usage.output_tokens;
+        row.cached_input_tokens += c.usage.cached_input_tokens;
+        row.cache_write_tokens += c.usage.cache_write_tokens;
+        match c.cost_usd {
+            Some(x) => row.cost_usd += x,
+            None => row.unpriced_calls += 1,
+        }
+    }
+    let mut rows: Vec<UsageRow> = groups.into_values().collect();
+    sort_rows(&mut rows);
+    rows
+}
+
+/// Largest cost first, then most tokens, then by key.
+pub fn sort_rows(rows: &mut [UsageRow]) {
+    rows.sort_by(|a, b| {
+        b.cost_usd
+            .total_cmp(&a.cost_usd)
+            .then((b.input_tokens + b.output_tokens).cmp(&(a.input_tokens + a.output_tokens)))
+            .then(a.key.cmp(&b.key))
+    });
+}
+
+/// A call's group under `by`.
+pub fn group_key(c: &ModelCall, by: UsageBy) -> String {
+    match by {
+        UsageBy::Agent => c.agent.clone(),
+        UsageBy::Model => format!("{}/{}", c.provider, c.model),
+        UsageBy::Sender => c.sender.clone(),
+        UsageBy::Day => jiff::Timestamp::from_millisecond(c.ts_ms)
+            .map(|t| t.strftime("%Y-%m-%d").to_string())
+            .unwrap_or_default(),
+        UsageBy::Turn => c.turn_id.clone(),
+    }
+}
+
+/// Model calls kept in memory (the default store's stand-in in tests).
+#[derive(Default)]
+pub struct InMemoryUsage {
+    calls: std::sync::Mutex<Vec<ModelCall>>,
+}
+
+impl InMemoryUsage {
+    /// Every call stored, oldest first.
+    pub fn calls(&self) -> Vec<ModelCall> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[async_trait]
+impl UsageStore for InMemoryUsage {
+    async fn record_calls(&self, calls: &[ModelCall]) -> Result<(), StoreError> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(calls);
+        Ok(())
+    }
+
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+        Ok(sum(&self.calls(), q))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(input: u64, output: u64, cached: u64, written: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cached_input_tokens: cached,
+            cache_write_tokens: written,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn dated_models_take_their_family_price_and_the_longest_match_wins() {
+        let p = Pricing::from_config(&Config::default());
+        let mini = p.price("openai", "gpt-4o-mini-2024-07-18").expect("priced");
+        assert_eq!(mini.input_per_mtok, 0.15);
+        let big = p.price("openai", "gpt-4o-2024-08-06").expect("priced");
+        assert_eq!(big.input_per_mtok, 2.50);
+        assert!(
+            p.price("openai", "gpt-4oxyz").is_none(),
+            "no dash, no match"
+        );
+        assert!(p.price("openai", "llama3").is_none());
+        // Vertex serves Gemini's models at Gemini's prices; Claude Code Anthropic's.
+        assert!(p.price("vertex", "gemini-2.5-pro").is_some());
+        assert!(p.price("claude-code", "claude-sonnet-4-20250514").is_some());
+    }
+
+    #[test]
+    fn cost_splits_cached_and_written_prompt_tokens_and_never_invents_one() {
+        let p = Pricing::from_config(&Config::default());
+        // claude-sonnet-4: 3 in, 15 out, 0.30 cached, 3.75 written (per million).
+        let c = p
+            .cost(
+                "anthropic",
+                "claude-sonnet-4-20250514",
+                &u(1_000_000, 100_000, 500_000, 200_000),
+            )
+            .expect("priced");
+        let want = 0.3 * 3.0 + 0.5 * 0.30 + 0.2 * 3.75 + 0.1 * 15.0;
+        assert!((c - want).abs() < 1e-9, "{c} vs {want}");
+        assert_eq!(p.cost("openai", "local-llama", &u(10, 10, 0, 0)), None);
+        // The vendor's own figure wins.
+        let mut reported = u(10, 10, 0, 0);
+        reported.cost_usd = Some(0.0421);
+        assert_eq!(p.cost("claude-code", "whatever", &reported), Some(0.0421));
+    }
+
+    #[test]
+    fn config_prices_a_model_the_defaults_do_not_know_and_overrides_one_they_do() {
+        let mut config = Config::default();
+        let price = |i: f64| PriceConfig {
+            input_per_mtok: i,
+            output_per_mtok: 1.0,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+        };
+        config
+            .pricing
+            .entry("openai".into())
+            .or_default()
+            .insert("local-llama".into(), price(0.0));
+        config
+            .pricing
+            .entry("openai".into())
+            .or_default()
+            .insert("gpt-4o".into(), price(9.0));
+        let p = Pricing::from_config(&config);
+        assert_eq!(
+            p.cost("openai", "local-llama", &u(1_000_000, 0, 0, 0)),
+            Some(0.0)
+        );
+        assert_eq!(
+            p.cost("openai", "gpt-4o", &u(1_000_000, 0, 0, 0)),
+            Some(9.0)
+        );
+    }
+
+    #[test]
+    fn usage_adds_and_a_cost_stays_known_only_while_every_part_is() {
+        let mut total = Usage::default();
+        let mut a = u(1, 2, 0, 0);
+        a.cost_usd = Some(0.5);
+        total.add(&a);
+        total.add(&a);
+        assert_eq!(total.cost_usd, Some(1.0));
+        total.add(&u(1, 1, 0, 0));
+        assert_eq!(total.cost_usd, None);
+        assert_eq!((total.input_tokens, total.output_tokens), (3, 5));
+    }
+}

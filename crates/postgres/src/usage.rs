@@ -1,0 +1,94 @@
+//! Model calls' usage in PostgreSQL (`model_calls`), shared by the instances, summed per
+//! agent, model, sender, UTC day or turn.
+
+use strata_engine::async_trait;
+use strata_engine::session::StoreError;
+use strata_engine::usage::{ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows};
+
+use crate::PgStore;
+
+fn key_sql(by: UsageBy) -> &'static str {
+    match by {
+        UsageBy::Agent => "agent",
+        UsageBy::Model => "provider || '/' || model",
+        UsageBy::Sender => "sender",
+        UsageBy::Day => "to_char(to_timestamp(ts_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+        UsageBy::Turn => "turn_id",
+    }
+}
+
+#[async_trait]
+impl UsageStore for PgStore {
+    async fn record_calls(&self, calls: &[ModelCall]) -> Result<(), StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        let st = c
+            .prepare_cached(
+                "INSERT INTO model_calls (ts_ms, agent, session, sender, turn_id, provider, model, \
+                 purpose, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, \
+                 cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        for m in calls {
+            let n = |v: u64| v as i64;
+            c.execute(
+                &st,
+                &[
+                    &m.ts_ms,
+                    &m.agent,
+                    &m.session,
+                    &m.sender,
+                    &m.turn_id,
+                    &m.provider,
+                    &m.model,
+                    &m.purpose,
+                    &n(m.usage.input_tokens),
+                    &n(m.usage.output_tokens),
+                    &n(m.usage.cached_input_tokens),
+                    &n(m.usage.cache_write_tokens),
+                    &m.cost_usd,
+                ],
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        }
+        Ok(())
+    }
+
+    async fn usage(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+        let db = self.db();
+        let c = db.client().await?;
+        let sql = format!(
+            "SELECT {key}, count(*)::BIGINT, sum(input_tokens)::BIGINT, \
+             sum(output_tokens)::BIGINT, sum(cached_input_tokens)::BIGINT, \
+             sum(cache_write_tokens)::BIGINT, coalesce(sum(cost_usd), 0)::DOUBLE PRECISION, \
+             count(*) FILTER (WHERE cost_usd IS NULL)::BIGINT FROM model_calls \
+             WHERE ts_ms >= $1 AND ($2::TEXT IS NULL OR turn_id = $2) GROUP BY 1",
+            key = key_sql(q.by)
+        );
+        let since = q.since_ms.unwrap_or(i64::MIN);
+        let rows = c
+            .query(&sql, &[&since, &q.turn_id])
+            .await
+            .map_err(|e| db.fail(e))?;
+        let mut out: Vec<UsageRow> = rows
+            .iter()
+            .map(|r| {
+                let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+                UsageRow {
+                    key: r.get::<_, Option<String>>(0).unwrap_or_default(),
+                    calls: n(1),
+                    input_tokens: n(2),
+                    output_tokens: n(3),
+                    cached_input_tokens: n(4),
+                    cache_write_tokens: n(5),
+                    cost_usd: r.get(6),
+                    unpriced_calls: n(7),
+                }
+            })
+            .collect();
+        sort_rows(&mut out);
+        Ok(out)
+    }
+}
