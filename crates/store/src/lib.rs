@@ -123,6 +123,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX model_calls_by_turn ON model_calls(turn_id);",
 ];
 
+/// The newest schema version this binary knows (the number of migrations).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
 pub mod dump;
 mod schedules;
 mod security;
