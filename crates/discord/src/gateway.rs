@@ -103,10 +103,12 @@ pub(crate) async fn run_account(
     };
     // (Gateway closes are always delivered.)
     let wanted = EventTypeFlags::READY
+        | EventTypeFlags::RESUMED
         | EventTypeFlags::MESSAGE_CREATE
         | EventTypeFlags::REACTION_ADD
         | EventTypeFlags::INTERACTION_CREATE;
     let mut registered: Option<Registered> = None;
+    let label = format!("discord:{}", account.account);
     let mut resync = tokio::time::interval(std::time::Duration::from_secs(resync_secs.max(1)));
     loop {
         let item = tokio::select! {
@@ -120,6 +122,7 @@ pub(crate) async fn run_account(
         };
         let event = match item {
             None => {
+                strata_engine::meters::connector_state(&label, false);
                 // twilight ends the stream only on a fatal close (bad token, bad intents).
                 tracing::error!(account = %account.account, "Discord closed this account's gateway for good (invalid token or intents?): account disabled, the others go on");
                 return;
@@ -136,9 +139,12 @@ pub(crate) async fn run_account(
         };
         match event {
             Event::GatewayClose(frame) => {
+                strata_engine::meters::connector_state(&label, false);
                 tracing::warn!(account = %account.account, code = frame.as_ref().map(|f| f.code), reason = frame.as_ref().map(|f| f.reason.to_string()), "Discord gateway closed");
             }
+            Event::Resumed => strata_engine::meters::connector_state(&label, true),
             Event::Ready(r) => {
+                strata_engine::meters::connector_state(&label, true);
                 *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
                 // Slash commands, per guild (guild commands update at once).
                 let guilds: Vec<_> = r.guilds.iter().map(|g| g.id).collect();

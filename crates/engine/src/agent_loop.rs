@@ -340,7 +340,15 @@ impl Agent for LlmAgent {
                 break text;
             }
             rounds += 1;
-            let resp = self.provider.complete(&req).await?;
+            let called = std::time::Instant::now();
+            let resp = self.provider.complete(&req).await;
+            crate::meters::model_call(
+                self.provider.name(),
+                &req.model,
+                resp.is_ok(),
+                called.elapsed(),
+            );
+            let resp = resp?;
             usage.add(&resp.usage);
             if let Some(meter) = turn.env.usage() {
                 meter

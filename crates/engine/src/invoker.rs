@@ -293,6 +293,7 @@ impl Invoker {
 
     /// Records `alert` in the audit log, the tracing log and every alert sink.
     pub fn alert(&self, alert: Alert) {
+        crate::meters::alert(alert.kind, &alert.rule);
         tracing::warn!(kind = alert.kind, rule = %alert.rule, tool = ?alert.tool, agent = ?alert.agent_id, "security alert: {}", alert.message);
         self.audit.event(&alert.to_event());
         for s in &self.alert_sinks {
@@ -371,7 +372,18 @@ impl Invoker {
             ),
             (Some(tool), None) => self.run(tool, &call, &request_id).await,
         };
-        let elapsed_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+        let took = started.elapsed();
+        let elapsed_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
+        // Labels stay bounded: a name the registry does not know is not a label value.
+        let known = resolved.is_some() || self.registry.get(&call.tool).is_some();
+        crate::meters::tool_call(
+            if known { &call.tool } else { "_unknown" },
+            &resolved
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |t| t.layer.to_string()),
+            status.as_str(),
+            took,
+        );
         self.audit.record(&AuditRecord {
             ts: now_rfc3339(),
             request_id: request_id.clone(),
@@ -444,6 +456,7 @@ impl Invoker {
         // Taint: a turn that took in outside content asks a person before gated effects.
         let approval_reason = match call.taint.as_ref().filter(|t| t.is_tainted()) {
             Some(t) if self.taint.gates(spec, self.policy.tier(&call.principal)) => {
+                crate::meters::taint_escalation(&call.tool);
                 let why = format!(
                     "tainted: {} before asking to run `{}`",
                     t.explain(),
@@ -477,6 +490,7 @@ impl Invoker {
                 return (Status::Error, Value::Null, Some(msg));
             }
             RateVerdict::Refuse(e) => {
+                crate::meters::rate_limited(&call.tool, e.window);
                 let msg = format!("{e} for {key} on `{}`; try again later", call.tool);
                 self.alert(mk_alert(
                     "rate_limit",
@@ -694,6 +708,7 @@ impl Invoker {
                 )),
             ),
         };
+        crate::meters::approval_decided(status);
         self.audit.event(&serde_json::json!({
             "ts": now_rfc3339(), "event": "approval", "id": request_id, "tool": call.tool,
             "status": status, "approver": approver,

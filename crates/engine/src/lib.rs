@@ -38,6 +38,7 @@ pub mod llm;
 pub mod manager;
 pub mod memory;
 pub mod message;
+pub mod meters;
 pub mod monitor;
 pub mod paths;
 pub mod principal;

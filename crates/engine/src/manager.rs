@@ -213,6 +213,23 @@ impl AgentManager {
     /// Runs one turn in this process and stores it. A turn whose `turn_id` is stored already
     /// is not run again: its stored answer is returned.
     pub async fn run_here(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        // An agent id nobody configured is the caller's text, not a label value.
+        let label = if self.agents.contains_key(&req.agent_id) {
+            req.agent_id.clone()
+        } else {
+            "_unknown".to_owned()
+        };
+        let r = self.run_turn(req).await;
+        let outcome = match &r {
+            Ok(_) => "ok",
+            Err(AgentError::Denied(_)) => "denied",
+            Err(_) => "error",
+        };
+        crate::meters::turn(&label, outcome);
+        r
+    }
+
+    async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
         let agent = self.agents.get(&req.agent_id).cloned().ok_or_else(|| {
             AgentError::Other(format!(
                 "unknown agent `{}`; agents: {}",

@@ -498,6 +498,81 @@ pub trait MemoryBackend: Send + Sync {
     }
 }
 
+/// A backend that counts every operation (`strata_memory_operations_total`) and times recall
+/// (`strata_memory_recall_duration_seconds`) around another. [`crate::Env::with_memory`] wraps
+/// every backend in one, so the agent loop, the memory tools and the CLI are all counted.
+/// It forwards every method of [`MemoryBackend`]: a method added to the trait must be
+/// forwarded here too, or the wrapped backend's would never be called.
+pub struct Metered(pub std::sync::Arc<dyn MemoryBackend>);
+
+fn metered<T>(op: &'static str, r: Result<T, MemoryError>) -> Result<T, MemoryError> {
+    crate::meters::memory_op(op, r.is_ok());
+    r
+}
+
+#[async_trait]
+impl MemoryBackend for Metered {
+    async fn context_block(
+        &self,
+        turn: &MemoryTurn<'_>,
+        message: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let started = std::time::Instant::now();
+        let r = self.0.context_block(turn, message).await;
+        crate::meters::memory_recall(started.elapsed());
+        metered("recall", r)
+    }
+
+    async fn record_exchange(
+        &self,
+        turn: &MemoryTurn<'_>,
+        user: &str,
+        reply: &str,
+    ) -> Result<(), MemoryError> {
+        metered("record", self.0.record_exchange(turn, user, reply).await)
+    }
+
+    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
+        self.0.viewer(agent, sender)
+    }
+
+    async fn search(
+        &self,
+        viewer: &Viewer,
+        query: &MemoryQuery,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        metered("search", self.0.search(viewer, query).await)
+    }
+
+    async fn store(&self, viewer: &Viewer, memory: NewMemory) -> Result<Stored, MemoryError> {
+        metered("store", self.0.store(viewer, memory).await)
+    }
+
+    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
+        metered("get", self.0.get(viewer, id).await)
+    }
+
+    async fn forget(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<bool, MemoryError> {
+        metered("forget", self.0.forget(viewer, id, reason, by).await)
+    }
+
+    async fn list(
+        &self,
+        viewer: &Viewer,
+        since: Option<i64>,
+        scope: Option<&MemoryScope>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        metered("list", self.0.list(viewer, since, scope, limit).await)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

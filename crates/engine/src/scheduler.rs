@@ -311,6 +311,7 @@ impl Scheduler {
                 detail: Some("the previous run was still going".into()),
                 ..record.clone()
             };
+            crate::meters::schedule_run(&s.name, "skipped");
             let _ = self.store.finish(&skipped).await;
             next = s.when.next_after(at(n)).map(secs);
         }
@@ -342,6 +343,7 @@ impl Scheduler {
             tracing::warn!(schedule = %s.name, error = %e, "schedule state not saved");
         }
         tracing::info!(schedule = %s.name, status, ms = took.as_millis() as u64, "scheduled run ended");
+        crate::meters::schedule_run(&s.name, status);
         if let Some(a) = &self.audit {
             a.event(&json!({
                 "ts": crate::clock::now_rfc3339(),
@@ -374,6 +376,7 @@ impl Scheduler {
                 request_id: None,
                 score: None,
             };
+            crate::meters::alert(alert.kind, &alert.rule);
             for sink in &self.alerts {
                 sink.alert(&alert);
             }

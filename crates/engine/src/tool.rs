@@ -251,9 +251,9 @@ impl Env {
         crate::secret::resolve_ref(value, self.vault.as_deref(), config_key)
     }
 
-    /// Adds a memory backend.
+    /// Adds a memory backend (counted by [`crate::memory::Metered`]).
     pub fn with_memory(mut self, memory: Arc<dyn crate::memory::MemoryBackend>) -> Self {
-        self.memory = Some(memory);
+        self.memory = Some(Arc::new(crate::memory::Metered(memory)));
         self
     }
 

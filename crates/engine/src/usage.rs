@@ -270,6 +270,14 @@ impl UsageMeter {
     /// Prices and stores one call; a store error is logged, never the turn's failure.
     pub async fn record(&self, mut call: ModelCall) {
         call.cost_usd = self.pricing.cost(&call.provider, &call.model, &call.usage);
+        crate::meters::spend(
+            &call.agent,
+            &call.model,
+            call.usage.input_tokens,
+            call.usage.cached_input_tokens,
+            call.usage.output_tokens,
+            call.cost_usd,
+        );
         if let Err(e) = self.store.record_calls(std::slice::from_ref(&call)).await {
             tracing::warn!(agent = %call.agent, error = %e, "model call's usage not stored");
         }

@@ -66,7 +66,13 @@ pub struct HttpState {
     pub cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
     /// The scheduler (`/api/schedules`); `None`: no schedules here.
     pub schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
+    /// Renders the installed metrics recorder in the Prometheus text format (`GET /metrics`);
+    /// `None`: metrics are off.
+    pub metrics: Option<MetricsRender>,
 }
+
+/// Renders the metrics recorder's current values as Prometheus text.
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// A failure in the envelope every route uses: `{"ok": false, "code", "error"}`.
 pub struct ApiError {
@@ -121,6 +127,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/usage", get(usage))
         .route("/api/schedules/{name}/{action}", post(schedules_act))
         .route("/api/openapi.json", get(openapi_doc))
+        .route("/metrics", get(metrics))
         .route("/chat", post(chat))
         .route("/execute", post(execute))
         .nest_service("/mcp", mcp)
@@ -128,6 +135,54 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// `/metrics` alone, without a token: for `metrics.bind`, a listener the launcher allows only
+/// on a loopback address.
+pub fn metrics_router(state: Arc<HttpState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(middleware::map_response(no_store))
+        .with_state(state)
+}
+
+/// The gauges read at scrape time (the approval queue from the store, the live sessions),
+/// then the recorder's text.
+async fn metrics(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    use strata_engine::approval::ApprovalStatus;
+    let render = st.metrics.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "metrics are off on this server (metrics.enabled: false)",
+        )
+    })?;
+    if let Some(approvals) = st.invoker.approvals() {
+        match approvals
+            .store()
+            .list(Some(ApprovalStatus::Pending), 10_000)
+            .await
+        {
+            Ok(rows) => {
+                let now = strata_engine::approval::now_secs();
+                let oldest = rows.iter().map(|r| r.created_at).min().unwrap_or(now);
+                strata_engine::meters::approvals_pending(rows.len(), (now - oldest).max(0) as u64);
+            }
+            Err(e) => tracing::warn!(error = %e, "pending approvals not counted for /metrics"),
+        }
+    }
+    if let Some(m) = &st.manager {
+        strata_engine::meters::live_sessions(m.live_sessions());
+    }
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        render(),
+    )
+        .into_response())
 }
 
 async fn no_store(mut resp: Response) -> Response {
@@ -874,6 +929,17 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Serves [`metrics_router`] (only `/metrics`, no token) on `listener` until `shutdown`.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    state: Arc<HttpState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_router(state))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -20,6 +20,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/usage"),
     ("post", "/api/schedules/{name}/{action}"),
     ("get", "/api/openapi.json"),
+    ("get", "/metrics"),
     ("post", "/chat"),
     ("post", "/execute"),
 ];
@@ -57,6 +58,9 @@ pub fn openapi() -> Value {
                     {"name": "turn", "in": "query", "schema": {"type": "string"}, "description": "only this turn's calls"}],
                 "responses": with(json!({"200": resp("`rows`: key, calls, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd (of the priced calls), unpriced_calls", ok_value(json!({"type": "object"}))),
                     "503": resp("No usage kept here, or its store did not answer", err())}), std_errors.clone())}});
+    let metrics_path = json!({"get": {"summary": "Metrics in the Prometheus text format (docs/OPERATIONS.md lists them); also without a token on `metrics.bind`",
+                "responses": with(json!({"200": {"description": "Prometheus text exposition 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "404": resp("Metrics are off (metrics.enabled: false)", err())}), std_errors.clone())}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Strata control API", "version": env!("CARGO_PKG_VERSION")},
@@ -144,6 +148,7 @@ pub fn openapi() -> Value {
                 "responses": with(json!({"200": resp("Schedules", ok_value(json!({"type": "object"}))),
                     "503": resp("No scheduler here, or its store did not answer", err())}), std_errors.clone())}},
             "/api/usage": usage_path,
+            "/metrics": metrics_path,
             "/api/schedules/{name}/{action}": {"post": {"summary": "Run a schedule now, pause or resume it (approvers and owners)",
                 "parameters": [
                     {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},

@@ -147,6 +147,7 @@ pub fn state(
         started: Instant::now(),
         cluster,
         schedules,
+        metrics: crate::metrics::render(),
     }))
 }
 

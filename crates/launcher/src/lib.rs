@@ -19,6 +19,7 @@ pub mod cluster;
 mod cmd;
 mod http;
 pub mod integrity;
+mod metrics;
 mod preflight;
 mod remote;
 mod schedules;

@@ -198,6 +198,7 @@ impl Db {
                 let why = pool_error(&e);
                 tracing::warn!(target = %self.target, error = %why, "PostgreSQL connection failed");
                 self.backoff.failed(why.clone());
+                strata_engine::meters::store_error("postgres");
                 Err(StoreError(format!(
                     "PostgreSQL at {} is unavailable: {why}",
                     self.target
@@ -208,6 +209,7 @@ impl Db {
 
     /// Maps a statement's error, noting a lost connection for the backoff.
     pub fn fail(&self, e: tokio_postgres::Error) -> StoreError {
+        strata_engine::meters::store_error("postgres");
         if e.is_closed() {
             self.backoff.failed(e.to_string());
         }

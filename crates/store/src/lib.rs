@@ -359,7 +359,10 @@ impl SqliteStore {
             .map_err(|_| StoreError("the database writer has stopped".into()))?;
         rx.await
             .map_err(|_| StoreError("the database writer has stopped".into()))?
-            .map_err(StoreError)
+            .map_err(|e| {
+                strata_engine::meters::store_error("sqlite");
+                StoreError(e)
+            })
     }
 
     /// Waits until every write queued so far is committed (call before a short-lived process
@@ -399,7 +402,10 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError(format!("store task failed: {e}")))?
-        .map_err(|e| StoreError(e.to_string()))
+        .map_err(|e| {
+            strata_engine::meters::store_error("sqlite");
+            StoreError(e.to_string())
+        })
     }
 }
 

@@ -30,6 +30,7 @@ mod connectors;
 mod loader;
 mod mcp;
 mod memory;
+mod metrics;
 mod pricing;
 mod schedules;
 mod security;
@@ -44,6 +45,7 @@ pub use connectors::*;
 pub use loader::*;
 pub use mcp::*;
 pub use memory::*;
+pub use metrics::*;
 pub use pricing::*;
 pub use schedules::*;
 pub use security::*;
@@ -90,6 +92,8 @@ pub struct Config {
     pub schedules: BTreeMap<String, ScheduleConfig>,
     /// `pricing.<provider>.<model>`: token prices over the shipped defaults.
     pub pricing: BTreeMap<String, BTreeMap<String, PriceConfig>>,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -112,6 +116,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "connectors",
     "schedules",
     "pricing",
+    "metrics",
     "modules",
 ];
 

@@ -264,6 +264,7 @@ fn the_engine_has_no_server_database_or_chat_dependency() {
 /// The engine's rungs, bottom first. A module may name (`crate::x`) modules on its own rung or
 /// below. A new module must be placed here.
 const LADDER: &[(&str, &[&str])] = &[
+    ("instruments", &["meters"]),
     (
         "plain data",
         &["clock", "paths", "principal", "secret", "spec", "schema"],
@@ -386,4 +387,19 @@ fn the_engine_is_a_ladder() {
         imports.len()
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every metric the engine exports is documented in docs/OPERATIONS.md, with its labels.
+#[test]
+fn every_metric_is_documented() {
+    let doc = std::fs::read_to_string(workspace().join("docs/OPERATIONS.md")).expect("docs");
+    for m in strata_engine::meters::CATALOGUE {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", m.name)))
+            .unwrap_or_else(|| panic!("{} is not in docs/OPERATIONS.md's metrics table", m.name));
+        for l in m.labels {
+            assert!(row.contains(l), "{}: label {l} not documented", m.name);
+        }
+    }
 }

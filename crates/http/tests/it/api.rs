@@ -107,6 +107,7 @@ async fn server() -> Server {
         started: Instant::now(),
         cluster: None,
         schedules: None,
+        metrics: Some(Arc::new(|| "# no metrics here\n".to_owned())),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

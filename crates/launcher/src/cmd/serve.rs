@@ -80,6 +80,17 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         tracing::info!(tool = %s.name, winner = %s.winner, hidden = %s.hidden, "tool shadowed");
     }
     let listener = rt.block_on(crate::http::bind(c))?;
+    let metrics_listener = match crate::metrics::bind_addr(c)? {
+        Some(addr) => Some(
+            rt.block_on(tokio::net::TcpListener::bind(addr))
+                .map_err(|e| anyhow::anyhow!("cannot bind {addr} (`metrics.bind`): {e}"))?,
+        ),
+        None => None,
+    };
+    {
+        let _rt = rt.enter();
+        crate::metrics::install(c)?;
+    }
     let local = listener.local_addr()?;
     let mcp_host = if local.ip().is_unspecified() {
         "127.0.0.1".to_owned()
@@ -208,6 +219,22 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
             tracing::info!(accounts = discord.len(), "Discord connector started");
         }
         let ticking = tokio::spawn(scheduler.run_until(stop_rx.clone()));
+        if let Some(l) = metrics_listener {
+            let addr = l.local_addr().ok();
+            let st = http_state.clone();
+            let mut rx = stop_rx.clone();
+            tokio::spawn(async move {
+                let shutdown = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = strata_http::serve_metrics(l, st, shutdown).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            });
+            if let Some(a) = addr {
+                tracing::info!(address = %a, "metrics on http://{a}/metrics (no token; loopback only)");
+            }
+        }
         let http = tokio::spawn(async move {
             let mut rx = stop_rx;
             let shutdown = async move {

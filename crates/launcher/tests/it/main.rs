@@ -12,6 +12,7 @@ mod common;
 mod logs;
 mod mcp;
 mod memory;
+mod metrics;
 mod remote;
 mod schedules;
 mod secrets;
