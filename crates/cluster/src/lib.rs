@@ -108,6 +108,7 @@ impl Job {
 enum Outcome {
     Ok { reply: Box<Reply> },
     Denied { message: String },
+    Budget { message: String },
     Failed { message: String },
 }
 
@@ -116,6 +117,7 @@ impl Outcome {
         match self {
             Outcome::Ok { reply } => Ok(*reply),
             Outcome::Denied { message } => Err(AgentError::Denied(message)),
+            Outcome::Budget { message } => Err(AgentError::Budget(message)),
             Outcome::Failed { message } => Err(AgentError::Other(message)),
         }
     }
@@ -574,6 +576,7 @@ impl Cluster {
                 reply: Box::new(reply),
             },
             Err(AgentError::Denied(message)) => Outcome::Denied { message },
+            Err(AgentError::Budget(message)) => Outcome::Budget { message },
             Err(e) => Outcome::Failed {
                 message: e.to_string(),
             },

@@ -111,6 +111,8 @@ pub(crate) async fn answer(
             tracing::info!(agent = %agent, sender = %msg.sender_id, reason = %why, "Discord message not for this sender");
             return;
         }
+        // The budget's own sentence: what was reached and when it renews.
+        Err(strata_engine::agent::AgentError::Budget(why)) => why,
         Err(e) => {
             tracing::warn!(agent = %agent, error = %e, "turn failed");
             format!("Sorry, I could not answer that ({e}).")

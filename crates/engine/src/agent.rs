@@ -10,6 +10,20 @@ use crate::tool::Env;
 
 pub use crate::message::{AgentError, Message, Reply, ToolRun, is_no_reply};
 
+/// The session a summary is made for (its model call is recorded and budgeted as the turn's
+/// that led to it).
+#[derive(Debug, Clone, Copy)]
+pub struct Compaction<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// Who the turn that led to it was for.
+    pub sender: &'a Principal,
+    /// That turn's id.
+    pub turn_id: &'a str,
+    /// Shared runtime handles.
+    pub env: &'a Env,
+}
+
 /// Where a turn happens and who asked.
 #[derive(Debug, Clone)]
 pub struct TurnContext {
@@ -112,6 +126,7 @@ pub trait Agent: Send + Sync {
     /// `None` means the agent cannot summarise; the session is then left as it is.
     async fn summarize(
         &self,
+        _who: &Compaction<'_>,
         _previous: Option<&str>,
         _messages: &[ChatMessage],
     ) -> Result<Option<String>, AgentError> {

@@ -9,7 +9,10 @@ use std::sync::Mutex as StdMutex;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::agent::{Agent, AgentError, Message, Reply, ToolRun, TurnContext, is_no_reply};
+use crate::agent::{
+    Agent, AgentError, Compaction, Message, Reply, ToolRun, TurnContext, is_no_reply,
+};
+use crate::budget::{DEFAULT_MAX_TOKENS, PlannedCall};
 use crate::invoker::{Invocation, Invoker};
 use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
 use crate::principal::Principal;
@@ -17,6 +20,71 @@ use crate::scope::{Scope, ToolFilter};
 use crate::taint::TaintSource;
 use crate::tool::ToolSpec;
 use crate::turns::TurnInfo;
+use crate::usage::InputParts;
+
+/// Whose model call this is, for usage and budgets.
+struct Caller<'a> {
+    env: &'a crate::Env,
+    session: &'a str,
+    sender: &'a Principal,
+    turn_id: &'a str,
+    /// `turn` or `summary`.
+    purpose: &'static str,
+}
+
+/// Bytes of the system instruction that are not the agent's own.
+#[derive(Debug, Default, Clone, Copy)]
+struct SystemParts {
+    summary: usize,
+    memory: usize,
+}
+
+/// What a request's prompt is made of, in bytes: the prompt estimate of a budget's
+/// reservation and the shares of a call's prompt tokens.
+struct RequestSizes {
+    system: SystemParts,
+    tools: u64,
+}
+
+impl RequestSizes {
+    fn new(system: SystemParts, tools: &[ToolSpec]) -> RequestSizes {
+        let tools = tools
+            .iter()
+            .map(|t| (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64)
+            .sum();
+        RequestSizes { system, tools }
+    }
+
+    fn parts(&self, req: &CompletionRequest) -> InputParts {
+        let system = req.system.as_deref().map_or(0, str::len);
+        let (summary, memory) = (self.system.summary, self.system.memory);
+        let mut history = summary as u64;
+        let mut tool_outputs = 0u64;
+        for m in &req.messages {
+            let n = m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>();
+            if m.role == Role::Tool {
+                tool_outputs += n as u64;
+            } else {
+                history += n as u64;
+            }
+        }
+        InputParts {
+            system: system.saturating_sub(summary + memory) as u64,
+            tools: self.tools,
+            memory: memory as u64,
+            history,
+            tool_outputs,
+        }
+    }
+
+    fn total(&self, req: &CompletionRequest) -> u64 {
+        self.parts(req).as_array().iter().sum()
+    }
+}
 
 /// The first line of a summary made from a conversation that held outside content: a turn
 /// that starts from such a summary is tainted (the summary may carry the content's orders).
@@ -120,7 +188,10 @@ impl LlmAgent {
         specs
     }
 
-    async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> String {
+    /// The system instruction, with the bytes of its summary and memory block (for the
+    /// attribution of prompt tokens).
+    async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> (String, SystemParts) {
+        let mut parts = SystemParts::default();
         let mut s = self.identity.trim_end().to_owned();
         s.push_str(&format!(
             "\n\n[CONTEXT]\nagent: {}\nchannel: {}\nsender: {}\ntime: {}\n[/CONTEXT]",
@@ -130,15 +201,18 @@ impl LlmAgent {
             crate::clock::now_rfc3339()
         ));
         if let Some(summary) = &turn.summary {
+            let before = s.len();
             s.push_str(&format!(
                 "\n\n[SUMMARY OF EARLIER CONVERSATION]\n{summary}\n[/SUMMARY]"
             ));
+            parts.summary = s.len() - before;
         }
         if let Some(mem) = &turn.env.memory {
             match mem.context_block(&turn.memory_turn(), &input.text).await {
                 Ok(Some(block)) => {
                     s.push_str("\n\n");
                     s.push_str(&block);
+                    parts.memory = block.len() + 2;
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -146,7 +220,78 @@ impl LlmAgent {
                 }
             }
         }
-        s
+        (s, parts)
+    }
+
+    /// One model call: reserved against the budgets that apply, timed, its usage stored
+    /// and its reservation settled.
+    async fn call_model(
+        &self,
+        who: &Caller<'_>,
+        req: &CompletionRequest,
+        sizes: &RequestSizes,
+    ) -> Result<crate::llm::CompletionResponse, AgentError> {
+        let reservation = match self.invoker.budgets() {
+            Some(b) => b
+                .reserve(
+                    &PlannedCall {
+                        agent: &self.id,
+                        sender: who.sender,
+                        session: who.session,
+                        provider: self.provider.name(),
+                        model: &req.model,
+                        prompt_bytes: sizes.total(req) as usize,
+                        max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+                    },
+                    self.invoker.approvals().map(|a| a.as_ref()),
+                    &|a| self.invoker.alert(a),
+                )
+                .await
+                .map_err(|stop| AgentError::Budget(stop.0))?,
+            None => None,
+        };
+        let called = std::time::Instant::now();
+        let resp = self.provider.complete(req).await;
+        crate::meters::model_call(
+            self.provider.name(),
+            &req.model,
+            resp.is_ok(),
+            called.elapsed(),
+        );
+        // A failed call releases its reservation when dropped.
+        let resp = resp?;
+        if let Some(meter) = who.env.usage() {
+            meter
+                .record(crate::usage::ModelCall {
+                    ts_ms: crate::clock::now_ms(),
+                    agent: self.id.clone(),
+                    session: who.session.to_owned(),
+                    sender: who.sender.to_string(),
+                    turn_id: who.turn_id.to_owned(),
+                    provider: self.provider.name().to_owned(),
+                    model: req.model.clone(),
+                    purpose: who.purpose.into(),
+                    usage: resp.usage,
+                    cost_usd: None,
+                    input_parts: InputParts::apportion(resp.usage.input_tokens, sizes.parts(req)),
+                })
+                .await;
+        }
+        if let (Some(r), Some(b)) = (reservation, self.invoker.budgets()) {
+            b.settle(r, self.provider.name(), &req.model, &resp.usage);
+        }
+        Ok(resp)
+    }
+
+    /// The completion bound sent: the agent's, or [`DEFAULT_MAX_TOKENS`] when a budget
+    /// applies (a reservation needs a worst case).
+    fn max_tokens(&self) -> Option<u32> {
+        self.max_tokens.or_else(|| {
+            self.invoker
+                .budgets()
+                .is_some_and(|b| b.covers_agent(&self.id))
+                .then_some(DEFAULT_MAX_TOKENS)
+        })
     }
 
     /// Marks the turn's taint with what it starts from: a sender below the trusted tier, and
@@ -302,7 +447,7 @@ impl Agent for LlmAgent {
 
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
         self.taint_at_start(&turn);
-        let system = self.system_prompt(&turn, &input).await;
+        let (system, system_parts) = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
         // Tool calls that come back from outside the process find this turn by its ticket.
         let ticket = turn.env.turns().begin(TurnInfo {
@@ -319,13 +464,21 @@ impl Agent for LlmAgent {
             system: Some(system),
             messages: std::mem::take(&mut turn.history),
             tools: self.visible_tools(&turn.sender),
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_tokens(),
             temperature: self.temperature,
             provider_state: turn.provider_state.take(),
             turn: Some(ticket.id().to_owned()),
         };
         let first_new = req.messages.len();
         req.messages.push(user);
+        let sizes = RequestSizes::new(system_parts, &req.tools);
+        let who = Caller {
+            env: &turn.env,
+            session: &turn.session_id,
+            sender: &turn.sender,
+            turn_id: &turn.turn_id,
+            purpose: "turn",
+        };
         let mut usage = Usage::default();
         let mut tool_runs = Vec::new();
         let mut rounds = 0;
@@ -340,32 +493,18 @@ impl Agent for LlmAgent {
                 break text;
             }
             rounds += 1;
-            let called = std::time::Instant::now();
-            let resp = self.provider.complete(&req).await;
-            crate::meters::model_call(
-                self.provider.name(),
-                &req.model,
-                resp.is_ok(),
-                called.elapsed(),
-            );
-            let resp = resp?;
+            let resp = match self.call_model(&who, &req, &sizes).await {
+                Ok(r) => r,
+                // A budget reached after tools ran ends the turn with what it did kept in the
+                // session; reached before anything ran, the turn did not happen.
+                Err(AgentError::Budget(text)) if rounds > 1 => {
+                    req.messages
+                        .push(ChatMessage::text(Role::Assistant, text.clone()));
+                    break text;
+                }
+                Err(e) => return Err(e),
+            };
             usage.add(&resp.usage);
-            if let Some(meter) = turn.env.usage() {
-                meter
-                    .record(crate::usage::ModelCall {
-                        ts_ms: crate::clock::now_ms(),
-                        agent: self.id.clone(),
-                        session: turn.session_id.clone(),
-                        sender: turn.sender.to_string(),
-                        turn_id: turn.turn_id.clone(),
-                        provider: self.provider.name().to_owned(),
-                        model: req.model.clone(),
-                        purpose: "turn".into(),
-                        usage: resp.usage,
-                        cost_usd: None,
-                    })
-                    .await;
-            }
             if resp.provider_state.is_some() {
                 req.provider_state = resp.provider_state;
             }
@@ -403,6 +542,7 @@ impl Agent for LlmAgent {
 
     async fn summarize(
         &self,
+        who: &Compaction<'_>,
         previous: Option<&str>,
         messages: &[ChatMessage],
     ) -> Result<Option<String>, AgentError> {
@@ -429,12 +569,20 @@ impl Agent for LlmAgent {
             ),
             messages: vec![ChatMessage::text(Role::User, text)],
             tools: Arc::from(Vec::new()),
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_tokens(),
             temperature: self.temperature,
             provider_state: None,
             turn: None,
         };
-        let resp = self.provider.complete(&req).await?;
+        let caller = Caller {
+            env: who.env,
+            session: who.session_id,
+            sender: who.sender,
+            turn_id: who.turn_id,
+            purpose: "summary",
+        };
+        let sizes = RequestSizes::new(SystemParts::default(), &[]);
+        let resp = self.call_model(&caller, &req, &sizes).await?;
         let s = resp.message.content.trim().to_owned();
         if s.is_empty() {
             return Ok(None);

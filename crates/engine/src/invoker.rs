@@ -218,6 +218,7 @@ pub struct Invoker {
     guards: Vec<Arc<dyn Guard>>,
     filters: Vec<Arc<dyn OutputFilter>>,
     default_timeout: Duration,
+    budgets: std::sync::OnceLock<Arc<crate::budget::Budgets>>,
 }
 
 impl Invoker {
@@ -240,6 +241,7 @@ impl Invoker {
             guards: Vec::new(),
             filters: Vec::new(),
             default_timeout,
+            budgets: std::sync::OnceLock::new(),
         }
     }
 
@@ -264,6 +266,17 @@ impl Invoker {
     pub fn with_alert_sink(mut self, sink: Arc<dyn AlertSink>) -> Self {
         self.alert_sinks.push(sink);
         self
+    }
+
+    /// Sets the budgets every model call of the agents running through this invoker is
+    /// reserved against (once; later calls are ignored).
+    pub fn attach_budgets(&self, budgets: Arc<crate::budget::Budgets>) {
+        let _ = self.budgets.set(budgets);
+    }
+
+    /// The budgets, once attached.
+    pub fn budgets(&self) -> Option<&Arc<crate::budget::Budgets>> {
+        self.budgets.get()
     }
 
     /// The access policy every call is checked against.

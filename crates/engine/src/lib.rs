@@ -30,6 +30,7 @@ pub mod agent;
 pub mod agent_loop;
 pub mod approval;
 pub mod audit;
+pub mod budget;
 pub mod clock;
 pub mod config;
 pub mod connector;

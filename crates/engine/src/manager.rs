@@ -223,6 +223,7 @@ impl AgentManager {
         let outcome = match &r {
             Ok(_) => "ok",
             Err(AgentError::Denied(_)) => "denied",
+            Err(AgentError::Budget(_)) => "budget",
             Err(_) => "error",
         };
         crate::meters::turn(&label, outcome);
@@ -311,6 +312,7 @@ impl AgentManager {
             ctx.turn_id = id.clone();
         }
         let taint = ctx.taint.clone();
+        let turn_id = ctx.turn_id.clone();
         // Every log line of the turn (its tool calls' too) carries these fields.
         let span = tracing::info_span!(
             "turn",
@@ -403,18 +405,30 @@ impl AgentManager {
         state.turns_since_summary += 1;
         state.provider_state = reply.provider_state.clone();
         if self.cfg.summarize_after > 0 && state.turns_since_summary >= self.cfg.summarize_after {
-            self.compact(&agent, &key, state).await;
+            let who = crate::agent::Compaction {
+                session_id: &key.session_id,
+                sender: &req.sender,
+                turn_id: &turn_id,
+                env: &self.env,
+            };
+            self.compact(&agent, &key, state, &who).await;
         }
         Ok(reply)
     }
 
-    async fn compact(&self, agent: &Arc<dyn Agent>, key: &SessionKey, state: &mut SessionState) {
+    async fn compact(
+        &self,
+        agent: &Arc<dyn Agent>,
+        key: &SessionKey,
+        state: &mut SessionState,
+        who: &crate::agent::Compaction<'_>,
+    ) {
         let cut = turn_boundary(&state.messages, self.cfg.keep_turns as usize);
         if cut == 0 {
             return;
         }
         match agent
-            .summarize(state.summary.as_deref(), &state.messages[..cut])
+            .summarize(who, state.summary.as_deref(), &state.messages[..cut])
             .await
         {
             Ok(Some(summary)) => {

@@ -109,6 +109,9 @@ pub enum AgentError {
     /// Access control (layer 1) refused: this sender may not talk to this agent.
     #[error("{0}")]
     Denied(String),
+    /// A budget is reached (`block`, or `ask` declined): the sentence for the sender.
+    #[error("{0}")]
+    Budget(String),
     /// Anything else, with a readable reason.
     #[error("{0}")]
     Other(String),

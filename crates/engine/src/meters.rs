@@ -68,6 +68,8 @@ pub const MODEL_CALL_SECONDS: &str = "strata_model_call_duration_seconds";
 pub const TOKENS: &str = "strata_tokens_total";
 /// Cost.
 pub const COST: &str = "strata_cost_microdollars_total";
+/// Budgets reached.
+pub const BUDGET_REACHED: &str = "strata_budget_reached_total";
 /// Approvals waiting.
 pub const APPROVALS_PENDING: &str = "strata_approvals_pending";
 /// Age of the oldest waiting approval.
@@ -119,7 +121,7 @@ pub const CATALOGUE: &[Metric] = &[
         TURNS,
         Kind::Counter,
         &["agent", "outcome"],
-        "Agent turns, by agent (`_unknown` for an id no agent has) and outcome (ok, error, denied).",
+        "Agent turns, by agent (`_unknown` for an id no agent has) and outcome (ok, error, denied, budget).",
     ),
     m(
         MODEL_CALLS,
@@ -144,6 +146,12 @@ pub const CATALOGUE: &[Metric] = &[
         Kind::Counter,
         &["agent", "model"],
         "Cost in millionths of a US dollar of the priced model calls, each call rounded to the nearest one (calls to unpriced models add nothing; strata usage has the exact figures). Divide by 1e6 for dollars.",
+    ),
+    m(
+        BUDGET_REACHED,
+        Kind::Counter,
+        &["scope", "action"],
+        "Model calls that met a reached budget, by the budget's scope (agent, sender, schedule) and its action (block: the call was not made; warn: it was; ask: an approver was asked).",
     ),
     m(
         APPROVALS_PENDING,
@@ -279,6 +287,11 @@ pub fn alert(kind: &str, rule: &str) {
     for r in rule.split(',').map(str::trim).filter(|r| !r.is_empty()) {
         counter!(ALERTS, "kind" => kind.to_owned(), "rule" => r.to_owned()).increment(1);
     }
+}
+
+/// A model call that met a reached budget.
+pub fn budget_reached(scope: &'static str, action: &'static str) {
+    counter!(BUDGET_REACHED, "scope" => scope, "action" => action).increment(1);
 }
 
 /// A finished turn (`ok`, `error`, `denied`).

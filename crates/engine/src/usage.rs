@@ -126,6 +126,76 @@ impl Pricing {
     }
 }
 
+/// Where a call's prompt tokens went: the vendor's `input_tokens` shared out by the bytes
+/// of each part of the request (the vendor counts the whole, not the parts). All zero when
+/// unknown (a call recorded without them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InputParts {
+    /// The agent's identity and the `[CONTEXT]` block.
+    pub system: u64,
+    /// The tool schemas the model is shown.
+    pub tools: u64,
+    /// The memory block.
+    pub memory: u64,
+    /// Earlier messages, the session's summary and the new message.
+    pub history: u64,
+    /// Tool results in the conversation.
+    pub tool_outputs: u64,
+}
+
+impl InputParts {
+    /// `input_tokens` shared out in proportion to `bytes` (largest remainders, so the parts
+    /// add up to the whole).
+    pub fn apportion(input_tokens: u64, bytes: InputParts) -> InputParts {
+        let b = bytes.as_array();
+        let total: u64 = b.iter().sum();
+        if total == 0 {
+            return InputParts::default();
+        }
+        let mut out = [0u64; 5];
+        let mut rest: Vec<(u64, usize)> = Vec::with_capacity(5);
+        for (i, n) in b.iter().enumerate() {
+            let exact = u128::from(input_tokens) * u128::from(*n);
+            out[i] = (exact / u128::from(total)) as u64;
+            rest.push(((exact % u128::from(total)) as u64, i));
+        }
+        let left = input_tokens - out.iter().sum::<u64>();
+        rest.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i) in rest.into_iter().take(left as usize) {
+            out[i] += 1;
+        }
+        InputParts::from_array(out)
+    }
+
+    /// `[system, tools, memory, history, tool_outputs]`.
+    pub fn as_array(&self) -> [u64; 5] {
+        [
+            self.system,
+            self.tools,
+            self.memory,
+            self.history,
+            self.tool_outputs,
+        ]
+    }
+
+    /// From `[system, tools, memory, history, tool_outputs]`.
+    pub fn from_array(a: [u64; 5]) -> InputParts {
+        InputParts {
+            system: a[0],
+            tools: a[1],
+            memory: a[2],
+            history: a[3],
+            tool_outputs: a[4],
+        }
+    }
+
+    /// Adds `other` part by part.
+    pub fn add(&mut self, other: &InputParts) {
+        let (a, b) = (self.as_array(), other.as_array());
+        *self = InputParts::from_array(std::array::from_fn(|i| a[i] + b[i]));
+    }
+}
+
 /// One model call, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelCall {
@@ -149,6 +219,9 @@ pub struct ModelCall {
     pub usage: Usage,
     /// US dollars, or `None` when unknown.
     pub cost_usd: Option<f64>,
+    /// Where its prompt tokens went.
+    #[serde(default)]
+    pub input_parts: InputParts,
 }
 
 /// A starting time as people write it: `7d`, `24h` (that long before `now_ms`), a UTC date
@@ -186,6 +259,8 @@ pub enum UsageBy {
     Day,
     /// Per turn.
     Turn,
+    /// Per session.
+    Session,
 }
 
 impl UsageBy {
@@ -197,8 +272,9 @@ impl UsageBy {
             "sender" => Ok(UsageBy::Sender),
             "day" => Ok(UsageBy::Day),
             "turn" => Ok(UsageBy::Turn),
+            "session" => Ok(UsageBy::Session),
             other => Err(format!(
-                "`{other}` is not a grouping (agent, model, sender, day, turn)"
+                "`{other}` is not a grouping (agent, model, sender, day, turn, session)"
             )),
         }
     }
@@ -234,6 +310,9 @@ pub struct UsageRow {
     pub cost_usd: f64,
     /// Calls whose cost is unknown (no price for their model): `cost_usd` leaves them out.
     pub unpriced_calls: u64,
+    /// Where the prompt tokens went (summed over the calls).
+    #[serde(default)]
+    pub input_parts: InputParts,
 }
 
 /// Where model calls are kept.
@@ -268,7 +347,8 @@ impl UsageMeter {
     }
 
     /// Prices and stores one call; a store error is logged, never the turn's failure.
-    pub async fn record(&self, mut call: ModelCall) {
+    /// Returns its cost.
+    pub async fn record(&self, mut call: ModelCall) -> Option<f64> {
         call.cost_usd = self.pricing.cost(&call.provider, &call.model, &call.usage);
         crate::meters::spend(
             &call.agent,
@@ -281,6 +361,7 @@ impl UsageMeter {
         if let Err(e) = self.store.record_calls(std::slice::from_ref(&call)).await {
             tracing::warn!(agent = %call.agent, error = %e, "model call's usage not stored");
         }
+        call.cost_usd
     }
 }
 
@@ -303,6 +384,7 @@ pub fn sum(calls: &[ModelCall], q: &UsageQuery) -> Vec<UsageRow> {
         row.output_tokens += c.usage.output_tokens;
         row.cached_input_tokens += c.usage.cached_input_tokens;
         row.cache_write_tokens += c.usage.cache_write_tokens;
+        row.input_parts.add(&c.input_parts);
         match c.cost_usd {
             Some(x) => row.cost_usd += x,
             None => row.unpriced_calls += 1,
@@ -333,6 +415,7 @@ pub fn group_key(c: &ModelCall, by: UsageBy) -> String {
             .map(|t| t.strftime("%Y-%m-%d").to_string())
             .unwrap_or_default(),
         UsageBy::Turn => c.turn_id.clone(),
+        UsageBy::Session => c.session.clone(),
     }
 }
 
@@ -443,6 +526,20 @@ mod tests {
             p.cost("openai", "gpt-4o", &u(1_000_000, 0, 0, 0)),
             Some(9.0)
         );
+    }
+
+    #[test]
+    fn apportioned_parts_add_up_to_the_vendors_figure_and_follow_the_bytes() {
+        let bytes = InputParts::from_array([300, 0, 100, 500, 100]);
+        let p = InputParts::apportion(1001, bytes);
+        assert_eq!(p.as_array().iter().sum::<u64>(), 1001);
+        assert_eq!(p.as_array(), [300, 0, 100, 501, 100]);
+        assert_eq!(
+            InputParts::apportion(7, InputParts::default()),
+            InputParts::default()
+        );
+        let thirds = InputParts::apportion(10, InputParts::from_array([1, 1, 1, 0, 0]));
+        assert_eq!(thirds.as_array(), [4, 3, 3, 0, 0]);
     }
 
     #[test]

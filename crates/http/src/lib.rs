@@ -811,6 +811,9 @@ async fn chat(
             strata_engine::agent::AgentError::Denied(m) => {
                 ApiError::new(StatusCode::FORBIDDEN, "denied", m)
             }
+            strata_engine::agent::AgentError::Budget(m) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_reached", m)
+            }
             e => ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()),
         })?;
     let response = if reply.silent {

@@ -53,7 +53,7 @@ pub fn openapi() -> Value {
     };
     let usage_path = json!({"get": {"summary": "Model calls' tokens and cost, summed per agent, model, sender, UTC day or turn",
                 "parameters": [
-                    {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn"], "default": "agent"}},
+                    {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn", "session"], "default": "agent"}},
                     {"name": "since", "in": "query", "schema": {"type": "string"}, "description": "7d, 24h, 2026-12-01 or an RFC 3339 time"},
                     {"name": "turn", "in": "query", "schema": {"type": "string"}, "description": "only this turn's calls"}],
                 "responses": with(json!({"200": resp("`rows`: key, calls, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd (of the priced calls), unpriced_calls", ok_value(json!({"type": "object"}))),

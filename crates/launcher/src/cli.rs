@@ -174,9 +174,9 @@ pub enum Command {
         command: SafetyCommand,
     },
     /// Model calls' tokens and cost from the store, summed per agent, model, sender, UTC
-    /// day or turn (prices: `pricing.*` over the shipped defaults).
+    /// day, turn or session (prices: `pricing.*` over the shipped defaults).
     Usage {
-        /// `agent`, `model`, `sender`, `day` or `turn`.
+        /// `agent`, `model`, `sender`, `day`, `turn` or `session`.
         #[arg(long, default_value = "agent")]
         by: String,
         /// From when: `7d`, `24h`, `2026-12-01` or an RFC 3339 time (default: everything).

@@ -240,10 +240,18 @@ pub async fn build(
     // The `schedule_*` tools keep what people ask for beside the configured schedules.
     env.attach_schedules(store.clone());
     // Every model call's tokens, priced, kept beside the sessions.
+    let pricing = strata_engine::usage::Pricing::from_config(&cfg.config);
     env.attach_usage(Arc::new(strata_engine::usage::UsageMeter::new(
         store.clone(),
-        strata_engine::usage::Pricing::from_config(&cfg.config),
+        pricing.clone(),
     )));
+    // Every model call reserved against the budgets that apply, before it is made.
+    if let Some(b) =
+        strata_engine::budget::Budgets::from_config(&cfg.config, pricing, store.clone())
+            .map_err(anyhow::Error::msg)?
+    {
+        invoker.attach_budgets(Arc::new(b));
+    }
     Ok(Wired {
         manager,
         invoker,

@@ -207,6 +207,13 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX model_calls_by_ts ON model_calls (ts_ms);
     CREATE INDEX model_calls_by_turn ON model_calls (turn_id);",
+    // 11: where each call's prompt tokens went (0 for calls recorded before).
+    "ALTER TABLE model_calls
+        ADD COLUMN in_system BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN in_tools BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN in_memory BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN in_history BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN in_tool_outputs BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The newest schema version this binary knows.

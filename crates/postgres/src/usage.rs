@@ -3,7 +3,9 @@
 
 use strata_engine::async_trait;
 use strata_engine::session::StoreError;
-use strata_engine::usage::{ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows};
+use strata_engine::usage::{
+    InputParts, ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows,
+};
 
 use crate::PgStore;
 
@@ -14,6 +16,7 @@ fn key_sql(by: UsageBy) -> &'static str {
         UsageBy::Sender => "sender",
         UsageBy::Day => "to_char(to_timestamp(ts_ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
         UsageBy::Turn => "turn_id",
+        UsageBy::Session => "session",
     }
 }
 
@@ -26,7 +29,9 @@ impl UsageStore for PgStore {
             .prepare_cached(
                 "INSERT INTO model_calls (ts_ms, agent, session, sender, turn_id, provider, model, \
                  purpose, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, \
-                 cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                 cost_usd, in_system, in_tools, in_memory, in_history, in_tool_outputs) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                 $17, $18)",
             )
             .await
             .map_err(|e| db.fail(e))?;
@@ -48,6 +53,11 @@ impl UsageStore for PgStore {
                     &n(m.usage.cached_input_tokens),
                     &n(m.usage.cache_write_tokens),
                     &m.cost_usd,
+                    &n(m.input_parts.system),
+                    &n(m.input_parts.tools),
+                    &n(m.input_parts.memory),
+                    &n(m.input_parts.history),
+                    &n(m.input_parts.tool_outputs),
                 ],
             )
             .await
@@ -63,7 +73,9 @@ impl UsageStore for PgStore {
             "SELECT {key}, count(*)::BIGINT, sum(input_tokens)::BIGINT, \
              sum(output_tokens)::BIGINT, sum(cached_input_tokens)::BIGINT, \
              sum(cache_write_tokens)::BIGINT, coalesce(sum(cost_usd), 0)::DOUBLE PRECISION, \
-             count(*) FILTER (WHERE cost_usd IS NULL)::BIGINT FROM model_calls \
+             count(*) FILTER (WHERE cost_usd IS NULL)::BIGINT, sum(in_system)::BIGINT, \
+             sum(in_tools)::BIGINT, sum(in_memory)::BIGINT, sum(in_history)::BIGINT, \
+             sum(in_tool_outputs)::BIGINT FROM model_calls \
              WHERE ts_ms >= $1 AND ($2::TEXT IS NULL OR turn_id = $2) GROUP BY 1",
             key = key_sql(q.by)
         );
@@ -85,6 +97,7 @@ impl UsageStore for PgStore {
                     cache_write_tokens: n(5),
                     cost_usd: r.get(6),
                     unpriced_calls: n(7),
+                    input_parts: InputParts::from_array([n(8), n(9), n(10), n(11), n(12)]),
                 }
             })
             .collect();

@@ -121,6 +121,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX model_calls_by_ts ON model_calls(ts_ms);
     CREATE INDEX model_calls_by_turn ON model_calls(turn_id);",
+    // 8: where each call's prompt tokens went (0 for calls recorded before).
+    "ALTER TABLE model_calls ADD COLUMN in_system INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE model_calls ADD COLUMN in_tools INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE model_calls ADD COLUMN in_memory INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE model_calls ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE model_calls ADD COLUMN in_tool_outputs INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The newest schema version this binary knows (the number of migrations).

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use rusqlite::params;
 use strata_engine::session::StoreError;
-use strata_engine::usage::{ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows};
+use strata_engine::usage::{
+    InputParts, ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows,
+};
 
 use crate::SqliteStore;
 
@@ -15,6 +17,7 @@ fn key_sql(by: UsageBy) -> &'static str {
         UsageBy::Sender => "sender",
         UsageBy::Day => "date(ts_ms / 1000, 'unixepoch')",
         UsageBy::Turn => "turn_id",
+        UsageBy::Session => "session",
     }
 }
 
@@ -26,7 +29,9 @@ impl UsageStore for SqliteStore {
             let mut st = c.prepare_cached(
                 "INSERT INTO model_calls (ts_ms, agent, session, sender, turn_id, provider, model, \
                  purpose, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, \
-                 cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 cost_usd, in_system, in_tools, in_memory, in_history, in_tool_outputs) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+                 ?17, ?18)",
             )?;
             for m in &calls {
                 st.execute(params![
@@ -43,6 +48,11 @@ impl UsageStore for SqliteStore {
                     m.usage.cached_input_tokens as i64,
                     m.usage.cache_write_tokens as i64,
                     m.cost_usd,
+                    m.input_parts.system as i64,
+                    m.input_parts.tools as i64,
+                    m.input_parts.memory as i64,
+                    m.input_parts.history as i64,
+                    m.input_parts.tool_outputs as i64,
                 ])?;
             }
             Ok(calls.len())
@@ -55,7 +65,8 @@ impl UsageStore for SqliteStore {
         let sql = format!(
             "SELECT {key}, count(*), sum(input_tokens), sum(output_tokens), \
              sum(cached_input_tokens), sum(cache_write_tokens), total(cost_usd), \
-             sum(cost_usd IS NULL) FROM model_calls \
+             sum(cost_usd IS NULL), sum(in_system), sum(in_tools), sum(in_memory), \
+             sum(in_history), sum(in_tool_outputs) FROM model_calls \
              WHERE ts_ms >= ?1 AND (?2 IS NULL OR turn_id = ?2) GROUP BY 1",
             key = key_sql(q.by)
         );
@@ -74,6 +85,13 @@ impl UsageStore for SqliteStore {
                             cache_write_tokens: n(5)?,
                             cost_usd: r.get(6)?,
                             unpriced_calls: n(7)?,
+                            input_parts: InputParts::from_array([
+                                n(8)?,
+                                n(9)?,
+                                n(10)?,
+                                n(11)?,
+                                n(12)?,
+                            ]),
                         })
                     })?
                     .collect::<Result<Vec<_>, _>>()

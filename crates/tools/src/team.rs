@@ -177,6 +177,7 @@ async fn team_add(
                 name,
                 access,
                 contacts: contacts.unwrap_or_default(),
+                budget: None,
             };
             team.people.push(p.clone());
             json!({"kind": "person", "person": p})

@@ -340,6 +340,7 @@ async fn the_chain_breaker_stops_bots_in_a_channel_until_a_human_writes() {
                     name: "Another Bot".into(),
                     access: Access::Owner,
                     contacts: [("discord".to_owned(), id.to_owned())].into(),
+                    budget: None,
                 });
             }
         },

@@ -115,6 +115,7 @@ pub async fn world_with(
         name: "Owner Example".into(),
         access: Access::Owner,
         contacts: [("discord".to_owned(), "42".to_owned())].into(),
+        budget: None,
     });
     // Another deployment's bot the owner vouches for (so layer 1 lets it talk).
     c.team.people.push(Person {
@@ -122,6 +123,7 @@ pub async fn world_with(
         name: "Friendly Bot".into(),
         access: Access::Owner,
         contacts: [("discord".to_owned(), "777".to_owned())].into(),
+        budget: None,
     });
     c.connectors.discord.accounts.insert(
         "main".into(),
@@ -137,6 +139,7 @@ pub async fn world_with(
         name: "Staff Example".into(),
         access: Access::Staff,
         contacts: [("discord".to_owned(), "43".to_owned())].into(),
+        budget: None,
     });
     c.security.hitl.channel = Some("555".into());
     c.connectors.discord.api_proxy = Some(format!("127.0.0.1:{}", fake.port));

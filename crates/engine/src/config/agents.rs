@@ -121,6 +121,9 @@ pub struct AgentConfig {
     /// A turn on a clock that checks the agent's standing instructions and speaks only when
     /// there is something to say (`schedule::from_config` makes it `heartbeat-<id>`).
     pub heartbeat: Option<HeartbeatConfig>,
+    /// What the agent's model calls may spend (default `defaults.budget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::BudgetConfig>,
 }
 
 /// `agents.<id>.heartbeat`
@@ -168,6 +171,7 @@ impl Default for AgentConfig {
             capabilities: None,
             routing: RoutingConfig::default(),
             heartbeat: None,
+            budget: None,
         }
     }
 }

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod agents;
+mod budget;
 mod cluster;
 mod connectors;
 mod loader;
@@ -40,6 +41,7 @@ mod storage;
 mod team;
 mod tools;
 pub use agents::*;
+pub use budget::*;
 pub use cluster::*;
 pub use connectors::*;
 pub use loader::*;
@@ -174,6 +176,9 @@ pub struct DefaultsConfig {
     /// The time zone schedules are read in unless they name one (`Europe/Stockholm`);
     /// default UTC.
     pub timezone: Option<String>,
+    /// The budget of every agent without its own `agents.<id>.budget`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetConfig>,
 }
 
 pub(crate) fn yes() -> bool {

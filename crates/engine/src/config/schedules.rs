@@ -41,6 +41,9 @@ pub struct ScheduleConfig {
     /// Off: never runs (the built-in jobs are on unless turned off here).
     #[serde(default = "super::yes")]
     pub enabled: bool,
+    /// What the model calls in the schedule's session may spend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::BudgetConfig>,
 }
 
 impl Default for ScheduleConfig {
@@ -58,6 +61,7 @@ impl Default for ScheduleConfig {
             deliver_to: None,
             timeout: None,
             jitter: None,
+            budget: None,
             catch_up: CatchUp::Once,
             enabled: true,
         }

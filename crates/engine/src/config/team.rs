@@ -31,6 +31,9 @@ pub struct Person {
     /// Ids per connector (`discord: "<snowflake>"`).
     #[serde(default)]
     pub contacts: BTreeMap<String, String>,
+    /// What turns for this person may spend, across agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::BudgetConfig>,
 }
 
 /// An agent's entry in the team.

@@ -22,6 +22,7 @@ fn person(id: &str, access: Access) -> Person {
         name: format!("{id} example"),
         access,
         contacts: BTreeMap::from([("discord".into(), format!("{id}-snowflake"))]),
+        budget: None,
     }
 }
 

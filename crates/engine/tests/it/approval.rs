@@ -25,12 +25,14 @@ fn setup(tweak: impl FnOnce(&mut Config), timeout: Duration, with_channel: bool)
             name: "Owner Example".into(),
             access: Access::Owner,
             contacts: Default::default(),
+            budget: None,
         },
         Person {
             id: "adam".into(),
             name: "Admin Example".into(),
             access: Access::Admin,
             contacts: Default::default(),
+            budget: None,
         },
     ];
     tweak(&mut c);

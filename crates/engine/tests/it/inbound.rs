@@ -46,12 +46,14 @@ fn manager() -> (AgentManager, Arc<Sink>) {
             name: "Owner Example".into(),
             access: Access::Owner,
             contacts: Default::default(),
+            budget: None,
         },
         Person {
             id: "sam".into(),
             name: "Staff Example".into(),
             access: Access::Staff,
             contacts: Default::default(),
+            budget: None,
         },
     ];
     c.team.agents = vec![TeamAgent {

@@ -55,6 +55,7 @@ fn env() -> Arc<Env> {
         name: "Test Owner".into(),
         access: strata_engine::config::Access::Owner,
         contacts: Default::default(),
+        budget: None,
     });
     Arc::new(Env::new(
         config,
@@ -289,6 +290,7 @@ impl Agent for Tracker {
     }
     async fn summarize(
         &self,
+        _who: &strata_engine::agent::Compaction<'_>,
         prev: Option<&str>,
         msgs: &[ChatMessage],
     ) -> Result<Option<String>, AgentError> {
@@ -432,6 +434,7 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
         name: "Test Staff".into(),
         access: strata_engine::config::Access::Staff,
         contacts: Default::default(),
+        budget: None,
     });
     let env = Arc::new(Env::new(
         config,

@@ -120,7 +120,15 @@ async fn a_session_that_read_a_page_stays_tainted_also_after_a_restart() {
 #[tokio::test]
 async fn a_summary_of_outside_content_is_marked() {
     let p = Scripted::new(vec![text("They read a page."), text("They chatted.")]);
-    let a = agent(p, env());
+    let env = env();
+    let a = agent(p, env.clone());
+    let sender = Principal::Operator;
+    let who = strata_engine::agent::Compaction {
+        session_id: "s",
+        sender: &sender,
+        turn_id: "t",
+        env: &env,
+    };
     let with_page = vec![
         ChatMessage {
             role: Role::Assistant,
@@ -140,14 +148,14 @@ async fn a_summary_of_outside_content_is_marked() {
         },
     ];
     let s = a
-        .summarize(None, &with_page)
+        .summarize(&who, None, &with_page)
         .await
         .expect("summary")
         .expect("text");
     assert_eq!(s, format!("{TAINTED_SUMMARY}\nThey read a page."));
     let plain = vec![ChatMessage::text(Role::User, "hello")];
     let s = a
-        .summarize(None, &plain)
+        .summarize(&who, None, &plain)
         .await
         .expect("summary")
         .expect("text");

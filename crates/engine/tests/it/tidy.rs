@@ -296,6 +296,7 @@ const LADDER: &[(&str, &[&str])] = &[
             "monitor",
             "ratelimit",
             "approval",
+            "budget",
             "store",
             "skills",
             "registry",

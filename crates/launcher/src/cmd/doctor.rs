@@ -50,6 +50,7 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
         }
         Err(problems) => fails.extend(problems.into_iter().map(|p| format!("schedules: {p}"))),
     }
+    fails.extend(budget_problems(c, &mut warns, &mut lines));
     // Read-only: doctor compares, it never takes a baseline.
     let watch = crate::integrity::Watch::new(c);
     match crate::integrity::load(&c.data_dir).and_then(|b| Ok((b, crate::integrity::take(&watch)?)))
@@ -227,4 +228,56 @@ pub(crate) fn check_writable(dir: &std::path::Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".strata-doctor-{}", std::process::id()));
     std::fs::write(&probe, b"probe")?;
     std::fs::remove_file(&probe)
+}
+
+/// Budgets that do not load (failures), and dollar budgets over models without a price,
+/// which only `daily_tokens` can stop (warnings).
+fn budget_problems(
+    c: &strata_engine::config::LoadedConfig,
+    warns: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) -> Vec<String> {
+    use strata_engine::usage::{InMemoryUsage, Pricing};
+    let pricing = Pricing::from_config(&c.config);
+    let budgets = match strata_engine::budget::Budgets::from_config(
+        &c.config,
+        pricing.clone(),
+        std::sync::Arc::new(InMemoryUsage::default()),
+    ) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Vec::new(),
+        Err(e) => return vec![format!("budgets: {e}")],
+    };
+    for (id, a) in &c.config.agents {
+        let dollars = a
+            .budget
+            .or(c.config.defaults.budget)
+            .is_some_and(|b| b.daily_usd.is_some() || b.monthly_usd.is_some());
+        let Some((llm, _)) = crate::wiring::agent_llm(c, id, a) else {
+            continue;
+        };
+        let model = strata_llm::model_name(&llm).unwrap_or_default();
+        if dollars
+            && llm.provider != "claude-code"
+            && pricing.price(&llm.provider, &model).is_none()
+        {
+            warns.push(format!(
+                "agent `{id}` has a dollar budget but `{}/{model}` has no price: set \
+                 `pricing.{}.{model}` (only `daily_tokens` can stop it now)",
+                llm.provider, llm.provider
+            ));
+        }
+    }
+    let n = budgets
+        .snapshot()
+        .iter()
+        .map(|(k, ..)| k.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    lines.push(match (n, c.config.defaults.budget.is_some()) {
+        (0, _) => "ok   a budget (`defaults.budget`) for every agent".to_owned(),
+        (n, true) => format!("ok   {n} budgets, and `defaults.budget` for every other agent"),
+        (n, false) => format!("ok   {n} budgets"),
+    });
+    Vec::new()
 }

@@ -92,5 +92,31 @@ fn table(by: UsageBy, rows: &[UsageRow]) -> String {
             cost(r)
         ));
     }
+    let parted: Vec<&UsageRow> = rows
+        .iter()
+        .filter(|r| r.input_parts.as_array().iter().any(|n| *n > 0))
+        .collect();
+    if !parted.is_empty() {
+        lines.push(String::new());
+        lines.push("where the prompt tokens went (shared out by the bytes of each part):".into());
+        lines.push(format!(
+            "{head:w$}  {:>16}  {:>16}  {:>16}  {:>16}  {:>16}",
+            "system", "tool schemas", "memory", "history", "tool outputs"
+        ));
+        for r in parted {
+            let parts = r.input_parts.as_array();
+            let total: u64 = parts.iter().sum();
+            let cell = |n: u64| format!("{n} ({}%)", (n * 100 + total / 2) / total.max(1));
+            lines.push(format!(
+                "{:w$}  {:>16}  {:>16}  {:>16}  {:>16}  {:>16}",
+                r.key,
+                cell(parts[0]),
+                cell(parts[1]),
+                cell(parts[2]),
+                cell(parts[3]),
+                cell(parts[4])
+            ));
+        }
+    }
     lines.join("\n")
 }

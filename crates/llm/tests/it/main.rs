@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used)]
 
 mod anthropic_gemini;
+mod budget;
 mod claude_code;
 mod openai;
 mod usage;

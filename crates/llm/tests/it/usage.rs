@@ -186,8 +186,116 @@ async fn each_model_call_of_a_turn_is_stored_with_its_turn_and_cost() {
             )
         );
     }
+    // Where the prompt tokens went: shared out of the vendor's figure, adding up to it; the
+    // second call carries the first's tool result, the first none; no memory here.
+    for c in &calls {
+        let parts = c.input_parts;
+        assert_eq!(
+            parts.as_array().iter().sum::<u64>(),
+            c.usage.input_tokens,
+            "{parts:?}"
+        );
+        assert_eq!(parts.memory, 0);
+        assert!(parts.system > 0 && parts.history > 0, "{parts:?}");
+    }
+    assert_eq!(calls[0].input_parts.tool_outputs, 0);
+    assert!(
+        calls[1].input_parts.tool_outputs > 0,
+        "{:?}",
+        calls[1].input_parts
+    );
     // gpt-4o-mini: $0.15 per million in, $0.60 out.
     let cost = |i: usize| calls[i].cost_usd.expect("priced");
     assert!((cost(0) - (0.15 + 0.06)).abs() < 1e-9, "{}", cost(0));
     assert!((cost(1) - (0.30 + 0.06)).abs() < 1e-9, "{}", cost(1));
+}
+
+/// Compacting a session is a model call too: stored with purpose `summary`, the session and
+/// the id of the turn that led to it.
+#[tokio::test]
+async fn a_summary_model_call_is_recorded_as_the_turn_s_summary() {
+    use strata_engine::config::SessionsConfig;
+    use strata_engine::manager::AgentManager;
+    use strata_engine::session::InMemoryStore;
+    use strata_engine::turns::TurnRequest;
+    let fake = FakeServer::start().await.expect("fake");
+    let body = |content: &str, prompt: u64| {
+        FakeResponse::ok(json!({
+            "id": "c", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 7}
+        }))
+    };
+    fake.script([
+        body("First.", 100),
+        body("Second.", 200),
+        body("They said hello twice.", 300),
+    ]);
+    let d = std::env::temp_dir();
+    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
+    let stored = Arc::new(InMemoryUsage::default());
+    env.attach_usage(Arc::new(UsageMeter::new(
+        stored.clone(),
+        Pricing::from_config(&Config::default()),
+    )));
+    let provider = strata_llm::build(
+        &cfg("openai", &fake.url, "gpt-4o-mini"),
+        None,
+        "defaults.llm",
+        &AgentContext::bare("main"),
+    )
+    .expect("provider");
+    let inv = Arc::new(Invoker::new(
+        Arc::new(Registry::empty()),
+        env.clone(),
+        Arc::new(NoAudit),
+    ));
+    let agent = Arc::new(LlmAgent::new(
+        "main",
+        "Be brief.",
+        provider,
+        "gpt-4o-mini",
+        inv,
+    ));
+    let m = AgentManager::new(vec![agent], Arc::new(InMemoryStore::default()), env.clone())
+        .with_sessions_config(SessionsConfig {
+            summarize_after: 2,
+            keep_turns: 1,
+            ..SessionsConfig::default()
+        });
+    for (i, text) in ["hello", "hello again"].into_iter().enumerate() {
+        m.turn(TurnRequest {
+            agent_id: "main".into(),
+            session_id: "s-9".into(),
+            channel_id: "c".into(),
+            sender: Principal::Operator,
+            message: Message::text(text),
+            depth: 0,
+            taint: None,
+            turn_id: Some(format!("turn-{i}")),
+        })
+        .await
+        .expect("turn");
+    }
+    let calls = stored.calls();
+    let seen: Vec<(&str, &str, &str, u64)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.purpose.as_str(),
+                c.turn_id.as_str(),
+                c.session.as_str(),
+                c.usage.input_tokens,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("turn", "turn-0", "s-9", 100),
+            ("turn", "turn-1", "s-9", 200),
+            ("summary", "turn-1", "s-9", 300)
+        ]
+    );
+    assert_eq!(calls[2].sender, "operator");
 }

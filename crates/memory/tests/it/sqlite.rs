@@ -20,12 +20,14 @@ fn config() -> Config {
             name: "Alice Example".into(),
             access: Access::Staff,
             contacts: BTreeMap::from([("discord".into(), "111".into())]),
+            budget: None,
         },
         Person {
             id: "bob".into(),
             name: "Bob Example".into(),
             access: Access::Staff,
             contacts: BTreeMap::new(),
+            budget: None,
         },
     ];
     c.memory.groups = BTreeMap::from([("ops".into(), vec!["main".into(), "watch".into()])]);

@@ -710,7 +710,7 @@ both!(schedules_claim_once_and_keep_their_state);
 /// `since` and a turn narrow the sum; kept across a restart.
 async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
     use strata_engine::llm::Usage;
-    use strata_engine::usage::{ModelCall, UsageBy, UsageQuery};
+    use strata_engine::usage::{InputParts, ModelCall, UsageBy, UsageQuery};
     let Some(h) = Harness::new(kind) else { return };
     let call = |ts_ms: i64, agent: &str, model: &str, turn: &str, input: u64, cost: Option<f64>| {
         ModelCall {
@@ -735,6 +735,8 @@ async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
                 cost_usd: None,
             },
             cost_usd: cost,
+            // Shared out of `input` so the parts add up to it.
+            input_parts: InputParts::from_array([input / 2, input / 4, 0, input / 8, input / 8]),
         }
     };
     // 2026-12-03T23:59:59Z and 2026-12-04T00:00:01Z: two UTC days.
@@ -774,6 +776,7 @@ async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
     );
     assert_eq!((main.cache_write_tokens, main.unpriced_calls), (2, 0));
     assert!((main.cost_usd - 0.75).abs() < 1e-9, "{main:?}");
+    assert_eq!(main.input_parts.as_array(), [150, 75, 0, 37, 37]);
     let ops = &by_agent[1];
     assert_eq!(
         (ops.calls, ops.input_tokens, ops.unpriced_calls),
@@ -807,5 +810,16 @@ async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
         .expect("usage");
     assert_eq!(one.len(), 1);
     assert_eq!((one[0].key.as_str(), one[0].input_tokens), ("t2", 200));
+    let by_session = s
+        .usage(&q(UsageBy::Session, None, None))
+        .await
+        .expect("usage");
+    assert_eq!(
+        by_session
+            .iter()
+            .map(|r| (r.key.as_str(), r.calls))
+            .collect::<Vec<_>>(),
+        [("s", 3)]
+    );
 }
 both!(model_calls_sum_per_group_and_survive_a_restart);

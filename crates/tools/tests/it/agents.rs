@@ -70,6 +70,7 @@ fn world_with(
         name: "Test Owner".into(),
         access: Access::Owner,
         contacts: Default::default(),
+        budget: None,
     });
     for (id, tier) in [
         ("alpha", AgentTier::Coordinator),
