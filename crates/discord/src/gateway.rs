@@ -19,6 +19,8 @@ pub(crate) struct AccountCtx {
     pub(crate) resync_secs: u64,
     pub(crate) progress: Option<Progress>,
     pub(crate) command_runner: Option<Arc<strata_engine::Invoker>>,
+    /// Where the account's connection state is kept.
+    pub(crate) hub: Arc<strata_engine::connector::ConnectorHub>,
 }
 
 /// The activity board and how long a turn runs before its progress message appears.
@@ -87,6 +89,7 @@ pub(crate) async fn run_account(
         resync_secs,
         progress,
         command_runner,
+        hub,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
     let mut inbox = Inbox {
@@ -122,7 +125,7 @@ pub(crate) async fn run_account(
         };
         let event = match item {
             None => {
-                strata_engine::meters::connector_state(&label, false);
+                hub.set_state(&label, false);
                 // twilight ends the stream only on a fatal close (bad token, bad intents).
                 tracing::error!(account = %account.account, "Discord closed this account's gateway for good (invalid token or intents?): account disabled, the others go on");
                 return;
@@ -139,12 +142,12 @@ pub(crate) async fn run_account(
         };
         match event {
             Event::GatewayClose(frame) => {
-                strata_engine::meters::connector_state(&label, false);
+                hub.set_state(&label, false);
                 tracing::warn!(account = %account.account, code = frame.as_ref().map(|f| f.code), reason = frame.as_ref().map(|f| f.reason.to_string()), "Discord gateway closed");
             }
-            Event::Resumed => strata_engine::meters::connector_state(&label, true),
+            Event::Resumed => hub.set_state(&label, true),
             Event::Ready(r) => {
-                strata_engine::meters::connector_state(&label, true);
+                hub.set_state(&label, true);
                 *me.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.user.id.get());
                 // Slash commands, per guild (guild commands update at once).
                 let guilds: Vec<_> = r.guilds.iter().map(|g| g.id).collect();

@@ -393,6 +393,7 @@ pub fn start(
             resync_secs: cfg.commands_resync_seconds,
             progress: progress.clone(),
             command_runner: command_runner.clone(),
+            hub: hub.clone(),
         };
         let gw = gw.build();
         tasks.push(match &lease {

@@ -125,6 +125,21 @@ pub struct ConnectorHub {
     connectors:
         std::sync::RwLock<std::collections::BTreeMap<String, std::sync::Arc<dyn Connector>>>,
     homes: std::sync::RwLock<std::collections::BTreeMap<String, ChannelRef>>,
+    states: std::sync::RwLock<std::collections::BTreeMap<String, ConnectorState>>,
+}
+
+/// Whether a connector is connected, as it last said (`strata status`, `GET /api/status`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ConnectorState {
+    /// The connector's name.
+    pub name: String,
+    /// Connected; `None`: it has not said (connectors without a connection to keep, such as
+    /// one that only sends).
+    pub up: Option<bool>,
+    /// Since when (ms since the epoch), when it has said.
+    pub since_ms: Option<i64>,
+    /// Times it lost its connection.
+    pub reconnects: u64,
 }
 
 impl std::fmt::Debug for ConnectorHub {
@@ -140,6 +155,44 @@ impl ConnectorHub {
     pub fn register(&self, c: std::sync::Arc<dyn Connector>) {
         let mut m = self.connectors.write().unwrap_or_else(|p| p.into_inner());
         m.insert(c.name().to_owned(), c);
+    }
+
+    /// Records that connector `name` connected (`true`) or lost its connection (`false`),
+    /// and counts it in the metrics.
+    pub fn set_state(&self, name: &str, up: bool) {
+        crate::meters::connector_state(name, up);
+        let mut m = self.states.write().unwrap_or_else(|p| p.into_inner());
+        let s = m.entry(name.to_owned()).or_insert_with(|| ConnectorState {
+            name: name.to_owned(),
+            up: None,
+            since_ms: None,
+            reconnects: 0,
+        });
+        if s.up != Some(up) {
+            s.since_ms = Some(crate::clock::now_ms());
+        }
+        if !up && s.up == Some(true) {
+            s.reconnects += 1;
+        }
+        s.up = Some(up);
+    }
+
+    /// Every registered connector's state, and those that reported one, by name.
+    pub fn states(&self) -> Vec<ConnectorState> {
+        let mut out = self
+            .states
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for n in self.names() {
+            out.entry(n.clone()).or_insert(ConnectorState {
+                name: n,
+                up: None,
+                since_ms: None,
+                reconnects: 0,
+            });
+        }
+        out.into_values().collect()
     }
 
     /// Connector names, sorted.

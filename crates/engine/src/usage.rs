@@ -244,6 +244,18 @@ pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
     ))
 }
 
+/// The start of the day containing `now_ms` in time zone `tz` (`defaults.timezone`; UTC
+/// when `None` or unknown), in ms since the epoch: "today" for `strata status`.
+pub fn day_start_ms(now_ms: i64, tz: Option<&str>) -> i64 {
+    let zone = tz
+        .and_then(|t| jiff::tz::TimeZone::get(t).ok())
+        .unwrap_or(jiff::tz::TimeZone::UTC);
+    jiff::Timestamp::from_millisecond(now_ms)
+        .ok()
+        .and_then(|t| t.to_zoned(zone.clone()).date().to_zoned(zone).ok())
+        .map_or(now_ms, |z| z.timestamp().as_millisecond())
+}
+
 /// How `strata usage` groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

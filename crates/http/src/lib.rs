@@ -13,6 +13,7 @@ mod body;
 pub mod mcp;
 pub mod mcp_client;
 mod openapi;
+mod status;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,7 +70,13 @@ pub struct HttpState {
     /// Renders the installed metrics recorder in the Prometheus text format (`GET /metrics`);
     /// `None`: metrics are off.
     pub metrics: Option<MetricsRender>,
+    /// The last warnings and errors logged (`GET /api/status`); `None`: not kept.
+    pub errors: Option<RecentErrors>,
 }
+
+/// The last warnings and errors the process logged, oldest first (`{ts, level, target,
+/// message}`).
+pub type RecentErrors = Arc<dyn Fn() -> Vec<Value> + Send + Sync>;
 
 /// Renders the metrics recorder's current values as Prometheus text.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
@@ -122,6 +129,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/artifacts", get(artifacts_list))
         .route("/api/artifacts/{*path}", get(artifact_read))
         .route("/api/state", get(api_state))
+        .route("/api/status", get(status::api_status))
         .route("/api/cluster", get(api_cluster))
         .route("/api/schedules", get(schedules_list))
         .route("/api/usage", get(usage))

@@ -15,6 +15,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/artifacts"),
     ("get", "/api/artifacts/{path}"),
     ("get", "/api/state"),
+    ("get", "/api/status"),
     ("get", "/api/cluster"),
     ("get", "/api/schedules"),
     ("get", "/api/usage"),
@@ -51,6 +52,9 @@ pub fn openapi() -> Value {
         }
         m
     };
+    let status_path = json!({"get": {"summary": "One screen for an operator (`strata status`): cluster instances, agents and their health, connectors up or down, pending approvals, today's spend by agent (in `defaults.timezone`), budgets, the last warnings and errors",
+        "responses": with(json!({"200": resp("Status", ok_value(json!({"type": "object",
+            "required": ["version", "uptime_secs", "agents", "connectors", "approvals", "spend_today", "budgets", "errors"]})))}), std_errors.clone())}});
     let usage_path = json!({"get": {"summary": "Model calls' tokens and cost, summed per agent, model, sender, UTC day or turn",
                 "parameters": [
                     {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn", "session"], "default": "agent"}},
@@ -148,6 +152,7 @@ pub fn openapi() -> Value {
                 "responses": with(json!({"200": resp("Schedules", ok_value(json!({"type": "object"}))),
                     "503": resp("No scheduler here, or its store did not answer", err())}), std_errors.clone())}},
             "/api/usage": usage_path,
+            "/api/status": status_path,
             "/metrics": metrics_path,
             "/api/schedules/{name}/{action}": {"post": {"summary": "Run a schedule now, pause or resume it (approvers and owners)",
                 "parameters": [

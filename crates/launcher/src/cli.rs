@@ -189,6 +189,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One screen on the running `serve`: instances, agents and their health, connectors,
+    /// pending approvals, today's spend by agent, budgets, the last warnings and errors. It
+    /// finds the server from `server.bind`/`server.port` and reads its token from
+    /// `server.tokens` or `<data_dir>/api-token`; exits 1 when it cannot reach it (and shows
+    /// what the store alone says).
+    Status {
+        #[command(flatten)]
+        remote: RemoteArgs,
+        /// Prints the server's JSON (`GET /api/status`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Sends one message to an agent and prints the answer.
     Chat {
         /// Agent id (default: `defaults.agent`, the only agent, or `main`).

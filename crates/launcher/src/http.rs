@@ -148,6 +148,7 @@ pub fn state(
         cluster,
         schedules,
         metrics: crate::metrics::render(),
+        errors: Some(Arc::new(|| crate::recent::recent().lines())),
     }))
 }
 

@@ -21,6 +21,7 @@ mod http;
 pub mod integrity;
 mod metrics;
 mod preflight;
+mod recent;
 mod remote;
 mod schedules;
 pub mod storage;

@@ -71,6 +71,12 @@ impl Remote {
     }
 }
 
+/// `GET path` on a running server: the envelope's value, or why not.
+pub fn get(url: &str, token: &str, path: &str) -> Result<Value, String> {
+    let r = Remote::new(url, token)?;
+    r.call("GET", path, None).map_err(|(_, m)| m)
+}
+
 fn print_json(v: &Value) -> Exit {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     Exit::Ok

@@ -108,6 +108,11 @@ async fn server() -> Server {
         cluster: None,
         schedules: None,
         metrics: Some(Arc::new(|| "# no metrics here\n".to_owned())),
+        errors: Some(Arc::new(|| {
+            vec![
+                serde_json::json!({"ts": "2026-12-04T00:00:00.000Z", "level": "warn", "target": "t", "message": "a test warning"}),
+            ]
+        })),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -66,16 +66,23 @@ pub(crate) fn init_logging(default_level: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(default_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     // Colour only for a person at a terminal: a file or journald gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
+    let fmt = if json {
+        tracing_subscriber::Layer::boxed(fmt.json())
     } else {
-        builder.try_init()
+        tracing_subscriber::Layer::boxed(fmt)
     };
+    // The last warnings and errors are kept for `strata status`.
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(crate::recent::layer())
+        .try_init();
 }
 
 pub(crate) fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Context> {

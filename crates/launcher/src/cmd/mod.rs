@@ -15,6 +15,7 @@ mod schedule;
 pub(crate) mod security;
 mod serve;
 pub mod skill;
+mod status;
 mod storage;
 mod tools;
 mod usage;
@@ -123,6 +124,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Schedule { command } => schedule::run(&loaded, command),
         Command::Integrity { command } => integrity::run(&loaded, command),
+        Command::Status { remote, json } => status::run(&loaded, &remote, json),
         Command::Usage {
             by,
             since,

@@ -18,6 +18,7 @@ mod schedules;
 mod secrets;
 mod security;
 mod skills_repl;
+mod status;
 #[cfg(feature = "postgres")]
 mod storage;
 mod taint;

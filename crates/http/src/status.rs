@@ -1,0 +1,118 @@
+//! `GET /api/status`: one document for `strata status` — instances, agents, connectors,
+//! pending approvals, today's spend by agent, budgets and the last warnings and errors.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::{Value, json};
+use strata_engine::approval::ApprovalStatus;
+use strata_engine::usage::{UsageBy, UsageQuery, day_start_ms};
+
+use crate::{HttpState, ok};
+
+/// How many pending approvals are listed (all are counted).
+const APPROVALS_LISTED: usize = 5;
+
+pub(crate) async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
+    let env = st.invoker.env();
+    let now_ms = strata_engine::clock::now_ms();
+    let mut agents: Vec<Value> = st
+        .manager
+        .as_ref()
+        .map(|m| {
+            m.agent_ids()
+                .iter()
+                .map(|id| {
+                    let provider = m.agent(id).and_then(|a| a.provider().map(str::to_owned));
+                    json!({"id": id, "provider": provider, "healthy": true})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    agents.extend(
+        st.skipped
+            .iter()
+            .map(|(id, why)| json!({"id": id, "healthy": false, "reason": why})),
+    );
+    let cluster = match &st.cluster {
+        Some(c) => c.status().await.unwrap_or_else(|e| json!({"error": e})),
+        None => Value::Null,
+    };
+    let approvals = match st.invoker.approvals() {
+        Some(a) => match a.store().list(Some(ApprovalStatus::Pending), 1000).await {
+            Ok(pending) => {
+                let now = strata_engine::approval::now_secs();
+                let oldest = pending.iter().map(|r| r.created_at).min();
+                json!({
+                    "pending": pending.len(),
+                    "oldest_age_secs": oldest.map(|t| (now - t).max(0)),
+                    "requests": pending.iter().take(APPROVALS_LISTED).map(|r| json!({
+                        "id": r.id,
+                        "tool": r.tool,
+                        "agent_id": r.agent_id,
+                        "principal": r.principal,
+                        "description": r.description,
+                        "age_secs": (now - r.created_at).max(0),
+                    })).collect::<Vec<_>>(),
+                })
+            }
+            Err(e) => json!({"error": e.to_string()}),
+        },
+        None => Value::Null,
+    };
+    let tz = env.config.defaults.timezone.as_deref();
+    let since = day_start_ms(now_ms, tz);
+    let spend = match env.usage() {
+        Some(u) => match u
+            .store()
+            .usage(&UsageQuery {
+                by: UsageBy::Agent,
+                since_ms: Some(since),
+                turn_id: None,
+            })
+            .await
+        {
+            Ok(rows) => json!({
+                "since_ms": since,
+                "timezone": tz.unwrap_or("UTC"),
+                "rows": rows,
+            }),
+            Err(e) => json!({"error": e.to_string()}),
+        },
+        None => Value::Null,
+    };
+    let budgets: Vec<Value> = st
+        .invoker
+        .budgets()
+        .map(|b| {
+            b.snapshot()
+                .into_iter()
+                .map(|(budget, limit, amount, used)| {
+                    json!({"budget": budget, "limit": limit, "amount": amount, "used": used})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let store = match &st.sessions {
+        Some(s) => {
+            let mut v = serde_json::to_value(s.health().await).unwrap_or(Value::Null);
+            v["backend"] = json!(s.backend());
+            v
+        }
+        None => Value::Null,
+    };
+    ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_secs": st.started.elapsed().as_secs(),
+        "cluster": cluster,
+        "agents": agents,
+        "live_sessions": st.manager.as_ref().map(|m| m.live_sessions()),
+        "connectors": env.connectors().states(),
+        "approvals": approvals,
+        "spend_today": spend,
+        "budgets": budgets,
+        "store": store,
+        "errors": st.errors.as_ref().map(|e| e()).unwrap_or_default(),
+    }))
+}
