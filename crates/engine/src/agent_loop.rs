@@ -251,7 +251,14 @@ impl LlmAgent {
             None => None,
         };
         let called = std::time::Instant::now();
-        let resp = self.provider.complete(req).await;
+        // A span inside the turn's: traces show each model call beside the tool calls.
+        let span = tracing::info_span!(
+            "model_call",
+            provider = self.provider.name(),
+            model = %req.model,
+            purpose = who.purpose
+        );
+        let resp = tracing::Instrument::instrument(self.provider.complete(req), span).await;
         crate::meters::model_call(
             self.provider.name(),
             &req.model,

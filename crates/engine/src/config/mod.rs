@@ -39,6 +39,7 @@ mod server;
 mod sessions;
 mod storage;
 mod team;
+mod telemetry;
 mod tools;
 pub use agents::*;
 pub use budget::*;
@@ -55,6 +56,7 @@ pub use server::*;
 pub use sessions::*;
 pub use storage::*;
 pub use team::*;
+pub use telemetry::*;
 pub use tools::*;
 
 /// The whole merged configuration.
@@ -96,6 +98,8 @@ pub struct Config {
     pub pricing: BTreeMap<String, BTreeMap<String, PriceConfig>>,
     /// The Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// OpenTelemetry export.
+    pub telemetry: TelemetryConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -119,6 +123,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "schedules",
     "pricing",
     "metrics",
+    "telemetry",
     "modules",
 ];
 

@@ -62,7 +62,32 @@ impl CliInvoker {
     }
 }
 
-pub(crate) fn init_logging(default_level: &str, json: bool) {
+/// What has to be flushed before the process ends (the OpenTelemetry export).
+#[derive(Default)]
+pub(crate) struct LogGuard {
+    #[cfg(feature = "otel")]
+    export: Option<strata_otel::Export>,
+}
+
+impl LogGuard {
+    /// Sends the spans not sent yet.
+    pub(crate) fn finish(self) {
+        #[cfg(feature = "otel")]
+        if let Some(e) = self.export
+            && let Err(err) = e.shutdown()
+        {
+            tracing::warn!(error = %err, "spans not all exported");
+        }
+    }
+}
+
+/// Logging to stderr (`log.*`), the last warnings kept for `strata status`, and — with
+/// `telemetry.otlp_endpoint` in a binary built with the `otel` feature — spans exported.
+pub(crate) fn init_logging(
+    default_level: &str,
+    json: bool,
+    telemetry: Option<&strata_engine::config::TelemetryConfig>,
+) -> LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(default_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -77,12 +102,44 @@ pub(crate) fn init_logging(default_level: &str, json: bool) {
     } else {
         tracing_subscriber::Layer::boxed(fmt)
     };
+    let endpoint = telemetry.and_then(|t| t.otlp_endpoint.as_deref());
+    #[cfg(feature = "otel")]
+    let (otel, export, otel_error) = match endpoint {
+        Some(e) => {
+            let service = telemetry
+                .and_then(|t| t.service_name.as_deref())
+                .unwrap_or("strata");
+            match strata_otel::layer(e, service) {
+                Ok((layer, export)) => (Some(layer), Some(export), None),
+                Err(err) => (None, None, Some(err)),
+            }
+        }
+        None => (None, None, None),
+    };
+    #[cfg(not(feature = "otel"))]
+    let otel_error = endpoint.map(|e| {
+        format!(
+            "`telemetry.otlp_endpoint` is {e}, but this binary was built without the launcher's \
+             `otel` feature: no spans are exported (add `features = [\"otel\"]` to the overlay's \
+             strata-launcher dependency)"
+        )
+    });
     // The last warnings and errors are kept for `strata status`.
-    let _ = tracing_subscriber::registry()
+    let registry = tracing_subscriber::registry()
         .with(filter)
         .with(fmt)
-        .with(crate::recent::layer())
-        .try_init();
+        .with(crate::recent::layer());
+    #[cfg(feature = "otel")]
+    let _ = registry.with(otel).try_init();
+    #[cfg(not(feature = "otel"))]
+    let _ = registry.try_init();
+    if let Some(e) = otel_error {
+        tracing::warn!("{e}");
+    }
+    LogGuard {
+        #[cfg(feature = "otel")]
+        export,
+    }
 }
 
 pub(crate) fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Context> {

@@ -77,7 +77,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     let quiet = !matches!(cli.command, Command::Serve);
     // CLI commands keep stdout for their output and stderr for warnings only.
     if quiet {
-        init_logging("warn", false);
+        init_logging("warn", false, None);
     }
     let loaded = match load(launcher, &cli.global) {
         Ok(l) => l,

@@ -53,7 +53,15 @@ pub(crate) fn instance_lock(
 pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     let level = l.config.config.log.level.clone();
     let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
-    init_logging(&level, json);
+    if let Some(e) = &l.config.config.telemetry.otlp_endpoint
+        && !(e.starts_with("http://") || e.starts_with("https://"))
+    {
+        anyhow::bail!(
+            "`telemetry.otlp_endpoint` = `{e}` is not an http:// or https:// URL (an OTLP/HTTP \
+             collector, e.g. http://127.0.0.1:4318)"
+        );
+    }
+    let log_guard = init_logging(&level, json, Some(&l.config.config.telemetry));
     let rt = tokio_runtime()?;
     let c = &l.config;
     let problems = c.config.cluster.problems(&c.config.storage);
@@ -275,6 +283,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     }
     wired.audit.close();
     tracing::info!("stopped");
+    log_guard.finish();
     Ok(Exit::Ok)
 }
 

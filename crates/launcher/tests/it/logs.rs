@@ -12,7 +12,7 @@ use strata_test_support::{FakeServer, openai};
 
 /// Starts `serve` with stderr written to `log`, runs one turn with a tool call, stops it,
 /// and returns what was written.
-async fn served_log(format: &str) -> String {
+async fn served_log(format: &str, extra: &str) -> String {
     let llm = FakeServer::start().await.expect("fake llm");
     llm.script([
         openai::tool_calls(&[("c1", "list_files", json!({"path": "knowledgebase"}))]),
@@ -28,7 +28,8 @@ async fn served_log(format: &str) -> String {
         &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
             + &format!(
                 "log:\n  format: {format}\n  level: info,strata_engine=debug\n\
-                 server:\n  tokens:\n    - {{name: op, token: op-token-0123456789, tier: owner}}\n"
+                 server:\n  tokens:\n    - {{name: op, token: op-token-0123456789, tier: owner}}\n\
+                 {extra}"
             )),
     );
     common::write(
@@ -49,8 +50,8 @@ async fn served_log(format: &str) -> String {
     let mut base = None;
     for _ in 0..600 {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(i) = text.find("http://") {
-            let rest = &text[i..];
+        if let Some(i) = text.find("control API on http://") {
+            let rest = &text[i + "control API on ".len()..];
             let end = rest.find("/api").unwrap_or(rest.len());
             base = Some(rest[..end].to_owned());
             break;
@@ -73,14 +74,20 @@ async fn served_log(format: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_written_to_a_file_has_no_colour_escapes() {
-    let text = served_log("text").await;
+    // An exporter this binary does not have is named, not silently ignored.
+    let text = served_log("text", "telemetry:\n  otlp_endpoint: http://127.0.0.1:9\n").await;
     assert!(text.contains("turn done"), "{text}");
     assert!(!text.contains('\u{1b}'), "escape bytes in:\n{text}");
+    #[cfg(not(feature = "otel"))]
+    assert!(
+        text.contains("built without the launcher's `otel` feature"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_parse_line_by_line_and_carry_the_turn() {
-    let text = served_log("json").await;
+    let text = served_log("json", "").await;
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
