@@ -214,6 +214,8 @@ pub const MIGRATIONS: &[&str] = &[
         ADD COLUMN in_memory BIGINT NOT NULL DEFAULT 0,
         ADD COLUMN in_history BIGINT NOT NULL DEFAULT 0,
         ADD COLUMN in_tool_outputs BIGINT NOT NULL DEFAULT 0;",
+    // 12: `storage migrate` copies model calls keyed by their SQLite row id.
+    "ALTER TABLE model_calls ADD COLUMN source_id BIGINT UNIQUE;",
 ];
 
 /// The newest schema version this binary knows.
@@ -226,6 +228,7 @@ pub const TABLES: &[&str] = &[
     "tool_log",
     "approvals",
     "rate_events",
+    "model_calls",
     "memories",
     "memory_vectors",
     "memory_log",

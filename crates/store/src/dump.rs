@@ -80,7 +80,67 @@ pub struct RateRow {
     pub ts_ms: i64,
 }
 
+/// One model call with its row id in the source (the copy's key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCallRow {
+    /// Its row id in the source.
+    pub source_id: i64,
+    /// The call.
+    pub call: strata_engine::usage::ModelCall,
+}
+
 impl SqliteStore {
+    /// Up to `limit` model calls with a row id above `after`.
+    pub async fn dump_model_calls(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ModelCallRow>, StoreError> {
+        use strata_engine::llm::Usage;
+        use strata_engine::usage::{InputParts, ModelCall};
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT rowid, ts_ms, agent, session, sender, turn_id, provider, model, purpose, \
+                 input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, \
+                 in_system, in_tools, in_memory, in_history, in_tool_outputs \
+                 FROM model_calls WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            )?
+            .query_map(params![after, limit as i64], |r| {
+                let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+                Ok(ModelCallRow {
+                    source_id: r.get(0)?,
+                    call: ModelCall {
+                        ts_ms: r.get(1)?,
+                        agent: r.get(2)?,
+                        session: r.get(3)?,
+                        sender: r.get(4)?,
+                        turn_id: r.get(5)?,
+                        provider: r.get(6)?,
+                        model: r.get(7)?,
+                        purpose: r.get(8)?,
+                        usage: Usage {
+                            input_tokens: n(9)?,
+                            output_tokens: n(10)?,
+                            cached_input_tokens: n(11)?,
+                            cache_write_tokens: n(12)?,
+                            cost_usd: None,
+                        },
+                        cost_usd: r.get(13)?,
+                        input_parts: InputParts::from_array([
+                            n(14)?,
+                            n(15)?,
+                            n(16)?,
+                            n(17)?,
+                            n(18)?,
+                        ]),
+                    },
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
     /// Up to `limit` sessions whose row id is above `after`, with their turns, and the last
     /// row id read (`None` when there were none).
     pub async fn dump_sessions(

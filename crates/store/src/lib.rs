@@ -138,7 +138,14 @@ mod security;
 mod usage;
 
 /// The tables `strata storage status` counts and `storage migrate` copies, in copy order.
-pub const TABLES: &[&str] = &["sessions", "turns", "tool_log", "approvals", "rate_events"];
+pub const TABLES: &[&str] = &[
+    "sessions",
+    "turns",
+    "tool_log",
+    "approvals",
+    "rate_events",
+    "model_calls",
+];
 
 /// Opening or migrating the database failed.
 #[derive(Debug, thiserror::Error)]

@@ -222,6 +222,19 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
         }
     }
     counts.push(("rate_events", c));
+    // Model calls' usage.
+    let mut c = Count::default();
+    let mut after = 0;
+    loop {
+        let rows = src.dump_model_calls(after, PAGE).await?;
+        let Some(last) = rows.last() else { break };
+        after = last.source_id;
+        c.read += rows.len() as u64;
+        if !dry_run {
+            c.copied += dst.restore_model_calls(&rows).await?;
+        }
+    }
+    counts.push(("model_calls", c));
     // Memories (with their vectors) and their change log.
     let (mut m, mut ml) = (Count::default(), Count::default());
     if let Some(sm) = &src_mem {

@@ -419,6 +419,29 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
                 .await
                 .expect("rate");
         }
+        {
+            use strata_engine::usage::{InputParts, ModelCall, UsageStore};
+            let calls: Vec<ModelCall> = (0..12)
+                .map(|i| ModelCall {
+                    ts_ms: 1_700_000_000_000 + i,
+                    agent: "main".into(),
+                    session: "s1".into(),
+                    sender: "person:olivia".into(),
+                    turn_id: format!("t{i}"),
+                    provider: "openai".into(),
+                    model: "gpt-4o".into(),
+                    purpose: "turn".into(),
+                    usage: strata_engine::llm::Usage {
+                        input_tokens: 100,
+                        output_tokens: 10,
+                        ..Default::default()
+                    },
+                    cost_usd: (i % 3 != 0).then_some(0.01),
+                    input_parts: InputParts::from_array([40, 30, 0, 20, 10]),
+                })
+                .collect();
+            store.record_calls(&calls).await.expect("usage");
+        }
         store.flush().await.expect("flush");
         let mem = strata_memory::SqliteMemory::open(&data.join("memory.db"), &cfg).expect("mem");
         let words = [
@@ -493,6 +516,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         ("tool_log", 60),
         ("approvals", 5),
         ("rate_events", 30),
+        ("model_calls", 12),
         ("memories", 9_999),
     ];
     for (table, n) in expect {
@@ -505,6 +529,19 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
     assert_eq!(
         schema.count("SELECT COUNT(*) FROM memory_vectors").await,
         9_999
+    );
+    // Model calls keep their figures: summed the same from the copy.
+    assert_eq!(
+        schema
+            .count("SELECT sum(in_system + in_tools + in_history + in_tool_outputs)::BIGINT FROM model_calls")
+            .await,
+        12 * 100
+    );
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM model_calls WHERE cost_usd IS NULL")
+            .await,
+        4
     );
     // Every memory-log entry (10,000 bulk inserts are not logged by SQLite; the forget is).
     assert!(schema.count("SELECT COUNT(*) FROM memory_log").await >= 1);
