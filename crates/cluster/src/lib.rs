@@ -78,6 +78,9 @@ struct Job {
     message: Message,
     #[serde(default)]
     taint: Vec<TaintSource>,
+    /// Inter-agent depth (`send_to_agent`'s turns come through the queue too).
+    #[serde(default)]
+    depth: u32,
 }
 
 impl Job {
@@ -95,7 +98,7 @@ impl Job {
             channel_id: self.channel_id,
             sender: self.sender,
             message: self.message,
-            depth: 0,
+            depth: self.depth,
             taint,
             turn_id: Some(self.turn_id),
         }
@@ -626,6 +629,7 @@ impl TurnQueue for Cluster {
             sender: req.sender,
             message: req.message,
             taint: req.taint.map(|t| t.sources()).unwrap_or_default(),
+            depth: req.depth,
         };
         let body = serde_json::to_vec(&job).map_err(|e| other("encoding the turn", &e))?;
         // Listening before publishing: the answer cannot come before the subscription.

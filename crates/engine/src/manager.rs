@@ -24,6 +24,15 @@ impl AgentDirectory for AgentManager {
         self.turn(req).await
     }
 
+    async fn deliver(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        // Nobody waits on it, so no worker can be left waiting for a worker: any depth
+        // goes through the queue.
+        match self.queue.get() {
+            Some(q) => q.submit(req).await,
+            None => self.run_here(req).await,
+        }
+    }
+
     async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
         AgentManager::reset(self, agent_id, session_id).await
     }

@@ -19,6 +19,12 @@ pub trait AgentDirectory: Send + Sync {
     fn agent_ids(&self) -> Vec<String>;
     /// Runs a turn (layer 1 applies).
     async fn run_turn(&self, req: TurnRequest) -> Result<Reply, AgentError>;
+    /// Runs a turn nobody waits on (`send_to_agent`): where the work is shared — through
+    /// the cluster's queue when there is one, whatever the turn's depth, so it outlives the
+    /// instance that sent it. Elsewhere as [`Self::run_turn`].
+    async fn deliver(&self, req: TurnRequest) -> Result<Reply, AgentError> {
+        self.run_turn(req).await
+    }
     /// Forgets a session's conversation (`/reset`).
     async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
         let _ = (agent_id, session_id);

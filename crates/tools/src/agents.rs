@@ -19,15 +19,19 @@ struct Hop {
 }
 
 impl Hop {
-    /// Runs the target's turn on `text` in `session` (also its channel id).
-    async fn run(
+    fn request(
         self,
         session: String,
         channel: String,
         text: String,
-    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
-        self.dir
-            .run_turn(TurnRequest {
+        turn_id: Option<String>,
+    ) -> (
+        std::sync::Arc<dyn strata_engine::turns::AgentDirectory>,
+        TurnRequest,
+    ) {
+        (
+            self.dir,
+            TurnRequest {
                 agent_id: self.agent,
                 session_id: session,
                 channel_id: channel,
@@ -35,9 +39,39 @@ impl Hop {
                 message: Message::text(text),
                 depth: self.depth,
                 taint: self.taint,
-                turn_id: None,
-            })
-            .await
+                turn_id,
+            },
+        )
+    }
+
+    /// Runs the target's turn on `text` in `session` (also its channel id) and waits for it.
+    async fn run(
+        self,
+        session: String,
+        channel: String,
+        text: String,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        let (dir, req) = self.request(session, channel, text, None);
+        dir.run_turn(req).await
+    }
+
+    /// Hands the target's turn to whoever runs shared work (the cluster's queue), as one
+    /// unit of work with the id `send_to_agent:<receipt>`: run once, wherever, even if this
+    /// instance stops.
+    async fn deliver(
+        self,
+        session: String,
+        channel: String,
+        text: String,
+        receipt: &str,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        let (dir, req) = self.request(
+            session,
+            channel,
+            text,
+            Some(format!("send_to_agent:{receipt}")),
+        );
+        dir.deliver(req).await
     }
 }
 
@@ -147,7 +181,9 @@ async fn send_to_agent(
             Ok(()) => {
                 let (a, r, h) = (agent.clone(), receipt.clone(), home.clone());
                 tokio::spawn(async move {
-                    let res = hop.run(h.session_id(), h.to_string(), message).await;
+                    let res = hop
+                        .deliver(h.session_id(), h.to_string(), message, &r)
+                        .await;
                     match res {
                         Ok(reply) if !reply.silent && !reply.text.trim().is_empty() => {
                             if let Err(e) = hub.send(&h, &reply.text, None).await {
@@ -176,7 +212,7 @@ async fn send_to_agent(
     let (a, r) = (agent.clone(), receipt.clone());
     let s2 = session.clone();
     tokio::spawn(async move {
-        let res = hop.run(s2.clone(), s2, message).await;
+        let res = hop.deliver(s2.clone(), s2, message, &r).await;
         if let Err(e) = res {
             tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent delivery failed");
         }

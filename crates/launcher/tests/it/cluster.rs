@@ -786,3 +786,54 @@ async fn one_member_holds_a_discord_account_and_another_takes_it_over() {
     drop(served);
     shared.drop_now().await;
 }
+
+/// A message one agent sends another (`send_to_agent`) is shared work like a person's: it
+/// goes through the queue, so the member that sent it can die while the turn runs and the
+/// turn still runs once, on whichever member, under the receipt's id. (Run where it was
+/// sent, the turn died with its member.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_an_agent_outlives_the_member_that_sent_it() {
+    let Some(shared) = Shared::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
+    let overlays: Vec<tempfile::TempDir> = (0..2).map(|_| member(&llm, &shared)).collect();
+    let mut sender = common::serve_with(overlays[0].path(), &[]);
+    let other = common::serve_with(overlays[1].path(), &[]);
+    let (st, v) = common::api(
+        "POST",
+        &format!("{}/api/invoke", sender.base),
+        BOSS,
+        Some(json!({"tool": "send_to_agent", "args": {"agent": "main", "message": "a slow note for main"}})),
+    )
+    .await;
+    assert_eq!((st, &v["value"]["ok"]), (200, &json!(true)), "{v}");
+    let receipt = v["value"]["value"]["receipt"]
+        .as_str()
+        .expect("receipt")
+        .to_owned();
+    // The turn is queued at once and takes over half a second (`slow`): kill the sender
+    // while it runs, wherever it runs.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    sender.child.kill().expect("kill -9");
+    let _ = sender.child.wait();
+    let mut turns = Vec::new();
+    for _ in 0..300 {
+        turns = stored(&shared)
+            .await
+            .remove("inbox-main")
+            .unwrap_or_default();
+        if !turns.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        turns,
+        [(
+            Some(format!("send_to_agent:{receipt}")),
+            "a slow note for main".to_owned()
+        )],
+        "the message's turn, run once"
+    );
+    drop(other);
+    shared.drop_now().await;
+}
