@@ -95,13 +95,36 @@ async fn store(
     })
 }
 
+/// What a turn's model calls are accounted with.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Accounting {
+    /// Nothing: no metrics recorder, no usage kept.
+    Off,
+    /// As `serve` runs: the Prometheus recorder and every call's usage priced and stored in
+    /// the SQLite store beside the sessions.
+    Metered,
+    /// Metered, and every call reserved against a budget (one that is never reached).
+    Budgeted,
+}
+
 fn setup(
     dir: &std::path::Path,
     latency: Duration,
     store: Arc<dyn SessionStore>,
     tag: &str,
 ) -> Result<Setup, String> {
-    let config = Config {
+    setup_with(dir, latency, store, None, Accounting::Off, tag)
+}
+
+fn setup_with(
+    dir: &std::path::Path,
+    latency: Duration,
+    store: Arc<dyn SessionStore>,
+    usage: Option<Arc<dyn strata_engine::usage::UsageStore>>,
+    accounting: Accounting,
+    tag: &str,
+) -> Result<Setup, String> {
+    let mut config = Config {
         sessions: SessionsConfig {
             max_live: 2048,
             summarize_after: 0,
@@ -109,7 +132,35 @@ fn setup(
         },
         ..Config::default()
     };
-    let env = Arc::new(Env::new(config, dir.to_path_buf(), dir.join("data")));
+    config.pricing.entry("bench".into()).or_default().insert(
+        "m".into(),
+        strata_engine::config::PriceConfig {
+            input_per_mtok: 1.0,
+            output_per_mtok: 2.0,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+        },
+    );
+    if accounting == Accounting::Budgeted {
+        config.defaults.budget = Some(strata_engine::config::BudgetConfig {
+            daily_usd: Some(1e12),
+            ..Default::default()
+        });
+    }
+    let env = Arc::new(Env::new(
+        config.clone(),
+        dir.to_path_buf(),
+        dir.join("data"),
+    ));
+    let pricing = strata_engine::usage::Pricing::from_config(&config);
+    if accounting != Accounting::Off
+        && let Some(u) = &usage
+    {
+        env.attach_usage(Arc::new(strata_engine::usage::UsageMeter::new(
+            u.clone(),
+            pricing.clone(),
+        )));
+    }
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
     let audit = Arc::new(
         JsonlAudit::open(&dir.join(format!("audit-{tag}.jsonl"))).map_err(|e| e.to_string())?,
@@ -119,6 +170,11 @@ fn setup(
         env.clone(),
         audit.clone() as Arc<dyn AuditSink>,
     ));
+    if let (Accounting::Budgeted, Some(u)) = (accounting, &usage)
+        && let Some(b) = strata_engine::budget::Budgets::from_config(&config, pricing, u.clone())?
+    {
+        invoker.attach_budgets(Arc::new(b));
+    }
     let provider = Arc::new(FakeProvider {
         latency,
         spent_ns: AtomicU64::new(0),
@@ -294,6 +350,70 @@ pub fn run(quick: bool) -> Result<Report, String> {
             throughput_per_s: m,
             extra,
             ..Row::default()
+        });
+    }
+    // Accounting off, metered (metrics + usage stored) and budgeted, on the SQLite store,
+    // alternating within each run.
+    let variants = [Accounting::Off, Accounting::Metered, Accounting::Budgeted];
+    /// Per run: turns/s, p50 µs, p99 µs, overhead µs per turn.
+    type Figures = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut figures: Vec<Figures> = variants.iter().map(|_| Default::default()).collect();
+    for run in 0..runs {
+        let mut order: Vec<usize> = (0..variants.len()).collect();
+        order.rotate_left(run % variants.len());
+        for i in order {
+            let a = variants[i];
+            crate::meters::set(a != Accounting::Off);
+            let tag = format!("acct{run}-{i}");
+            let sqlite = Arc::new(
+                SqliteStore::open(&dir.path().join(format!("{tag}.db")))
+                    .map_err(|e| e.to_string())?,
+            );
+            let s = setup_with(
+                dir.path(),
+                Duration::ZERO,
+                sqlite.clone(),
+                Some(sqlite),
+                a,
+                &tag,
+            )?;
+            rt.block_on(sequential(&s, 200, 20))?;
+            let (t, p50, p99, o) = rt.block_on(sequential(&s, turns, 100))?;
+            let f = &mut figures[i];
+            f.0.push(t);
+            f.1.push(p50);
+            f.2.push(p99);
+            f.3.push(o);
+        }
+    }
+    crate::meters::set(false);
+    let off_tp = median(&mut figures[0].0.clone());
+    for (a, f) in variants.iter().zip(figures.iter_mut()) {
+        let tp = median(&mut f.0);
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            "engine_overhead_us_per_turn_median".into(),
+            median(&mut f.3),
+        );
+        if *a != Accounting::Off {
+            extra.insert(
+                "overhead_pct_of_throughput_vs_off".into(),
+                (off_tp / tp - 1.0) * 100.0,
+            );
+        }
+        rows.push(Row {
+            name: format!(
+                "instant provider, SQLite store, accounting {}",
+                match a {
+                    Accounting::Off => "off",
+                    Accounting::Metered => "metered",
+                    Accounting::Budgeted => "budgeted",
+                }
+            ),
+            throughput_per_s: tp,
+            p50_us: median(&mut f.1),
+            p99_us: median(&mut f.2),
+            extra,
         });
     }
     Ok(Report {

@@ -167,6 +167,52 @@ pub fn run(quick: bool) -> Result<Report, String> {
             ..Row::default()
         });
     }
+    // Metrics off and on (the Prometheus recorder `serve` installs), alternating within each
+    // run so drift falls on both alike.
+    for (label, tasks) in [("1 task", 1), ("64 tasks", 64)] {
+        let mut figures: [(Vec<f64>, Vec<f64>, Vec<f64>); 2] = Default::default();
+        for run in 0..runs {
+            let order = if run % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for on in order {
+                crate::meters::set(on);
+                let path = dir
+                    .path()
+                    .join(format!("audit-metrics-{tasks}-{run}-{on}.jsonl"));
+                let audit: Arc<dyn AuditSink> =
+                    Arc::new(JsonlAudit::open(&path).map_err(|e| e.to_string())?);
+                let invoker = Arc::new(Invoker::new(registry.clone(), env.clone(), audit));
+                rt.block_on(measure(invoker.clone(), 1_000.max(tasks), tasks, None))?;
+                let m = rt.block_on(measure(invoker, calls, tasks, None))?;
+                let f = &mut figures[usize::from(on)];
+                f.0.push(m.throughput);
+                f.1.push(m.p50_us);
+                f.2.push(m.p99_us);
+            }
+        }
+        crate::meters::set(false);
+        let [mut off, mut on] = figures;
+        let (off_tp, on_tp) = (median(&mut off.0), median(&mut on.0));
+        for (name, f, tp) in [("off", &mut off, off_tp), ("on", &mut on, on_tp)] {
+            let mut extra = std::collections::BTreeMap::new();
+            if name == "on" {
+                extra.insert(
+                    "metrics_overhead_pct_of_throughput".into(),
+                    (off_tp / tp - 1.0) * 100.0,
+                );
+            }
+            rows.push(Row {
+                name: format!("{label}, JSONL audit, metrics {name}"),
+                throughput_per_s: tp,
+                p50_us: median(&mut f.1),
+                p99_us: median(&mut f.2),
+                extra,
+            });
+        }
+    }
     Ok(Report {
         bench: "invoke",
         runs,

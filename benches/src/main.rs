@@ -7,6 +7,7 @@ mod agent;
 mod cluster;
 mod invoke;
 mod memory;
+mod meters;
 mod pg;
 mod safety;
 mod sandbox;

@@ -40,49 +40,59 @@ struct SystemParts {
 }
 
 /// What a request's prompt is made of, in bytes: the prompt estimate of a budget's
-/// reservation and the shares of a call's prompt tokens.
+/// reservation and the shares of a call's prompt tokens. The conversation only grows within
+/// a turn, so each message is measured once.
 struct RequestSizes {
     system: SystemParts,
     tools: u64,
+    /// Messages measured so far, and their bytes.
+    counted: usize,
+    history: u64,
+    tool_outputs: u64,
+}
+
+/// The bytes of a tool list as the model is shown it (name, description, schema).
+fn tool_bytes(tools: &[ToolSpec]) -> u64 {
+    tools
+        .iter()
+        .map(|t| (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64)
+        .sum()
 }
 
 impl RequestSizes {
-    fn new(system: SystemParts, tools: &[ToolSpec]) -> RequestSizes {
-        let tools = tools
-            .iter()
-            .map(|t| (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64)
-            .sum();
-        RequestSizes { system, tools }
+    fn new(system: SystemParts, tools: u64) -> RequestSizes {
+        RequestSizes {
+            system,
+            tools,
+            counted: 0,
+            history: system.summary as u64,
+            tool_outputs: 0,
+        }
     }
 
-    fn parts(&self, req: &CompletionRequest) -> InputParts {
-        let system = req.system.as_deref().map_or(0, str::len);
-        let (summary, memory) = (self.system.summary, self.system.memory);
-        let mut history = summary as u64;
-        let mut tool_outputs = 0u64;
-        for m in &req.messages {
+    fn parts(&mut self, req: &CompletionRequest) -> InputParts {
+        for m in req.messages.iter().skip(self.counted) {
             let n = m.content.len()
                 + m.tool_calls
                     .iter()
                     .map(|c| c.name.len() + c.arguments.to_string().len())
                     .sum::<usize>();
             if m.role == Role::Tool {
-                tool_outputs += n as u64;
+                self.tool_outputs += n as u64;
             } else {
-                history += n as u64;
+                self.history += n as u64;
             }
         }
+        self.counted = req.messages.len();
+        let system = req.system.as_deref().map_or(0, str::len);
+        let (summary, memory) = (self.system.summary, self.system.memory);
         InputParts {
             system: system.saturating_sub(summary + memory) as u64,
             tools: self.tools,
             memory: memory as u64,
-            history,
-            tool_outputs,
+            history: self.history,
+            tool_outputs: self.tool_outputs,
         }
-    }
-
-    fn total(&self, req: &CompletionRequest) -> u64 {
-        self.parts(req).as_array().iter().sum()
     }
 }
 
@@ -93,7 +103,8 @@ pub const TAINTED_SUMMARY: &str = "[summary of a conversation that held outside 
 #[derive(Default)]
 struct ToolCache {
     generation: u64,
-    by_tier: HashMap<crate::access::Tier, Arc<[ToolSpec]>>,
+    /// The specs and their size in bytes ([`tool_bytes`]).
+    by_tier: HashMap<crate::access::Tier, (Arc<[ToolSpec]>, u64)>,
 }
 
 /// The standard agent: an identity, a model, a tool set, and the loop between them.
@@ -164,6 +175,11 @@ impl LlmAgent {
     /// narrowed by access control (layers 2 and 3) — a tool that would be refused is not
     /// shown; one that needs approval is. Cached per sender tier until the registry changes.
     pub fn visible_tools(&self, sender: &Principal) -> Arc<[ToolSpec]> {
+        self.visible_tools_sized(sender).0
+    }
+
+    /// [`Self::visible_tools`] with their size in bytes (measured once per list).
+    fn visible_tools_sized(&self, sender: &Principal) -> (Arc<[ToolSpec]>, u64) {
         let generation = self.invoker.registry().generation();
         let policy = self.invoker.policy();
         let tier = policy.tier(sender);
@@ -184,8 +200,9 @@ impl LlmAgent {
             .filter(|t| policy.visible(sender, &self.id, t.spec()))
             .map(|t| t.spec().clone())
             .collect();
-        cache.by_tier.insert(tier, specs.clone());
-        specs
+        let bytes = tool_bytes(&specs);
+        cache.by_tier.insert(tier, (specs.clone(), bytes));
+        (specs, bytes)
     }
 
     /// The system instruction, with the bytes of its summary and memory block (for the
@@ -229,7 +246,7 @@ impl LlmAgent {
         &self,
         who: &Caller<'_>,
         req: &CompletionRequest,
-        sizes: &RequestSizes,
+        sizes: &mut RequestSizes,
     ) -> Result<crate::llm::CompletionResponse, AgentError> {
         let reservation = match self.invoker.budgets() {
             Some(b) => b
@@ -240,7 +257,7 @@ impl LlmAgent {
                         session: who.session,
                         provider: self.provider.name(),
                         model: &req.model,
-                        prompt_bytes: sizes.total(req) as usize,
+                        prompt_bytes: sizes.parts(req).as_array().iter().sum::<u64>() as usize,
                         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                     },
                     self.invoker.approvals().map(|a| a.as_ref()),
@@ -466,11 +483,12 @@ impl Agent for LlmAgent {
             taint: turn.taint.clone(),
         });
         // The request is built once and grows round by round; nothing is cloned per round.
+        let (tools, tools_bytes) = self.visible_tools_sized(&turn.sender);
         let mut req = CompletionRequest {
             model: self.model.clone(),
             system: Some(system),
             messages: std::mem::take(&mut turn.history),
-            tools: self.visible_tools(&turn.sender),
+            tools,
             max_tokens: self.max_tokens(),
             temperature: self.temperature,
             provider_state: turn.provider_state.take(),
@@ -478,7 +496,7 @@ impl Agent for LlmAgent {
         };
         let first_new = req.messages.len();
         req.messages.push(user);
-        let sizes = RequestSizes::new(system_parts, &req.tools);
+        let mut sizes = RequestSizes::new(system_parts, tools_bytes);
         let who = Caller {
             env: &turn.env,
             session: &turn.session_id,
@@ -500,7 +518,7 @@ impl Agent for LlmAgent {
                 break text;
             }
             rounds += 1;
-            let resp = match self.call_model(&who, &req, &sizes).await {
+            let resp = match self.call_model(&who, &req, &mut sizes).await {
                 Ok(r) => r,
                 // A budget reached after tools ran ends the turn with what it did kept in the
                 // session; reached before anything ran, the turn did not happen.
@@ -588,8 +606,8 @@ impl Agent for LlmAgent {
             turn_id: who.turn_id,
             purpose: "summary",
         };
-        let sizes = RequestSizes::new(SystemParts::default(), &[]);
-        let resp = self.call_model(&caller, &req, &sizes).await?;
+        let mut sizes = RequestSizes::new(SystemParts::default(), 0);
+        let resp = self.call_model(&caller, &req, &mut sizes).await?;
         let s = resp.message.content.trim().to_owned();
         if s.is_empty() {
             return Ok(None);

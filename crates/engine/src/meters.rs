@@ -8,11 +8,101 @@
 //! counted as `_unknown`), agent, model, connector and schedule names from the config, rule
 //! names from code — never a session id, a sender or text from a user.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{LazyLock, RwLock};
 use std::time::Duration;
 
 use metrics::{
-    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+    Counter, Histogram, Label, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
 };
+
+/// Handles already registered with the recorder, by metric name and label values. Every
+/// tool call, model call and turn looks its handles up here — a hash of a few short strings
+/// under a read lock — instead of building and registering a labelled key each time, which
+/// cost more than the rest of a tool call's bookkeeping (`cargo xtask bench invoke`).
+struct Handles<T> {
+    /// By the hash of name and values: the entries with that hash (name, values…).
+    map: RwLock<HashMap<u64, Vec<Entry<T>>>>,
+}
+
+/// A handle under its full key (the name, then the label values).
+type Entry<T> = (Box<[Box<str>]>, T);
+
+impl<T: Clone> Handles<T> {
+    fn new() -> Self {
+        Handles {
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The handle of `name` with label `keys` = `values`, registered on first use.
+    fn get(
+        &self,
+        name: &'static str,
+        keys: &[&'static str],
+        values: &[&str],
+        make: impl FnOnce(&'static str, Vec<Label>) -> T,
+    ) -> T {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut h);
+        values.hash(&mut h);
+        let hash = h.finish();
+        let same = |k: &[Box<str>]| {
+            k.len() == values.len() + 1
+                && *k[0] == *name
+                && k[1..].iter().zip(values).all(|(a, b)| **a == **b)
+        };
+        if let Some(found) = self
+            .map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hash)
+            .and_then(|v| v.iter().find(|(k, _)| same(k)))
+        {
+            return found.1.clone();
+        }
+        let labels = keys
+            .iter()
+            .zip(values)
+            .map(|(k, v)| Label::new(*k, (*v).to_owned()))
+            .collect();
+        let handle = make(name, labels);
+        let key: Box<[Box<str>]> = std::iter::once(name)
+            .chain(values.iter().copied())
+            .map(Box::from)
+            .collect();
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let slot = map.entry(hash).or_default();
+        if !slot.iter().any(|(k, _)| same(k)) {
+            slot.push((key, handle.clone()));
+        }
+        handle
+    }
+
+    fn clear(&self) {
+        self.map.write().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+static COUNTERS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+static HISTOGRAMS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+
+fn cached_counter(name: &'static str, keys: &[&'static str], values: &[&str]) -> Counter {
+    COUNTERS.get(name, keys, values, |n, l| counter!(n, l))
+}
+
+fn cached_histogram(name: &'static str, keys: &[&'static str], values: &[&str]) -> Histogram {
+    HISTOGRAMS.get(name, keys, values, |n, l| histogram!(n, l))
+}
+
+/// Drops the cached handles, so the next events register again with the recorder installed
+/// now (the launcher calls it after installing one; a handle taken before is a no-op).
+pub fn forget_handles() {
+    COUNTERS.clear();
+    HISTOGRAMS.clear();
+}
 
 /// The kind of a metric, as Prometheus types it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,8 +347,13 @@ pub fn build_info(version: &str) {
 
 /// One tool call's outcome and latency.
 pub fn tool_call(tool: &str, layer: &str, status: &str, took: Duration) {
-    counter!(TOOL_CALLS, "tool" => tool.to_owned(), "layer" => layer.to_owned(), "status" => status.to_owned()).increment(1);
-    histogram!(TOOL_CALL_SECONDS, "tool" => tool.to_owned()).record(took.as_secs_f64());
+    cached_counter(
+        TOOL_CALLS,
+        &["tool", "layer", "status"],
+        &[tool, layer, status],
+    )
+    .increment(1);
+    cached_histogram(TOOL_CALL_SECONDS, &["tool"], &[tool]).record(took.as_secs_f64());
 }
 
 /// A call refused by a rate limit.
@@ -296,29 +391,37 @@ pub fn budget_reached(scope: &'static str, action: &'static str) {
 
 /// A finished turn (`ok`, `error`, `denied`).
 pub fn turn(agent: &str, outcome: &str) {
-    counter!(TURNS, "agent" => agent.to_owned(), "outcome" => outcome.to_owned()).increment(1);
+    cached_counter(TURNS, &["agent", "outcome"], &[agent, outcome]).increment(1);
 }
 
 /// One model call: outcome and latency.
 pub fn model_call(provider: &str, model: &str, ok: bool, took: Duration) {
     let status = if ok { "ok" } else { "error" };
-    counter!(MODEL_CALLS, "provider" => provider.to_owned(), "model" => model.to_owned(), "status" => status).increment(1);
-    histogram!(MODEL_CALL_SECONDS, "provider" => provider.to_owned(), "model" => model.to_owned())
-        .record(took.as_secs_f64());
+    cached_counter(
+        MODEL_CALLS,
+        &["provider", "model", "status"],
+        &[provider, model, status],
+    )
+    .increment(1);
+    cached_histogram(
+        MODEL_CALL_SECONDS,
+        &["provider", "model"],
+        &[provider, model],
+    )
+    .record(took.as_secs_f64());
 }
 
 /// One model call's tokens and (when priced) cost.
 pub fn spend(agent: &str, model: &str, input: u64, cached: u64, output: u64, cost: Option<f64>) {
     let t = |kind: &'static str, n: u64| {
-        counter!(TOKENS, "agent" => agent.to_owned(), "model" => model.to_owned(), "kind" => kind)
-            .increment(n);
+        cached_counter(TOKENS, &["agent", "model", "kind"], &[agent, model, kind]).increment(n);
     };
     t("input", input);
     t("cached_input", cached);
     t("output", output);
     // The facade's counters are integers: cost is counted in microdollars.
     if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-        counter!(COST, "agent" => agent.to_owned(), "model" => model.to_owned())
+        cached_counter(COST, &["agent", "model"], &[agent, model])
             .increment((c * 1e6).round() as u64);
     }
 }
@@ -326,12 +429,12 @@ pub fn spend(agent: &str, model: &str, input: u64, cached: u64, output: u64, cos
 /// A memory operation's outcome.
 pub fn memory_op(op: &'static str, ok: bool) {
     let status = if ok { "ok" } else { "error" };
-    counter!(MEMORY_OPS, "op" => op, "status" => status).increment(1);
+    cached_counter(MEMORY_OPS, &["op", "status"], &[op, status]).increment(1);
 }
 
 /// How long a recall took.
 pub fn memory_recall(took: Duration) {
-    histogram!(MEMORY_RECALL_SECONDS).record(took.as_secs_f64());
+    cached_histogram(MEMORY_RECALL_SECONDS, &[], &[]).record(took.as_secs_f64());
 }
 
 /// A connector connected (`true`) or lost its connection (`false`; counted as a reconnect

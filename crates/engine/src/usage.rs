@@ -340,12 +340,73 @@ pub trait UsageStore: Send + Sync {
 pub struct UsageMeter {
     store: Arc<dyn UsageStore>,
     pricing: Pricing,
+    writer: Option<tokio::sync::mpsc::Sender<Write>>,
 }
 
+/// What the background writer is handed.
+enum Write {
+    Call(Box<ModelCall>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Calls written in one batch at most.
+const BATCH: usize = 512;
+
 impl UsageMeter {
-    /// Over `store` with `pricing`.
+    /// Over `store` with `pricing`; each call is stored before [`Self::record`] returns.
     pub fn new(store: Arc<dyn UsageStore>, pricing: Pricing) -> UsageMeter {
-        UsageMeter { store, pricing }
+        UsageMeter {
+            store,
+            pricing,
+            writer: None,
+        }
+    }
+
+    /// Stores calls from a task of its own instead (needs a tokio runtime): a model call no
+    /// longer waits for its row, and calls that arrive while a batch is written go in the
+    /// next one (`serve` does this; `cargo xtask bench agent` measured a store write per
+    /// call as most of the accounting's cost). [`Self::flush`] waits for what was handed
+    /// over.
+    pub fn in_background(mut self) -> UsageMeter {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Write>(4 * BATCH);
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut batch: Vec<ModelCall> = Vec::new();
+            let mut waiting = Vec::new();
+            while let Some(first) = rx.recv().await {
+                let mut next = Some(first);
+                while let Some(w) = next.take() {
+                    match w {
+                        Write::Call(c) => batch.push(*c),
+                        Write::Flush(done) => waiting.push(done),
+                    }
+                    if batch.len() < BATCH {
+                        next = rx.try_recv().ok();
+                    }
+                }
+                if !batch.is_empty() {
+                    if let Err(e) = store.record_calls(&batch).await {
+                        tracing::warn!(calls = batch.len(), error = %e, "model calls' usage not stored");
+                    }
+                    batch.clear();
+                }
+                for done in waiting.drain(..) {
+                    let _ = done.send(());
+                }
+            }
+        });
+        self.writer = Some(tx);
+        self
+    }
+
+    /// Waits until every call recorded so far is in the store.
+    pub async fn flush(&self) {
+        if let Some(tx) = &self.writer {
+            let (done, stored) = tokio::sync::oneshot::channel();
+            if tx.send(Write::Flush(done)).await.is_ok() {
+                let _ = stored.await;
+            }
+        }
     }
 
     /// The prices.
@@ -370,10 +431,20 @@ impl UsageMeter {
             call.usage.output_tokens,
             call.cost_usd,
         );
+        let cost = call.cost_usd;
+        let call = match &self.writer {
+            Some(tx) => match tx.send(Write::Call(Box::new(call))).await {
+                Ok(()) => return cost,
+                // The writer is gone (the runtime is shutting down): write it here.
+                Err(tokio::sync::mpsc::error::SendError(Write::Call(c))) => *c,
+                Err(_) => return cost,
+            },
+            None => call,
+        };
         if let Err(e) = self.store.record_calls(std::slice::from_ref(&call)).await {
             tracing::warn!(agent = %call.agent, error = %e, "model call's usage not stored");
         }
-        call.cost_usd
+        cost
     }
 }
 

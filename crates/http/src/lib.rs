@@ -646,6 +646,8 @@ async fn usage(
         .env()
         .usage()
         .ok_or_else(|| unavailable("no usage is kept by this server".into()))?;
+    // Calls still on their way to the store count too.
+    meter.flush().await;
     let rows = meter
         .store()
         .usage(&UsageQuery {

@@ -63,6 +63,10 @@ pub(crate) async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
     };
     let tz = env.config.defaults.timezone.as_deref();
     let since = day_start_ms(now_ms, tz);
+    if let Some(u) = env.usage() {
+        // Calls still on their way to the store count too.
+        u.flush().await;
+    }
     let spend = match env.usage() {
         Some(u) => match u
             .store()

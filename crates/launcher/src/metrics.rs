@@ -28,6 +28,8 @@ pub fn install(cfg: &LoadedConfig) -> anyhow::Result<()> {
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
+    // Handles cached before (no-ops: there was no recorder) register again with this one.
+    strata_engine::meters::forget_handles();
     strata_engine::meters::describe();
     strata_engine::meters::build_info(env!("CARGO_PKG_VERSION"));
     let upkeep = handle.clone();

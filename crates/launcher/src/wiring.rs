@@ -241,10 +241,9 @@ pub async fn build(
     env.attach_schedules(store.clone());
     // Every model call's tokens, priced, kept beside the sessions.
     let pricing = strata_engine::usage::Pricing::from_config(&cfg.config);
-    env.attach_usage(Arc::new(strata_engine::usage::UsageMeter::new(
-        store.clone(),
-        pricing.clone(),
-    )));
+    env.attach_usage(Arc::new(
+        strata_engine::usage::UsageMeter::new(store.clone(), pricing.clone()).in_background(),
+    ));
     // Every model call reserved against the budgets that apply, before it is made.
     if let Some(b) =
         strata_engine::budget::Budgets::from_config(&cfg.config, pricing, store.clone())
