@@ -57,6 +57,14 @@ pub fn set(on: bool) {
         }));
         // The first recorder of the process wins; the benches install no other.
         let _ = metrics::set_global_recorder(s);
+        // As `serve` does (every 5 s there): histograms' samples are folded in.
+        let handle = s.inner.handle();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                handle.run_upkeep();
+            }
+        });
         s
     });
     s.on.store(on, Ordering::Relaxed);

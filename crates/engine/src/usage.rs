@@ -352,6 +352,11 @@ enum Write {
 /// Calls written in one batch at most.
 const BATCH: usize = 512;
 
+/// How long the background writer gathers calls before it writes them (unless the batch
+/// fills or someone flushes): a store write per call cost more than the rest of a turn's
+/// accounting in `cargo xtask bench agent`.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl UsageMeter {
     /// Over `store` with `pricing`; each call is stored before [`Self::record`] returns.
     pub fn new(store: Arc<dyn UsageStore>, pricing: Pricing) -> UsageMeter {
@@ -374,14 +379,18 @@ impl UsageMeter {
             let mut batch: Vec<ModelCall> = Vec::new();
             let mut waiting = Vec::new();
             while let Some(first) = rx.recv().await {
+                let until = tokio::time::Instant::now() + GATHER;
                 let mut next = Some(first);
                 while let Some(w) = next.take() {
                     match w {
                         Write::Call(c) => batch.push(*c),
                         Write::Flush(done) => waiting.push(done),
                     }
-                    if batch.len() < BATCH {
-                        next = rx.try_recv().ok();
+                    if batch.len() < BATCH && waiting.is_empty() {
+                        next = tokio::time::timeout_at(until, rx.recv())
+                            .await
+                            .ok()
+                            .flatten();
                     }
                 }
                 if !batch.is_empty() {
