@@ -141,8 +141,34 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .nest_service("/mcp", mcp)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
         .layer(middleware::map_response(no_store))
         .with_state(state)
+}
+
+/// Refuses a request addressed to a host `server.allowed_hosts` does not list, before
+/// anything else looks at it: a page a browser loaded from another site, whose name now
+/// points here (DNS rebinding), reaches nothing.
+async fn check_host(State(st): State<Arc<HttpState>>, req: Request, next: Next) -> Response {
+    let authority = req.uri().authority().map(|a| a.as_str().to_owned());
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+        .or(authority.as_deref());
+    if st.invoker.env().config.server.host_allowed(host) {
+        return next.run(req).await;
+    }
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "host_not_allowed",
+        format!(
+            "requests for host `{}` are not served here: list the names clients use in \
+             `server.allowed_hosts`",
+            host.unwrap_or_default()
+        ),
+    )
+    .into_response()
 }
 
 /// `/metrics` alone, without a token: for `metrics.bind`, a listener the launcher allows only
@@ -151,6 +177,7 @@ pub fn metrics_router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
         .layer(middleware::map_response(no_store))
         .with_state(state)
 }

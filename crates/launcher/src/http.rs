@@ -100,6 +100,12 @@ pub async fn bind(cfg: &LoadedConfig) -> anyhow::Result<tokio::net::TcpListener>
              vault:api-token}}`) or bind 127.0.0.1"
         );
     }
+    if !ip.is_loopback() && s.allowed_hosts.is_empty() {
+        tracing::warn!(
+            "serve binds {addr} but `server.allowed_hosts` is empty: only requests addressed to \
+             localhost, 127.0.0.1, ::1 or {ip} are served — list the names clients use"
+        );
+    }
     tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot bind {addr} (`server.bind`, `server.port`)"))

@@ -329,7 +329,7 @@ async fn oversized_and_stalled_bodies() {
     let s = server().await;
     // A huge Content-Length is refused before any body byte is sent.
     let req = format!(
-        "POST /api/invoke HTTP/1.1\r\nHost: x\r\nX-Strata-Token: {FULL}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n"
+        "POST /api/invoke HTTP/1.1\r\nHost: localhost\r\nX-Strata-Token: {FULL}\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n"
     );
     let resp = raw(&s.url, req.as_bytes(), None).await;
     assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
@@ -343,7 +343,7 @@ async fn oversized_and_stalled_bodies() {
     assert_eq!((st, v["code"].as_str()), (413, Some("payload_too_large")));
     // A client that promises 100 bytes and sends 10 gets 408 after the read timeout.
     let req = format!(
-        "POST /api/invoke HTTP/1.1\r\nHost: x\r\nX-Strata-Token: {FULL}\r\nContent-Length: 100\r\n\r\n{{\"tool\":\"e"
+        "POST /api/invoke HTTP/1.1\r\nHost: localhost\r\nX-Strata-Token: {FULL}\r\nContent-Length: 100\r\n\r\n{{\"tool\":\"e"
     );
     let started = Instant::now();
     let resp = raw(&s.url, req.as_bytes(), None).await;
@@ -623,4 +623,37 @@ async fn bodies_refuse_misspelt_fields_and_name_the_wrong_one() {
             .is_some_and(|e| e.contains("unknown field `reasn`")),
         "{v}"
     );
+}
+
+/// A request addressed to a host the server does not serve — what a page on another site
+/// sends once its name points here (DNS rebinding) — is refused before the token is even
+/// looked at; the server's own names pass.
+#[tokio::test]
+async fn requests_for_other_hosts_are_refused() {
+    let s = server().await;
+    let port = s.url.rsplit(':').next().expect("port").to_owned();
+    for (host, want) in [
+        ("evil.example".to_owned(), "403 Forbidden"),
+        (format!("evil.example:{port}"), "403 Forbidden"),
+        (format!("127.0.0.1:{port}"), "200 OK"),
+        (format!("localhost:{port}"), "200 OK"),
+    ] {
+        let answer = raw(
+            &s.url,
+            format!("GET /api/health HTTP/1.1\r\nHost: {host}\r\nX-Strata-Token: {FULL}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+            None,
+        )
+        .await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {want}")),
+            "{host}: {answer}"
+        );
+        if want.starts_with("403") {
+            assert!(
+                answer.contains("host_not_allowed") && answer.contains("server.allowed_hosts"),
+                "{answer}"
+            );
+        }
+    }
 }
