@@ -341,6 +341,8 @@ pub struct UsageMeter {
     store: Arc<dyn UsageStore>,
     pricing: Pricing,
     writer: Option<tokio::sync::mpsc::Sender<Write>>,
+    /// Cuts the writer's gathering short (a flush).
+    hurry: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// What the background writer is handed.
@@ -364,6 +366,7 @@ impl UsageMeter {
             store,
             pricing,
             writer: None,
+            hurry: None,
         }
     }
 
@@ -373,38 +376,42 @@ impl UsageMeter {
     /// call as most of the accounting's cost). [`Self::flush`] waits for what was handed
     /// over.
     pub fn in_background(mut self) -> UsageMeter {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Write>(4 * BATCH);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Write>(16 * BATCH);
         let store = self.store.clone();
+        let hurry = Arc::new(tokio::sync::Notify::new());
+        let woken = hurry.clone();
         tokio::spawn(async move {
             let mut batch: Vec<ModelCall> = Vec::new();
             let mut waiting = Vec::new();
+            let take = |w: Write, batch: &mut Vec<ModelCall>, waiting: &mut Vec<_>| match w {
+                Write::Call(c) => batch.push(*c),
+                Write::Flush(done) => waiting.push(done),
+            };
+            // The first call of a batch wakes the writer; the others are picked up when the
+            // gathering time is over, without waking it once each (a wake-up per call — a
+            // thread switch — was most of what the accounting cost).
             while let Some(first) = rx.recv().await {
-                let until = tokio::time::Instant::now() + GATHER;
-                let mut next = Some(first);
-                while let Some(w) = next.take() {
-                    match w {
-                        Write::Call(c) => batch.push(*c),
-                        Write::Flush(done) => waiting.push(done),
-                    }
-                    if batch.len() < BATCH && waiting.is_empty() {
-                        next = tokio::time::timeout_at(until, rx.recv())
-                            .await
-                            .ok()
-                            .flatten();
+                take(first, &mut batch, &mut waiting);
+                tokio::select! {
+                    _ = tokio::time::sleep(GATHER) => {}
+                    _ = woken.notified() => {}
+                }
+                while let Ok(w) = rx.try_recv() {
+                    take(w, &mut batch, &mut waiting);
+                }
+                for chunk in batch.chunks(BATCH) {
+                    if let Err(e) = store.record_calls(chunk).await {
+                        tracing::warn!(calls = chunk.len(), error = %e, "model calls' usage not stored");
                     }
                 }
-                if !batch.is_empty() {
-                    if let Err(e) = store.record_calls(&batch).await {
-                        tracing::warn!(calls = batch.len(), error = %e, "model calls' usage not stored");
-                    }
-                    batch.clear();
-                }
+                batch.clear();
                 for done in waiting.drain(..) {
                     let _ = done.send(());
                 }
             }
         });
         self.writer = Some(tx);
+        self.hurry = Some(hurry);
         self
     }
 
@@ -413,6 +420,9 @@ impl UsageMeter {
         if let Some(tx) = &self.writer {
             let (done, stored) = tokio::sync::oneshot::channel();
             if tx.send(Write::Flush(done)).await.is_ok() {
+                if let Some(h) = &self.hurry {
+                    h.notify_one();
+                }
                 let _ = stored.await;
             }
         }
