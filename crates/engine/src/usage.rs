@@ -351,13 +351,15 @@ enum Write {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
-/// Calls written in one batch at most.
-const BATCH: usize = 512;
+/// Calls written in one store write at most: a long write holds the store's single writer,
+/// and the turns' own writes wait behind it.
+const BATCH: usize = 64;
 
-/// How long the background writer gathers calls before it writes them (unless the batch
-/// fills or someone flushes): a store write per call cost more than the rest of a turn's
-/// accounting in `cargo xtask bench agent`.
-const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long the background writer gathers calls before it writes them (unless someone
+/// flushes): a store write per call cost more than the rest of a turn's accounting in
+/// `cargo xtask bench agent`, and a long gathering makes writes that hold the store's
+/// writer long.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl UsageMeter {
     /// Over `store` with `pricing`; each call is stored before [`Self::record`] returns.
@@ -376,7 +378,7 @@ impl UsageMeter {
     /// call as most of the accounting's cost). [`Self::flush`] waits for what was handed
     /// over.
     pub fn in_background(mut self) -> UsageMeter {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Write>(16 * BATCH);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Write>(8192);
         let store = self.store.clone();
         let hurry = Arc::new(tokio::sync::Notify::new());
         let woken = hurry.clone();
