@@ -760,8 +760,10 @@ async fn schedules_act(
     Ok(ok(json!({"name": name, "state": done})))
 }
 
-async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
-    let agents: Vec<Value> = st
+/// The running agents (`id`, `provider`, `healthy: true`) and those that did not start
+/// (`healthy: false`, `reason`).
+fn agents_json(st: &HttpState) -> (Vec<Value>, Vec<Value>) {
+    let running = st
         .manager
         .as_ref()
         .map(|m| {
@@ -774,11 +776,16 @@ async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
                 .collect()
         })
         .unwrap_or_default();
-    let skipped: Vec<Value> = st
+    let skipped = st
         .skipped
         .iter()
         .map(|(id, why)| json!({"id": id, "healthy": false, "reason": why}))
         .collect();
+    (running, skipped)
+}
+
+async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
+    let (agents, skipped) = agents_json(&st);
     let sessions = match &st.sessions {
         Some(s) => s.count().await.ok(),
         None => None,

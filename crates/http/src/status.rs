@@ -17,24 +17,8 @@ const APPROVALS_LISTED: usize = 5;
 pub(crate) async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
     let env = st.invoker.env();
     let now_ms = strata_engine::clock::now_ms();
-    let mut agents: Vec<Value> = st
-        .manager
-        .as_ref()
-        .map(|m| {
-            m.agent_ids()
-                .iter()
-                .map(|id| {
-                    let provider = m.agent(id).and_then(|a| a.provider().map(str::to_owned));
-                    json!({"id": id, "provider": provider, "healthy": true})
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    agents.extend(
-        st.skipped
-            .iter()
-            .map(|(id, why)| json!({"id": id, "healthy": false, "reason": why})),
-    );
+    let (mut agents, skipped) = crate::agents_json(&st);
+    agents.extend(skipped);
     let cluster = match &st.cluster {
         Some(c) => c.status().await.unwrap_or_else(|e| json!({"error": e})),
         None => Value::Null,

@@ -45,6 +45,32 @@ async fn usage_of(provider: &str, model: &str, body: serde_json::Value) -> Usage
     p.complete(&req).await.expect("answer").usage
 }
 
+/// `main` on gpt-4o-mini at the fake server `url`, its calls priced by the shipped table and
+/// kept in memory: the environment, the kept calls and the agent.
+fn metered_agent(url: &str) -> (Arc<Env>, Arc<InMemoryUsage>, LlmAgent) {
+    let d = std::env::temp_dir();
+    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
+    let stored = Arc::new(InMemoryUsage::default());
+    env.attach_usage(Arc::new(UsageMeter::new(
+        stored.clone(),
+        Pricing::from_config(&Config::default()),
+    )));
+    let provider = strata_llm::build(
+        &cfg("openai", url, "gpt-4o-mini"),
+        None,
+        "defaults.llm",
+        &AgentContext::bare("main"),
+    )
+    .expect("provider");
+    let inv = Arc::new(Invoker::new(
+        Arc::new(Registry::empty()),
+        env.clone(),
+        Arc::new(NoAudit),
+    ));
+    let agent = LlmAgent::new("main", "Be brief.", provider, "gpt-4o-mini", inv);
+    (env, stored, agent)
+}
+
 fn tokens(u: &Usage) -> (u64, u64, u64, u64) {
     (
         u.input_tokens,
@@ -131,26 +157,7 @@ async fn each_model_call_of_a_turn_is_stored_with_its_turn_and_cost() {
             2_000_000,
         )),
     ]);
-    let d = std::env::temp_dir();
-    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
-    let stored = Arc::new(InMemoryUsage::default());
-    env.attach_usage(Arc::new(UsageMeter::new(
-        stored.clone(),
-        Pricing::from_config(&Config::default()),
-    )));
-    let provider = strata_llm::build(
-        &cfg("openai", &fake.url, "gpt-4o-mini"),
-        None,
-        "defaults.llm",
-        &AgentContext::bare("main"),
-    )
-    .expect("provider");
-    let inv = Arc::new(Invoker::new(
-        Arc::new(Registry::empty()),
-        env.clone(),
-        Arc::new(NoAudit),
-    ));
-    let agent = LlmAgent::new("main", "Be brief.", provider, "gpt-4o-mini", inv);
+    let (env, stored, agent) = metered_agent(&fake.url);
     let turn = TurnContext::new(
         "main",
         "s-1",
@@ -231,38 +238,17 @@ async fn a_summary_model_call_is_recorded_as_the_turn_s_summary() {
         body("Second.", 200),
         body("They said hello twice.", 300),
     ]);
-    let d = std::env::temp_dir();
-    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
-    let stored = Arc::new(InMemoryUsage::default());
-    env.attach_usage(Arc::new(UsageMeter::new(
-        stored.clone(),
-        Pricing::from_config(&Config::default()),
-    )));
-    let provider = strata_llm::build(
-        &cfg("openai", &fake.url, "gpt-4o-mini"),
-        None,
-        "defaults.llm",
-        &AgentContext::bare("main"),
-    )
-    .expect("provider");
-    let inv = Arc::new(Invoker::new(
-        Arc::new(Registry::empty()),
+    let (env, stored, agent) = metered_agent(&fake.url);
+    let m = AgentManager::new(
+        vec![Arc::new(agent)],
+        Arc::new(InMemoryStore::default()),
         env.clone(),
-        Arc::new(NoAudit),
-    ));
-    let agent = Arc::new(LlmAgent::new(
-        "main",
-        "Be brief.",
-        provider,
-        "gpt-4o-mini",
-        inv,
-    ));
-    let m = AgentManager::new(vec![agent], Arc::new(InMemoryStore::default()), env.clone())
-        .with_sessions_config(SessionsConfig {
-            summarize_after: 2,
-            keep_turns: 1,
-            ..SessionsConfig::default()
-        });
+    )
+    .with_sessions_config(SessionsConfig {
+        summarize_after: 2,
+        keep_turns: 1,
+        ..SessionsConfig::default()
+    });
     for (i, text) in ["hello", "hello again"].into_iter().enumerate() {
         m.turn(TurnRequest {
             agent_id: "main".into(),
