@@ -220,9 +220,24 @@ async fn metrics(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError>
         .into_response())
 }
 
+/// Every answer: never cached, never sniffed as another type, never framed, never a
+/// referrer, and — JSON and text are all the API serves — no content a browser would run.
 async fn no_store(mut resp: Response) -> Response {
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    );
     resp
 }
 

@@ -657,3 +657,43 @@ async fn requests_for_other_hosts_are_refused() {
         }
     }
 }
+
+/// Every answer, public or not, an error or not, carries the headers that keep a browser from
+/// caching, sniffing, framing or running it.
+#[tokio::test]
+async fn every_answer_carries_the_browser_safety_headers() {
+    let s = server().await;
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    for (path, token) in [
+        ("/health", None),
+        ("/api/tools", Some(FULL)),
+        ("/api/tools", None),
+        ("/no/such/route", Some(FULL)),
+    ] {
+        let mut req = c.get(format!("{}{path}", s.url));
+        if let Some(t) = token {
+            req = req.header("X-Strata-Token", t);
+        }
+        let r = req.send().await.expect("send");
+        let h = r.headers();
+        for (name, want) in [
+            ("cache-control", "no-store"),
+            ("x-content-type-options", "nosniff"),
+            ("x-frame-options", "DENY"),
+            ("referrer-policy", "no-referrer"),
+            (
+                "content-security-policy",
+                "default-src 'none'; frame-ancestors 'none'",
+            ),
+        ] {
+            assert_eq!(
+                h.get(name).and_then(|v| v.to_str().ok()),
+                Some(want),
+                "{path}: {name}"
+            );
+        }
+    }
+}
