@@ -156,10 +156,10 @@ fn setup_with(
     if accounting != Accounting::Off
         && let Some(u) = &usage
     {
-        env.attach_usage(Arc::new(strata_engine::usage::UsageMeter::new(
-            u.clone(),
-            pricing.clone(),
-        )));
+        // As `serve` keeps it: written by a background task.
+        env.attach_usage(Arc::new(
+            strata_engine::usage::UsageMeter::new(u.clone(), pricing.clone()).in_background(),
+        ));
     }
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
     let audit = Arc::new(
@@ -355,6 +355,8 @@ pub fn run(quick: bool) -> Result<Report, String> {
     // Accounting off, metered (metrics + usage stored) and budgeted, on the SQLite store,
     // alternating within each run.
     let variants = [Accounting::Off, Accounting::Metered, Accounting::Budgeted];
+    // The usage writer is a task of the runtime, as in `serve`.
+    let _in_runtime = rt.enter();
     /// Per run: turns/s, p50 µs, p99 µs, overhead µs per turn; turns/s of 1,000 sessions
     /// against a 50 ms provider.
     type Figures = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
