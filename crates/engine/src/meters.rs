@@ -9,7 +9,6 @@
 //! names from code — never a session id, a sender or text from a user.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, RwLock};
 use std::time::Duration;
 
@@ -30,45 +29,38 @@ struct Handles<T> {
 /// A handle under its full key (the name, then the label values).
 type Entry<T> = (Box<[Box<str>]>, T);
 
-impl<T: Clone> Handles<T> {
+impl<T> Handles<T> {
     fn new() -> Self {
         Handles {
             map: RwLock::new(HashMap::new()),
         }
     }
 
-    /// The handle of `name` with label `keys` = `values`, registered on first use.
-    fn get(
+    /// Runs `apply` on the handle of `name` with these label values, made by `make` on first
+    /// use. A hit takes a read lock and hashes a few short strings; nothing is allocated or
+    /// cloned.
+    fn with(
         &self,
         name: &'static str,
-        keys: &[&'static str],
         values: &[&str],
-        make: impl FnOnce(&'static str, Vec<Label>) -> T,
-    ) -> T {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        name.hash(&mut h);
-        values.hash(&mut h);
-        let hash = h.finish();
+        make: impl FnOnce() -> T,
+        apply: impl FnOnce(&T),
+    ) {
+        let hash = fnv1a(name, values);
         let same = |k: &[Box<str>]| {
             k.len() == values.len() + 1
                 && *k[0] == *name
                 && k[1..].iter().zip(values).all(|(a, b)| **a == **b)
         };
-        if let Some(found) = self
-            .map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&hash)
-            .and_then(|v| v.iter().find(|(k, _)| same(k)))
         {
-            return found.1.clone();
+            let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, h)) = map.get(&hash).and_then(|v| v.iter().find(|(k, _)| same(k))) {
+                apply(h);
+                return;
+            }
         }
-        let labels = keys
-            .iter()
-            .zip(values)
-            .map(|(k, v)| Label::new(*k, (*v).to_owned()))
-            .collect();
-        let handle = make(name, labels);
+        let handle = make();
+        apply(&handle);
         let key: Box<[Box<str>]> = std::iter::once(name)
             .chain(values.iter().copied())
             .map(Box::from)
@@ -76,9 +68,8 @@ impl<T: Clone> Handles<T> {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         let slot = map.entry(hash).or_default();
         if !slot.iter().any(|(k, _)| same(k)) {
-            slot.push((key, handle.clone()));
+            slot.push((key, handle));
         }
-        handle
     }
 
     fn clear(&self) {
@@ -86,15 +77,49 @@ impl<T: Clone> Handles<T> {
     }
 }
 
-static COUNTERS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
-static HISTOGRAMS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
-
-fn cached_counter(name: &'static str, keys: &[&'static str], values: &[&str]) -> Counter {
-    COUNTERS.get(name, keys, values, |n, l| counter!(n, l))
+/// FNV-1a over the name and the values (a separator between them): short keys, no need for
+/// a keyed hash — every entry's full key is compared on a hit.
+fn fnv1a(name: &str, values: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in std::iter::once(name).chain(values.iter().copied()) {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
-fn cached_histogram(name: &'static str, keys: &[&'static str], values: &[&str]) -> Histogram {
-    HISTOGRAMS.get(name, keys, values, |n, l| histogram!(n, l))
+static COUNTERS: LazyLock<Handles<Counter>> = LazyLock::new(Handles::new);
+static HISTOGRAMS: LazyLock<Handles<Histogram>> = LazyLock::new(Handles::new);
+/// A tool call's counter and histogram, found with one lookup.
+static TOOL_HANDLES: LazyLock<Handles<(Counter, Histogram)>> = LazyLock::new(Handles::new);
+
+fn labels(keys: &[&'static str], values: &[&str]) -> Vec<Label> {
+    keys.iter()
+        .zip(values)
+        .map(|(k, v)| Label::new(*k, (*v).to_owned()))
+        .collect()
+}
+
+/// Adds `n` to counter `name` with label `keys` = `values`.
+fn count(name: &'static str, keys: &[&'static str], values: &[&str], n: u64) {
+    COUNTERS.with(
+        name,
+        values,
+        || counter!(name, labels(keys, values)),
+        |c| c.increment(n),
+    );
+}
+
+/// Records `v` in histogram `name` with label `keys` = `values`.
+fn observe(name: &'static str, keys: &[&'static str], values: &[&str], v: f64) {
+    HISTOGRAMS.with(
+        name,
+        values,
+        || histogram!(name, labels(keys, values)),
+        |h| h.record(v),
+    );
 }
 
 /// Drops the cached handles, so the next events register again with the recorder installed
@@ -102,6 +127,7 @@ fn cached_histogram(name: &'static str, keys: &[&'static str], values: &[&str]) 
 pub fn forget_handles() {
     COUNTERS.clear();
     HISTOGRAMS.clear();
+    TOOL_HANDLES.clear();
 }
 
 /// The kind of a metric, as Prometheus types it.
@@ -347,13 +373,21 @@ pub fn build_info(version: &str) {
 
 /// One tool call's outcome and latency.
 pub fn tool_call(tool: &str, layer: &str, status: &str, took: Duration) {
-    cached_counter(
+    let values = [tool, layer, status];
+    TOOL_HANDLES.with(
         TOOL_CALLS,
-        &["tool", "layer", "status"],
-        &[tool, layer, status],
-    )
-    .increment(1);
-    cached_histogram(TOOL_CALL_SECONDS, &["tool"], &[tool]).record(took.as_secs_f64());
+        &values,
+        || {
+            (
+                counter!(TOOL_CALLS, labels(&["tool", "layer", "status"], &values)),
+                histogram!(TOOL_CALL_SECONDS, labels(&["tool"], &[tool])),
+            )
+        },
+        |(c, h)| {
+            c.increment(1);
+            h.record(took.as_secs_f64());
+        },
+    );
 }
 
 /// A call refused by a rate limit.
@@ -391,50 +425,59 @@ pub fn budget_reached(scope: &'static str, action: &'static str) {
 
 /// A finished turn (`ok`, `error`, `denied`).
 pub fn turn(agent: &str, outcome: &str) {
-    cached_counter(TURNS, &["agent", "outcome"], &[agent, outcome]).increment(1);
+    count(TURNS, &["agent", "outcome"], &[agent, outcome], 1);
 }
 
 /// One model call: outcome and latency.
 pub fn model_call(provider: &str, model: &str, ok: bool, took: Duration) {
     let status = if ok { "ok" } else { "error" };
-    cached_counter(
+    count(
         MODEL_CALLS,
         &["provider", "model", "status"],
         &[provider, model, status],
-    )
-    .increment(1);
-    cached_histogram(
+        1,
+    );
+    observe(
         MODEL_CALL_SECONDS,
         &["provider", "model"],
         &[provider, model],
-    )
-    .record(took.as_secs_f64());
+        took.as_secs_f64(),
+    );
 }
 
 /// One model call's tokens and (when priced) cost.
 pub fn spend(agent: &str, model: &str, input: u64, cached: u64, output: u64, cost: Option<f64>) {
     let t = |kind: &'static str, n: u64| {
-        cached_counter(TOKENS, &["agent", "model", "kind"], &[agent, model, kind]).increment(n);
+        count(
+            TOKENS,
+            &["agent", "model", "kind"],
+            &[agent, model, kind],
+            n,
+        );
     };
     t("input", input);
     t("cached_input", cached);
     t("output", output);
     // The facade's counters are integers: cost is counted in microdollars.
     if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-        cached_counter(COST, &["agent", "model"], &[agent, model])
-            .increment((c * 1e6).round() as u64);
+        count(
+            COST,
+            &["agent", "model"],
+            &[agent, model],
+            (c * 1e6).round() as u64,
+        );
     }
 }
 
 /// A memory operation's outcome.
 pub fn memory_op(op: &'static str, ok: bool) {
     let status = if ok { "ok" } else { "error" };
-    cached_counter(MEMORY_OPS, &["op", "status"], &[op, status]).increment(1);
+    count(MEMORY_OPS, &["op", "status"], &[op, status], 1);
 }
 
 /// How long a recall took.
 pub fn memory_recall(took: Duration) {
-    cached_histogram(MEMORY_RECALL_SECONDS, &[], &[]).record(took.as_secs_f64());
+    observe(MEMORY_RECALL_SECONDS, &[], &[], took.as_secs_f64());
 }
 
 /// A connector connected (`true`) or lost its connection (`false`; counted as a reconnect
