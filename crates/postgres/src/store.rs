@@ -385,38 +385,9 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
         let mut n = 0;
         for r in rows {
-            let m = &r.call;
-            let t = |v: u64| v as i64;
+            let values = crate::usage::call_values(&r.call, Some(r.source_id));
             n += tx
-                .execute(
-                    "INSERT INTO model_calls (ts_ms, agent, session, sender, turn_id, provider, \
-                     model, purpose, input_tokens, output_tokens, cached_input_tokens, \
-                     cache_write_tokens, cost_usd, in_system, in_tools, in_memory, in_history, \
-                     in_tool_outputs, source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-                     $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
-                     ON CONFLICT (source_id) DO NOTHING",
-                    &[
-                        &m.ts_ms,
-                        &m.agent,
-                        &m.session,
-                        &m.sender,
-                        &m.turn_id,
-                        &m.provider,
-                        &m.model,
-                        &m.purpose,
-                        &t(m.usage.input_tokens),
-                        &t(m.usage.output_tokens),
-                        &t(m.usage.cached_input_tokens),
-                        &t(m.usage.cache_write_tokens),
-                        &m.cost_usd,
-                        &t(m.input_parts.system),
-                        &t(m.input_parts.tools),
-                        &t(m.input_parts.memory),
-                        &t(m.input_parts.history),
-                        &t(m.input_parts.tool_outputs),
-                        &r.source_id,
-                    ],
-                )
+                .execute(crate::usage::INSERT_CALL, &crate::usage::refs(&values))
                 .await
                 .map_err(|e| self.db.fail(e))?;
         }

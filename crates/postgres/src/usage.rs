@@ -7,6 +7,8 @@ use strata_engine::usage::{
     InputParts, ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows,
 };
 
+use tokio_postgres::types::ToSql;
+
 use crate::PgStore;
 
 fn key_sql(by: UsageBy) -> &'static str {
@@ -20,48 +22,65 @@ fn key_sql(by: UsageBy) -> &'static str {
     }
 }
 
+/// One model call's row; `$19` is the SQLite row id it was copied from (`storage migrate`),
+/// NULL for a call recorded here — NULLs never conflict.
+pub(crate) const INSERT_CALL: &str = "INSERT INTO model_calls (ts_ms, agent, session, sender, \
+     turn_id, provider, model, purpose, input_tokens, output_tokens, cached_input_tokens, \
+     cache_write_tokens, cost_usd, in_system, in_tools, in_memory, in_history, in_tool_outputs, \
+     source_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+     $17, $18, $19) ON CONFLICT (source_id) DO NOTHING";
+
+/// One owned statement parameter.
+pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
+
+/// The values of [`INSERT_CALL`] for `m`.
+pub(crate) fn call_values(m: &ModelCall, source_id: Option<i64>) -> Vec<Param> {
+    let n = |v: u64| Box::new(v as i64) as Param;
+    vec![
+        Box::new(m.ts_ms),
+        Box::new(m.agent.clone()),
+        Box::new(m.session.clone()),
+        Box::new(m.sender.clone()),
+        Box::new(m.turn_id.clone()),
+        Box::new(m.provider.clone()),
+        Box::new(m.model.clone()),
+        Box::new(m.purpose.clone()),
+        n(m.usage.input_tokens),
+        n(m.usage.output_tokens),
+        n(m.usage.cached_input_tokens),
+        n(m.usage.cache_write_tokens),
+        Box::new(m.cost_usd),
+        n(m.input_parts.system),
+        n(m.input_parts.tools),
+        n(m.input_parts.memory),
+        n(m.input_parts.history),
+        n(m.input_parts.tool_outputs),
+        Box::new(source_id),
+    ]
+}
+
+/// Borrowed, as `execute` takes them.
+pub(crate) fn refs(values: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    values
+        .iter()
+        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
 #[async_trait]
 impl UsageStore for PgStore {
     async fn record_calls(&self, calls: &[ModelCall]) -> Result<(), StoreError> {
         let db = self.db();
         let c = db.client().await?;
         let st = c
-            .prepare_cached(
-                "INSERT INTO model_calls (ts_ms, agent, session, sender, turn_id, provider, model, \
-                 purpose, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, \
-                 cost_usd, in_system, in_tools, in_memory, in_history, in_tool_outputs) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                 $17, $18)",
-            )
+            .prepare_cached(INSERT_CALL)
             .await
             .map_err(|e| db.fail(e))?;
         for m in calls {
-            let n = |v: u64| v as i64;
-            c.execute(
-                &st,
-                &[
-                    &m.ts_ms,
-                    &m.agent,
-                    &m.session,
-                    &m.sender,
-                    &m.turn_id,
-                    &m.provider,
-                    &m.model,
-                    &m.purpose,
-                    &n(m.usage.input_tokens),
-                    &n(m.usage.output_tokens),
-                    &n(m.usage.cached_input_tokens),
-                    &n(m.usage.cache_write_tokens),
-                    &m.cost_usd,
-                    &n(m.input_parts.system),
-                    &n(m.input_parts.tools),
-                    &n(m.input_parts.memory),
-                    &n(m.input_parts.history),
-                    &n(m.input_parts.tool_outputs),
-                ],
-            )
-            .await
-            .map_err(|e| db.fail(e))?;
+            let values = call_values(m, None);
+            c.execute(&st, &refs(&values))
+                .await
+                .map_err(|e| db.fail(e))?;
         }
         Ok(())
     }

@@ -54,10 +54,14 @@ async fn status_shows_agents_approvals_spend_budgets_and_errors() {
     let pending = common::pending(&served.base, TOKEN).await;
     assert_eq!(pending[0]["tool"], "budget", "{pending:?}");
 
-    let out = common::strata(d)
-        .args(["status", "--remote", &served.base, "--token", TOKEN])
-        .output()
-        .expect("status");
+    let status = |token: &str, extra: &[&str]| {
+        common::strata(d)
+            .args(["status", "--remote", &served.base, "--token", token])
+            .args(extra)
+            .output()
+            .expect("status")
+    };
+    let out = status(TOKEN, &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     eprintln!("{text}");
@@ -77,33 +81,14 @@ async fn status_shows_agents_approvals_spend_budgets_and_errors() {
             .any(|l| l.contains("warn") && l.contains("daily budget of agent `main`")),
         "the budget's alert is among the last warnings:\n{text}"
     );
-    let out = common::strata(d)
-        .args([
-            "status",
-            "--remote",
-            &served.base,
-            "--token",
-            TOKEN,
-            "--json",
-        ])
-        .output()
-        .expect("status --json");
+    let out = status(TOKEN, &["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["approvals"]["pending"], 1, "{v}");
     assert_eq!(v["agents"][0]["id"], "main", "{v}");
     assert_eq!(v["spend_today"]["rows"][0]["calls"], 1, "{v}");
 
     // A wrong token is a failure that says so.
-    let out = common::strata(d)
-        .args([
-            "status",
-            "--remote",
-            &served.base,
-            "--token",
-            "wrong-token-0000000",
-        ])
-        .output()
-        .expect("status");
+    let out = status("wrong-token-0000000", &[]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
