@@ -38,6 +38,20 @@ pub struct Wired {
     pub internal_tokens: Vec<(String, String, Option<Vec<String>>)>,
 }
 
+impl Wired {
+    /// Before the process ends: model calls' usage still on its way to the store, then the
+    /// store's own writes, then the audit log. Every command that built a runtime calls it.
+    pub async fn finish(&self) {
+        if let Some(u) = self.invoker.env().usage() {
+            u.flush().await;
+        }
+        if let Err(e) = self.store.flush().await {
+            tracing::warn!(error = %e, "last database writes not confirmed");
+        }
+        self.audit.close();
+    }
+}
+
 /// The agent's upper-case id as used in environment variable names.
 fn env_id(id: &str) -> String {
     id.chars()

@@ -53,7 +53,8 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"));
-        wired.audit.close();
+        // The turn's model calls reach the store before the process ends.
+        wired.finish().await;
         reply
     });
     match result {

@@ -111,6 +111,6 @@ pub(crate) fn run(
     if let Err(e) = editor.save_history(&history) {
         tracing::debug!(error = %e, "history not saved");
     }
-    wired.audit.close();
+    rt.block_on(wired.finish());
     Exit::Ok
 }

@@ -278,14 +278,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         ticking.abort();
         mcp_clients.shutdown().await;
     });
-    // Model calls' usage still on its way to the store, then the store's own writes.
-    if let Some(u) = wired.invoker.env().usage() {
-        rt.block_on(u.flush());
-    }
-    if let Err(e) = rt.block_on(wired.store.flush()) {
-        tracing::warn!(error = %e, "last database writes not confirmed");
-    }
-    wired.audit.close();
+    rt.block_on(wired.finish());
     tracing::info!("stopped");
     log_guard.finish();
     Ok(Exit::Ok)

@@ -116,6 +116,19 @@ async fn chat_turn_with_a_tool_call_and_history_across_processes() {
     assert_eq!(rec["tool"], "read_file");
     assert_eq!(rec["agent_id"], "main");
     assert_eq!(rec["principal"], "operator");
+
+    // Every model call's usage reached the store before each process ended (they are
+    // written in the background and flushed at the end).
+    let o = common::strata(ov.path())
+        .args(["usage", "--by", "model", "--json"])
+        .output()
+        .expect("usage");
+    let rows: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(rows[0]["key"], "openai/fake-model", "{rows}");
+    assert_eq!(
+        rows[0]["calls"], 3,
+        "three model calls over two processes: {rows}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
