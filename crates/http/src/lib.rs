@@ -150,15 +150,18 @@ pub fn router(state: Arc<HttpState>) -> Router {
 /// anything else looks at it: a page a browser loaded from another site, whose name now
 /// points here (DNS rebinding), reaches nothing.
 async fn check_host(State(st): State<Arc<HttpState>>, req: Request, next: Next) -> Response {
-    let authority = req.uri().authority().map(|a| a.as_str().to_owned());
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .map(|h| h.to_str().unwrap_or("\u{fffd}"))
-        .or(authority.as_deref());
-    if st.invoker.env().config.server.host_allowed(host) {
+    // Owned only when refused: the common case allocates nothing.
+    let refused = {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+            .or(req.uri().authority().map(|a| a.as_str()));
+        (!st.invoker.env().config.server.host_allowed(host)).then(|| host.map(str::to_owned))
+    };
+    let Some(host) = refused else {
         return next.run(req).await;
-    }
+    };
     ApiError::new(
         StatusCode::FORBIDDEN,
         "host_not_allowed",

@@ -93,6 +93,20 @@ fn spend_line(r: &UsageRow) -> String {
     )
 }
 
+/// `items` on one line, or `empty` when there are none.
+fn joined(items: &[String], empty: &str) -> String {
+    if items.is_empty() {
+        empty.to_owned()
+    } else {
+        items.join(" · ")
+    }
+}
+
+/// Today's spend per agent on one line, or `empty`.
+fn spend_lines(rows: &[UsageRow], empty: &str) -> String {
+    joined(&rows.iter().map(spend_line).collect::<Vec<_>>(), empty)
+}
+
 /// The screen for a `/api/status` document.
 fn screen(url: &str, v: &Value) -> String {
     let mut lines = Vec::new();
@@ -146,14 +160,7 @@ fn screen(url: &str, v: &Value) -> String {
             }
         })
         .collect();
-    lines.push(format!(
-        "agents     {}",
-        if agents.is_empty() {
-            "none running".into()
-        } else {
-            agents.join(" · ")
-        }
-    ));
+    lines.push(format!("agents     {}", joined(&agents, "none running")));
     let now_ms = strata_engine::clock::now_ms();
     let connectors: Vec<String> = v["connectors"]
         .as_array()
@@ -178,11 +185,7 @@ fn screen(url: &str, v: &Value) -> String {
         .collect();
     lines.push(format!(
         "connectors {}",
-        if connectors.is_empty() {
-            "none besides the HTTP API and MCP".into()
-        } else {
-            connectors.join(" · ")
-        }
+        joined(&connectors, "none besides the HTTP API and MCP")
     ));
     let ap = &v["approvals"];
     match ap["pending"].as_u64() {
@@ -212,14 +215,10 @@ fn screen(url: &str, v: &Value) -> String {
     lines.push(format!(
         "spend      today ({}): {}",
         spend["timezone"].as_str().unwrap_or("UTC"),
-        if rows.is_empty() {
-            spend["error"]
-                .as_str()
-                .unwrap_or("no model calls yet")
-                .to_owned()
-        } else {
-            rows.iter().map(spend_line).collect::<Vec<_>>().join(" · ")
-        }
+        spend_lines(
+            &rows,
+            spend["error"].as_str().unwrap_or("no model calls yet")
+        )
     ));
     for b in v["budgets"].as_array().into_iter().flatten() {
         let (amount, used) = (
@@ -283,11 +282,7 @@ fn offline(c: &strata_engine::config::LoadedConfig) -> anyhow::Result<String> {
         lines.push(format!(
             "spend      today ({}): {}",
             tz.unwrap_or("UTC"),
-            if rows.is_empty() {
-                "no model calls yet".to_owned()
-            } else {
-                rows.iter().map(spend_line).collect::<Vec<_>>().join(" · ")
-            }
+            spend_lines(&rows, "no model calls yet")
         ));
         anyhow::Ok(lines.join("\n"))
     })
