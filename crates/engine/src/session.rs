@@ -91,6 +91,71 @@ impl StoredSession {
     }
 }
 
+/// A session as a listing shows it (`GET /api/sessions`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SessionInfo {
+    /// Agent id.
+    pub agent_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Turns stored since it began (compaction does not lower it).
+    pub turns: u64,
+    /// When it began (Unix seconds).
+    pub created_at: i64,
+    /// When its last turn was stored (Unix seconds).
+    pub updated_at: i64,
+}
+
+/// One stored turn's messages and when it was stored (a transcript).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StoredTurn {
+    /// When it was stored (Unix seconds; 0 where the store keeps no time).
+    pub at: i64,
+    /// Its messages, in order.
+    pub messages: Vec<ChatMessage>,
+}
+
+/// Keeps sessions whose agent or session id contains `query` (all for an empty one), most
+/// recently active first, at most `limit` — how every store's listing is meant to answer.
+/// (ASCII letters match either case, as SQL's `LIKE`/`ILIKE` do.)
+pub fn matches_query(info: &SessionInfo, query: &str) -> bool {
+    let q = query.to_ascii_lowercase();
+    q.is_empty()
+        || info.agent_id.to_ascii_lowercase().contains(&q)
+        || info.session_id.to_ascii_lowercase().contains(&q)
+}
+
+/// A `LIKE` pattern matching text that contains `query` literally, for stores that list with SQL (`%`, `_` and `\` escaped).
+pub fn like_pattern(query: &str) -> String {
+    let mut p = String::with_capacity(query.len() + 2);
+    p.push('%');
+    for ch in query.chars() {
+        if matches!(ch, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(ch);
+    }
+    p.push('%');
+    p
+}
+
+/// Stored turns (when, the JSON array of its messages) as a transcript; an unreadable turn
+/// is shown as a note rather than dropped silently.
+pub fn read_turns(turns: impl IntoIterator<Item = (i64, String)>) -> Vec<StoredTurn> {
+    turns
+        .into_iter()
+        .map(|(at, text)| StoredTurn {
+            at,
+            messages: serde_json::from_str(&text).unwrap_or_else(|e| {
+                vec![ChatMessage::text(
+                    Role::System,
+                    format!("(this turn could not be read: {e})"),
+                )]
+            }),
+        })
+        .collect()
+}
+
 /// One tool call made during a turn, for the session's tool log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolLogEntry {
@@ -173,6 +238,33 @@ pub trait SessionStore: Send + Sync {
     }
     /// Number of sessions.
     async fn count(&self) -> Result<u64, StoreError>;
+    /// Sessions whose agent or session id contains `query` (all for an empty one), most
+    /// recently active first, at most `limit`. Stores that cannot list answer an error.
+    async fn list_sessions(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let _ = (query, limit);
+        Err(StoreError("this store cannot list its sessions".into()))
+    }
+    /// A session's transcript: its turns since the last compaction with when each was
+    /// stored, and the summary before them; `None` if it does not exist. The default reads
+    /// the state, as one turn without a time.
+    async fn transcript(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<(Option<String>, Vec<StoredTurn>)>, StoreError> {
+        Ok(self.load(key).await?.map(|s| {
+            (
+                s.summary,
+                vec![StoredTurn {
+                    at: 0,
+                    messages: s.messages,
+                }],
+            )
+        }))
+    }
     /// The session's write counter, where other processes may write the same session (a
     /// shared database; every `record_turn` and `compact` adds one): the manager compares it
     /// with the one it loaded and reloads a session another instance changed. `None` (the
@@ -289,6 +381,32 @@ impl SessionStore for InMemoryStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len() as u64)
+    }
+
+    async fn list_sessions(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let secs = |t: &SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        };
+        let map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<SessionInfo> = map
+            .iter()
+            .map(|(k, (s, t))| SessionInfo {
+                agent_id: k.agent_id.clone(),
+                session_id: k.session_id.clone(),
+                turns: u64::from(s.turns_since_summary),
+                created_at: secs(t),
+                updated_at: secs(t),
+            })
+            .filter(|i| matches_query(i, query))
+            .collect();
+        out.sort_by_key(|i| std::cmp::Reverse(i.updated_at));
+        out.truncate(limit);
+        Ok(out)
     }
 }
 

@@ -10,7 +10,8 @@ use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
 use strata_engine::llm::ChatMessage;
 use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
 use strata_engine::session::{
-    SessionKey, SessionState, SessionStore, StoreError, StoredSession, ToolLogEntry,
+    SessionInfo, SessionKey, SessionState, SessionStore, StoreError, StoredSession, StoredTurn,
+    ToolLogEntry,
 };
 use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 use strata_store::dump::{RateRow, SessionRow, ToolLogRow};
@@ -665,6 +666,62 @@ impl SessionStore for PgStore {
             .await
             .map(|r| r.get::<_, i64>(0).max(0) as u64)
             .map_err(|e| self.db.fail(e))
+    }
+
+    async fn list_sessions(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let pattern = strata_engine::session::like_pattern(query);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let c = self.db.client().await?;
+        let rows = c
+            .query(
+                "SELECT agent_id, session_id, turn_count, created_at, updated_at FROM sessions \
+                 WHERE agent_id ILIKE $1 OR session_id ILIKE $1 \
+                 ORDER BY updated_at DESC, id DESC LIMIT $2",
+                &[&pattern, &limit],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| SessionInfo {
+                agent_id: r.get(0),
+                session_id: r.get(1),
+                turns: r.get::<_, i64>(2).max(0) as u64,
+                created_at: r.get(3),
+                updated_at: r.get(4),
+            })
+            .collect())
+    }
+
+    async fn transcript(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<(Option<String>, Vec<StoredTurn>)>, StoreError> {
+        // One statement: the session's row and its turns from one snapshot.
+        let c = self.db.client().await?;
+        let rows = c
+            .query(
+                "SELECT s.summary, t.created_at, t.messages FROM sessions s \
+                 LEFT JOIN turns t ON t.session = s.id \
+                 WHERE s.agent_id = $1 AND s.session_id = $2 ORDER BY t.turn",
+                &[&key.agent_id, &key.session_id],
+            )
+            .await
+            .map_err(|e| self.db.fail(e))?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let summary: Option<String> = first.get(0);
+        let turns = rows.iter().filter_map(|r| {
+            let at: Option<i64> = r.get(1);
+            let text: Option<String> = r.get(2);
+            at.zip(text)
+        });
+        Ok(Some((summary, strata_engine::session::read_turns(turns))))
     }
 }
 

@@ -17,7 +17,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use strata_engine::llm::ChatMessage;
 use strata_engine::session::{
-    SessionKey, SessionState, SessionStore, StoreError, StoredSession, ToolLogEntry,
+    SessionInfo, SessionKey, SessionState, SessionStore, StoreError, StoredSession, StoredTurn,
+    ToolLogEntry,
 };
 use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
 
@@ -693,6 +694,62 @@ impl SessionStore for SqliteStore {
         self.with(|c| c.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0)))
             .await
             .map(|n| n.max(0) as u64)
+    }
+
+    async fn list_sessions(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let pattern = strata_engine::session::like_pattern(query);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |c| {
+            c.prepare_cached(
+                "SELECT agent_id, session_id, turn_count, created_at, updated_at FROM sessions
+                 WHERE agent_id LIKE ?1 ESCAPE '\\' OR session_id LIKE ?1 ESCAPE '\\'
+                 ORDER BY updated_at DESC, id DESC LIMIT ?2",
+            )?
+            .query_map(params![pattern, limit], |r| {
+                Ok(SessionInfo {
+                    agent_id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    turns: r.get::<_, i64>(2)?.max(0) as u64,
+                    created_at: r.get(3)?,
+                    updated_at: r.get(4)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn transcript(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<(Option<String>, Vec<StoredTurn>)>, StoreError> {
+        let key = key.clone();
+        let found = self
+            .with(move |c| {
+                let row = c
+                    .query_row(
+                        "SELECT id, summary FROM sessions WHERE agent_id = ?1 AND session_id = ?2",
+                        params![key.agent_id, key.session_id],
+                        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)),
+                    )
+                    .optional()?;
+                let Some((pk, summary)) = row else {
+                    return Ok(None);
+                };
+                let turns: Vec<(i64, String)> = c
+                    .prepare_cached(
+                        "SELECT created_at, messages FROM turns WHERE session = ?1 ORDER BY turn",
+                    )?
+                    .query_map([pk], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(Some((summary, turns)))
+            })
+            .await?;
+        Ok(found.map(|(summary, turns)| (summary, strata_engine::session::read_turns(turns))))
     }
 }
 

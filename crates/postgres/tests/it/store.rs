@@ -81,6 +81,59 @@ async fn history_survives_a_restart(kind: Kind) {
 }
 both!(history_survives_a_restart);
 
+/// The dashboard's Sessions page: a listing by part of an id (any case, `%` and `_`
+/// literal), most recently active first, and a transcript with each turn's time.
+async fn sessions_are_listed_and_transcribed(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    for (agent, session) in [("main", "web-1"), ("main", "web_2"), ("ops", "Alerts")] {
+        s.append_turn(&SessionKey::new(agent, session), &turn("q", "a"), None)
+            .await
+            .expect("append");
+        // Whole seconds: the listing's order is by the last turn's second.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    s.append_turn(&SessionKey::new("main", "web-1"), &turn("again", "b"), None)
+        .await
+        .expect("append");
+    s.flush().await.expect("flush");
+    let ids = |v: Vec<strata_engine::session::SessionInfo>| {
+        v.into_iter()
+            .map(|i| format!("{}/{}/{}", i.agent_id, i.session_id, i.turns))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(s.list_sessions("", 10).await.expect("list")),
+        ["main/web-1/2", "ops/Alerts/1", "main/web_2/1"]
+    );
+    assert_eq!(
+        ids(s.list_sessions("ALERT", 10).await.expect("list")),
+        ["ops/Alerts/1"]
+    );
+    assert_eq!(
+        ids(s.list_sessions("b_", 10).await.expect("list")),
+        ["main/web_2/1"]
+    );
+    assert!(s.list_sessions("%", 10).await.expect("list").is_empty());
+    assert_eq!(s.list_sessions("", 1).await.expect("list").len(), 1);
+    let (summary, turns) = s
+        .transcript(&SessionKey::new("main", "web-1"))
+        .await
+        .expect("transcript")
+        .expect("exists");
+    assert_eq!(summary, None);
+    assert_eq!(turns.len(), 2);
+    assert!(turns[0].at > 1_700_000_000 && turns[1].at >= turns[0].at);
+    assert_eq!(turns[1].messages[0].content, "again");
+    assert!(
+        s.transcript(&SessionKey::new("main", "nobody"))
+            .await
+            .expect("transcript")
+            .is_none()
+    );
+}
+both!(sessions_are_listed_and_transcribed);
+
 async fn compaction_keeps_the_newest_messages(kind: Kind) {
     let Some(h) = Harness::new(kind) else { return };
     let s = h.store().await;
