@@ -57,6 +57,15 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The caller a token makes.
+    pub fn of(token: &Token) -> Self {
+        Caller {
+            principal: token.principal.clone(),
+            tools: token.tools.clone(),
+            tier: token.tier,
+        }
+    }
+
     /// The local operator (stdio MCP, CLI): everything.
     pub fn operator() -> Self {
         Caller {

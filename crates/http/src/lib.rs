@@ -13,7 +13,9 @@ mod body;
 pub mod mcp;
 pub mod mcp_client;
 mod openapi;
+mod pages;
 mod status;
+pub mod ui;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use strata_engine::turns::TurnRequest;
 
 pub use auth::{Caller, Token};
 pub use openapi::{ROUTES, openapi};
+pub use pages::Described;
 
 /// Everything the handlers share.
 pub struct HttpState {
@@ -72,6 +75,10 @@ pub struct HttpState {
     pub metrics: Option<MetricsRender>,
     /// The last warnings and errors logged (`GET /api/status`); `None`: not kept.
     pub errors: Option<RecentErrors>,
+    /// The dashboard's sign-ins (cookies) and its one-time sign-in link.
+    pub ui: ui::SignIns,
+    /// What the launcher knows of the config and skills (`/api/config`, `/api/agents`).
+    pub described: Described,
 }
 
 /// The last warnings and errors the process logged, oldest first (`{ts, level, target,
@@ -138,6 +145,23 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/chat", post(chat))
         .route("/execute", post(execute))
+        .route("/api/session", get(api_session))
+        .route("/api/events/stream", get(events_stream))
+        .route("/api/audit/verify", get(audit_verify))
+        .route("/api/sessions", get(pages::sessions_list))
+        .route("/api/sessions/{agent}/{session}", get(pages::session_show))
+        .route(
+            "/api/sessions/{agent}/{session}/{action}",
+            post(pages::session_reset),
+        )
+        .route("/api/agents", get(pages::agents))
+        .route("/api/config", get(pages::config))
+        .route("/", get(ui::root))
+        .route("/ui", get(ui::root))
+        .route("/ui/", get(ui::index))
+        .route("/ui/login", get(ui::login_page).post(ui::login))
+        .route("/ui/logout", post(ui::logout))
+        .route("/ui/assets/{file}", get(ui::asset))
         .nest_service("/mcp", mcp)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -233,27 +257,45 @@ async fn no_store(mut resp: Response) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
-    );
+    h.entry(header::REFERRER_POLICY)
+        .or_insert(HeaderValue::from_static("no-referrer"));
+    // The dashboard's pages set their own (still strict) policy.
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(
+            "default-src 'none'; frame-ancestors 'none'",
+        ));
     resp
 }
 
 /// Routes that need no control token (`/execute` has its own key).
 fn is_public(path: &str) -> bool {
-    matches!(path, "/health" | "/api/health" | "/execute")
+    matches!(path, "/health" | "/api/health" | "/execute") || ui::is_ui(path)
 }
 
 async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: Next) -> Response {
     if is_public(req.uri().path()) {
         return next.run(req).await;
     }
-    let Some(presented) = auth::presented(req.headers()) else {
+    let presented = auth::presented(req.headers());
+    // The dashboard's cookie stands for its token on `/api/*` (not `/mcp`, `/chat`, …), and a
+    // change made with it must carry the sign-in's CSRF token from a page of this server.
+    if presented.is_none()
+        && req.uri().path().starts_with("/api/")
+        && st.invoker.env().config.server.dashboard.enabled
+        && let Some(s) = ui::signed_in(&st, req.headers())
+    {
+        let safe = matches!(
+            *req.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        );
+        if !safe && !ui::csrf_ok(&s, req.headers()) {
+            return ui::csrf_refused();
+        }
+        req.extensions_mut().insert(s.caller.clone());
+        req.extensions_mut().insert(s);
+        return next.run(req).await;
+    }
+    let Some(presented) = presented else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -265,11 +307,7 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
         return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "invalid token")
             .into_response();
     };
-    req.extensions_mut().insert(Caller {
-        principal: token.principal.clone(),
-        tools: token.tools.clone(),
-        tier: token.tier,
-    });
+    req.extensions_mut().insert(Caller::of(token));
     next.run(req).await
 }
 
@@ -432,6 +470,88 @@ async fn events(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(ok(json!({ "events": records })))
+}
+
+/// `GET /api/session`: who the caller is — principal, tier, tool scope — and, for a
+/// dashboard sign-in, the CSRF token its changes must carry.
+async fn api_session(
+    State(st): State<Arc<HttpState>>,
+    Extension(caller): Extension<Caller>,
+    signed: Option<Extension<ui::SignedIn>>,
+) -> Response {
+    let signed = signed.map(|Extension(s)| s);
+    ok(json!({
+        "principal": caller.principal.to_string(),
+        "tier": caller.tier,
+        "tools": caller.tools,
+        "can_approve": st.invoker.policy().may_approve(&caller.principal),
+        "token_name": signed.as_ref().map(|s| s.token_name.clone()),
+        "csrf": signed.map(|s| s.csrf),
+    }))
+}
+
+/// `GET /api/events/stream`: the audit records this instance writes from now on, as
+/// server-sent events (`event: audit`, one JSON record per event), with a comment every 15 s
+/// to keep proxies from closing it.
+async fn events_stream(State(st): State<Arc<HttpState>>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use std::collections::VecDeque;
+    let follower = strata_store::audit_log::Follower::from_end(&st.audit_path);
+    let stream = futures_util::stream::unfold(
+        (follower, VecDeque::<String>::new()),
+        |(mut f, mut queue)| async move {
+            loop {
+                if let Some(line) = queue.pop_front() {
+                    let ev = Event::default().event("audit").data(line);
+                    return Some((Ok::<_, std::convert::Infallible>(ev), (f, queue)));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let (back, text) = tokio::task::spawn_blocking(move || {
+                    let text = f.read_new(1 << 20);
+                    (f, text)
+                })
+                .await
+                .ok()?;
+                f = back;
+                match text {
+                    Ok(t) => queue.extend(
+                        t.lines()
+                            .filter(|l| !l.trim().is_empty())
+                            .map(str::to_owned),
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "event stream cannot read the audit log"),
+                }
+            }
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// `GET /api/audit/verify`: the audit log's hash chain checked end to end (as `strata audit
+/// verify`): `{intact, records, files, starts_mid_chain}` or `{intact: false, file, line,
+/// reason}` at the first broken link.
+async fn audit_verify(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let path = st.audit_path.clone();
+    let report = tokio::task::spawn_blocking(move || strata_store::audit_log::verify_all(&path))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(ok(match report {
+        Ok(r) => json!({
+            "intact": true,
+            "records": r.records,
+            "files": r.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "starts_mid_chain": r.starts_mid_chain,
+        }),
+        Err((file, broken)) => json!({
+            "intact": false,
+            "file": file.display().to_string(),
+            "line": broken.line,
+            "reason": broken.reason,
+        }),
+    }))
 }
 
 #[derive(serde::Deserialize)]

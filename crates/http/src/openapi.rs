@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-/// Every route (method, path) the router serves besides `/mcp`.
+/// Every route (method, path) the router serves besides `/mcp` and the dashboard's pages
+/// (`/`, `/ui/*`: HTML for a browser, described in docs/DASHBOARD.md).
 pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/health"),
     ("get", "/api/health"),
@@ -24,6 +25,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("post", "/chat"),
     ("post", "/execute"),
+    ("get", "/api/session"),
+    ("get", "/api/events/stream"),
+    ("get", "/api/audit/verify"),
+    ("get", "/api/sessions"),
+    ("get", "/api/sessions/{agent}/{session}"),
+    ("post", "/api/sessions/{agent}/{session}/{action}"),
+    ("get", "/api/agents"),
+    ("get", "/api/config"),
 ];
 
 fn err() -> Value {
@@ -65,7 +74,39 @@ pub fn openapi() -> Value {
     let metrics_path = json!({"get": {"summary": "Metrics in the Prometheus text format (docs/OPERATIONS.md lists them); also without a token on `metrics.bind`",
                 "responses": with(json!({"200": {"description": "Prometheus text exposition 0.0.4", "content": {"text/plain": {"schema": {"type": "string"}}}},
                     "404": resp("Metrics are off (metrics.enabled: false)", err())}), std_errors.clone())}});
-    json!({
+    let dashboard_paths = json!({
+        "/api/session": {"get": {"summary": "Who the caller is: principal, tier, tool scope, whether it may approve; for a dashboard sign-in, its token's name and the CSRF token its changes must carry in X-Strata-CSRF",
+            "responses": with(json!({"200": resp("The caller", ok_value(json!({"type": "object", "required": ["principal", "tier", "can_approve"]})))}), std_errors.clone())}},
+        "/api/events/stream": {"get": {"summary": "Audit records as this instance writes them, as server-sent events (`event: audit`, one JSON record each; a comment every 15 s)",
+            "responses": with(json!({"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}}), std_errors.clone())}},
+        "/api/audit/verify": {"get": {"summary": "The audit log's hash chain checked end to end (as `strata audit verify`)",
+            "responses": with(json!({"200": resp("`intact: true` with `records`, `files`, `starts_mid_chain`; or `intact: false` with `file`, `line`, `reason` of the first broken link", ok_value(json!({"type": "object", "required": ["intact"]})))}), std_errors.clone())}},
+        "/api/sessions": {"get": {"summary": "Sessions whose agent or session id contains `q`, most recently active first",
+            "parameters": [
+                {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 200}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}],
+            "responses": with(json!({"200": resp("`sessions`: agent_id, session_id, turns, created_at, updated_at (Unix seconds)", ok_value(json!({"type": "object"}))),
+                "503": resp("No session store here, or it did not answer", err())}), std_errors.clone())}},
+        "/api/sessions/{agent}/{session}": {"get": {"summary": "A session's transcript: the summary of what was compacted, then each stored turn's messages with when it was stored",
+            "parameters": [
+                {"name": "agent", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "session", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": with(json!({"200": resp("`summary`, `turns`: [{at_ms, messages: [{role, content, tool_calls, tool_call_id}]}]", ok_value(json!({"type": "object"}))),
+                "404": resp("No such session", err())}), std_errors.clone())}},
+        "/api/sessions/{agent}/{session}/{action}": {"post": {"summary": "Reset a session: the agent forgets the conversation (not for viewers)",
+            "parameters": [
+                {"name": "agent", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "session", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "action", "in": "path", "required": true, "schema": {"enum": ["reset"]}}],
+            "responses": with(json!({"200": resp("Reset", ok_value(json!({"type": "object"}))),
+                "403": resp("A viewer token", err()), "404": resp("No such session", err())}), std_errors.clone())}},
+        "/api/agents": {"get": {"summary": "Each configured agent (running or why not, provider, the tools it may use, its merged config with secrets masked) and the skills",
+            "responses": with(json!({"200": resp("`agents`, `skills`", ok_value(json!({"type": "object"})))}), std_errors.clone())}},
+        "/api/config": {"get": {"summary": "Every value of the merged configuration with the layer that set it, secrets masked (owner and admin tokens)",
+            "responses": with(json!({"200": resp("`values`: [{key, value, origin}]", ok_value(json!({"type": "object"}))),
+                "403": resp("Not an owner or admin token", err())}), std_errors.clone())}},
+    });
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {"title": "Strata control API", "version": env!("CARGO_PKG_VERSION")},
         "components": {
@@ -179,5 +220,9 @@ pub fn openapi() -> Value {
                 "responses": with(json!({"200": resp("Queued", json!({"type": "object", "properties": {
                     "message": {"type": "string"}, "status": {"const": "ok"}}}))}), std_errors)}}
         }
-    })
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), dashboard_paths) {
+        paths.extend(more);
+    }
+    doc
 }

@@ -118,6 +118,7 @@ pub fn state(
     addr: &SocketAddr,
     cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
     schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
+    skills: Option<Arc<strata_engine::skills::SkillSet>>,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
     let env = wired.invoker.env();
@@ -155,7 +156,46 @@ pub fn state(
         schedules,
         metrics: crate::metrics::render(),
         errors: Some(Arc::new(|| crate::recent::recent().lines())),
+        ui: strata_http::ui::SignIns::new(Duration::from_secs(
+            s.dashboard.session_hours.max(1) * 3600,
+        )),
+        described: strata_http::Described {
+            origins: cfg.origins(),
+            masked: cfg.masked(),
+            skills,
+        },
     }))
+}
+
+/// The dashboard's one-time sign-in link for this boot (signs in as the first owner token,
+/// else the first token), or `None` when the dashboard is off or there is no token.
+pub fn sign_in_link(state: &HttpState, addr: &SocketAddr) -> anyhow::Result<Option<String>> {
+    if !state.invoker.env().config.server.dashboard.enabled {
+        return Ok(None);
+    }
+    let Some(token) = state
+        .tokens
+        .iter()
+        .filter(|t| !t.name.starts_with("agent:"))
+        .find(|t| t.tier == Access::Owner)
+        .or_else(|| state.tokens.iter().find(|t| !t.name.starts_with("agent:")))
+    else {
+        return Ok(None);
+    };
+    let secret = state
+        .ui
+        .one_time(strata_http::Caller::of(token), &token.name)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    // An address the Host check lets through: loopback for a wildcard or loopback bind.
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() || ip.is_loopback() => "127.0.0.1".to_owned(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    Ok(Some(format!(
+        "http://{host}:{}/ui/login?once={secret}",
+        addr.port()
+    )))
 }
 
 #[cfg(test)]

@@ -31,6 +31,27 @@ pub struct ServerConfig {
     /// browser loaded from elsewhere (DNS rebinding) away from the API.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<String>,
+    /// The web dashboard on this port (`/ui/`).
+    pub dashboard: DashboardConfig,
+}
+
+/// `server.dashboard.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DashboardConfig {
+    /// Serve `/ui/` (and redirect `/` to it). Off: both answer 404; the API is unchanged.
+    pub enabled: bool,
+    /// How long a sign-in lasts (hours); the cookie expires then, whatever is done with it.
+    pub session_hours: u64,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            enabled: true,
+            session_hours: 12,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -81,6 +102,7 @@ impl Default for ServerConfig {
             execute_api_key: None,
             artifact_roots: vec!["tmp".into(), "agents".into()],
             allowed_hosts: Vec::new(),
+            dashboard: DashboardConfig::default(),
         }
     }
 }

@@ -113,6 +113,8 @@ async fn server() -> Server {
                 serde_json::json!({"ts": "2026-12-04T00:00:00.000Z", "level": "warn", "target": "t", "message": "a test warning"}),
             ]
         })),
+        ui: Default::default(),
+        described: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -485,25 +487,37 @@ async fn state_openapi_and_routes_agree() {
         .collect();
     routes.sort();
     assert_eq!(documented, routes, "the document lists exactly the routes");
-    // Every documented route exists on the router (no 404/405).
+    // Every documented route exists on the router (no 405, no 404 from the fallback — a
+    // route may answer 404 for a thing that does not exist).
     for (method, path) in &routes {
         let concrete = path
             .replace("{path}", "tmp/report.txt")
             .replace("{id}", "no-such-request")
-            .replace("{decision}", "approve");
+            .replace("{decision}", "approve")
+            .replace("{agent}", "main")
+            .replace("{session}", "no-such-session")
+            .replace("{action}", "reset");
         let req = if method == "get" {
             client().get(format!("{}{concrete}", s.url))
         } else {
             client().post(format!("{}{concrete}", s.url)).body("{}")
         };
-        let st = req
+        let resp = req
             .header("x-strata-token", FULL)
             .send()
             .await
-            .expect("send")
-            .status()
-            .as_u16();
-        assert!(st != 404 && st != 405, "{method} {path} → {st}");
+            .expect("send");
+        let st = resp.status().as_u16();
+        // The event stream never ends: its status is all there is to read.
+        let body = if path.ends_with("/stream") {
+            String::new()
+        } else {
+            resp.text().await.unwrap_or_default()
+        };
+        assert!(
+            st != 405 && !(st == 404 && body.contains("no route")),
+            "{method} {path} → {st} {body}"
+        );
     }
 }
 
@@ -696,4 +710,211 @@ async fn every_answer_carries_the_browser_safety_headers() {
             );
         }
     }
+}
+
+/// The dashboard's cookie without a browser: it is issued for a valid token only, stands for
+/// the token on `/api/*` and nowhere else, and a change made with it needs the sign-in's CSRF
+/// token from this origin; signing out ends it. (The browser tests in the launcher drive the
+/// same through Chromium.)
+#[tokio::test]
+async fn a_dashboard_sign_in_is_a_cookie_whose_changes_need_the_csrf_token() {
+    let s = server().await;
+    // Redirects are looked at, not followed.
+    let plain = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client")
+    };
+    let login = |token: &str, origin: Option<&str>| {
+        let mut r = plain()
+            .post(format!("{}/ui/login", s.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}"));
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        r.send()
+    };
+    let r = login("not-a-token", None).await.expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    let r = login(FULL, Some("http://evil.example"))
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403, "a login posted by another site");
+    assert!(r.headers().get("set-cookie").is_none());
+    // No redirects followed: the 303 carries the cookie.
+    let r = login(FULL, Some(&s.url)).await.expect("send");
+    assert_eq!(r.status().as_u16(), 303);
+    let set = r.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Max-Age="),
+        "{set}"
+    );
+    let cookie = set.split(';').next().expect("pair").to_owned();
+
+    let with_cookie = |method: reqwest::Method, path: &str| {
+        plain()
+            .request(method, format!("{}{path}", s.url))
+            .header("cookie", cookie.clone())
+    };
+    let me: Value = with_cookie(reqwest::Method::GET, "/api/session")
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(me["value"]["principal"], "token:ops", "{me}");
+    assert_eq!(me["value"]["token_name"], "ops");
+    let csrf = me["value"]["csrf"].as_str().expect("csrf").to_owned();
+    // A token caller has no CSRF token: it needs none.
+    let (_, v, _) = get(&s, "/api/session", Some(FULL)).await;
+    assert_eq!(v["value"]["csrf"], Value::Null);
+
+    let invoke = r#"{"tool":"echo","args":{"text":"via cookie"}}"#;
+    let r = with_cookie(reqwest::Method::POST, "/api/invoke")
+        .body(invoke)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403, "no CSRF token");
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["code"], "csrf_failed");
+    let r = with_cookie(reqwest::Method::POST, "/api/invoke")
+        .header("x-strata-csrf", "a-guess")
+        .body(invoke)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403, "a wrong CSRF token");
+    let r = with_cookie(reqwest::Method::POST, "/api/invoke")
+        .header("x-strata-csrf", &csrf)
+        .header("origin", "http://evil.example")
+        .body(invoke)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403, "another origin");
+    let r = with_cookie(reqwest::Method::POST, "/api/invoke")
+        .header("x-strata-csrf", &csrf)
+        .header("origin", &s.url)
+        .body(invoke)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["value"]["value"], "via cookie", "{v}");
+    // The cookie is the dashboard's: not a key to /chat or /mcp.
+    let r = with_cookie(reqwest::Method::POST, "/chat")
+        .header("x-strata-csrf", &csrf)
+        .body(r#"{"message":"hi"}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+
+    // The pages: `/` leads to the dashboard, which needs a sign-in, with its own strict policy.
+    let r = plain()
+        .get(format!("{}/", s.url))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/ui/");
+    let r = plain()
+        .get(format!("{}/ui/", s.url))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.headers()["location"], "/ui/login");
+    let r = with_cookie(reqwest::Method::GET, "/ui/")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp")
+        .to_owned();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(r.headers()["referrer-policy"], "same-origin");
+
+    // Signing out ends it.
+    let r = with_cookie(reqwest::Method::POST, "/ui/logout")
+        .header("x-strata-csrf", &csrf)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 303);
+    let r = with_cookie(reqwest::Method::GET, "/api/session")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+}
+
+/// The routes behind the Sessions page: a list filtered by id, a transcript with when each
+/// turn was stored, and a reset that the agent honours.
+#[tokio::test]
+async fn sessions_are_listed_shown_and_reset() {
+    let s = server().await;
+    let fake = s._fake.as_ref().expect("fake");
+    fake.script([openai::text("first answer"), openai::text("second answer")]);
+    for sid in ["alpha-1", "beta-2"] {
+        let (st, v) = post(
+            &s,
+            "/chat",
+            Some(FULL),
+            &format!(r#"{{"message":"hello {sid}","session_id":"{sid}"}}"#),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let (st, v, _) = get(&s, "/api/sessions", Some(FULL)).await;
+    assert_eq!(st, 200, "{v}");
+    let ids: Vec<&str> = v["value"]["sessions"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["session_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["beta-2", "alpha-1"], "most recent first");
+    let (_, v, _) = get(&s, "/api/sessions?q=ALPHA", Some(FULL)).await;
+    assert_eq!(v["value"]["sessions"][0]["session_id"], "alpha-1", "{v}");
+    assert_eq!(v["value"]["sessions"].as_array().map(Vec::len), Some(1));
+    let (_, v, _) = get(&s, "/api/sessions?q=%25", Some(FULL)).await;
+    assert_eq!(
+        v["value"]["sessions"],
+        json!([]),
+        "`%` is a character, not a wildcard"
+    );
+
+    let (st, v, _) = get(&s, "/api/sessions/main/alpha-1", Some(FULL)).await;
+    assert_eq!(st, 200, "{v}");
+    let turn = &v["value"]["turns"][0];
+    assert!(
+        turn["at_ms"].as_i64().expect("at") > 1_700_000_000_000,
+        "{v}"
+    );
+    assert_eq!(turn["messages"][0]["content"], "hello alpha-1");
+    assert_eq!(turn["messages"][1]["content"], "first answer");
+    let (st, v, _) = get(&s, "/api/sessions/main/nobody", Some(FULL)).await;
+    assert_eq!((st, v["code"].as_str()), (404, Some("not_found")));
+
+    let (st, v) = post(&s, "/api/sessions/main/alpha-1/reset", Some(FULL), "{}").await;
+    assert_eq!(st, 200, "{v}");
+    let (st, _, _) = get(&s, "/api/sessions/main/alpha-1", Some(FULL)).await;
+    assert_eq!(st, 404);
+    let (_, v, _) = get(&s, "/api/sessions", Some(FULL)).await;
+    assert_eq!(v["value"]["sessions"].as_array().map(Vec::len), Some(1));
 }

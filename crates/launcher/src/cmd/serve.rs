@@ -192,8 +192,17 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         &local,
         member.as_ref().and_then(crate::cluster::Member::view),
         Some(scheduler.clone()),
+        Some(skills.clone()),
     )?;
     tracing::info!(address = %local, "control API on http://{local}/api, MCP on http://{local}/mcp");
+    // Like the per-boot token: a plain line for the person at the terminal — not with
+    // `log.format: json`, whose stderr is a log pipeline's (and whose readers sign in with a
+    // token).
+    if c.config.log.format == strata_engine::config::LogFormat::Text
+        && let Some(link) = crate::http::sign_in_link(&http_state, &local)?
+    {
+        eprintln!("dashboard: {link}  (one-time sign-in link for this boot)");
+    }
     let env = wired.invoker.env().clone();
     let directory: std::sync::Arc<dyn strata_engine::turns::AgentDirectory> = wired.manager.clone();
     let discord_cfg = c.config.clone();
