@@ -9,6 +9,7 @@ mod claude_mcp;
 mod cli;
 mod cluster;
 mod common;
+mod dashboard;
 mod logs;
 mod mcp;
 mod memory;
