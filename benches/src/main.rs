@@ -5,6 +5,7 @@
 
 mod agent;
 mod cluster;
+mod dashboard;
 mod invoke;
 mod memory;
 mod meters;
@@ -112,6 +113,7 @@ fn main() -> std::process::ExitCode {
         "sandbox",
         "serve",
         "schedules",
+        "dashboard",
         "cluster",
     ];
     for name in &wanted {
@@ -132,6 +134,7 @@ fn main() -> std::process::ExitCode {
             "sandbox" => sandbox::run(quick),
             "serve" => serve::run(quick),
             "schedules" => schedules::run(quick),
+            "dashboard" => dashboard::run(quick),
             "cluster" => cluster::run(quick),
             _ => unreachable!("checked above"),
         };

@@ -49,7 +49,7 @@ pub(crate) fn health(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    if s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .is_err()
     {
         return false;
@@ -104,7 +104,7 @@ fn start(overlay: &std::path::Path) -> Result<Server, String> {
     })
 }
 
-fn rss_kib(pid: u32) -> f64 {
+pub(crate) fn rss_kib(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

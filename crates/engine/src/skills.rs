@@ -179,6 +179,18 @@ pub enum SkillAction<'a> {
 }
 
 impl Skill {
+    /// How a listing shows the skill (`strata skill list --json`, `GET /api/agents`): name,
+    /// description, kind (`command` or `prompt`), origin and the tool that runs it.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "description": self.def.description,
+            "kind": if self.def.command.is_some() { "command" } else { "prompt" },
+            "origin": self.origin,
+            "tool": tool_name(&self.name),
+        })
+    }
+
     /// Checks `given` against the parameters; returns every parameter's value (defaults
     /// filled in). Errors name the parameter.
     pub fn bind(

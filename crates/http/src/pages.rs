@@ -181,15 +181,7 @@ pub(crate) async fn agents(State(st): State<Arc<HttpState>>) -> Json<Value> {
         .map(|s| {
             s.snapshot()
                 .values()
-                .map(|s| {
-                    json!({
-                        "name": s.name,
-                        "description": s.def.description,
-                        "kind": if s.def.command.is_some() { "command" } else { "prompt" },
-                        "origin": s.origin,
-                        "tool": strata_engine::skills::tool_name(&s.name),
-                    })
-                })
+                .map(strata_engine::skills::Skill::summary)
                 .collect()
         })
         .unwrap_or_default();

@@ -86,17 +86,19 @@ pub fn list(skills: &SkillSet, json_out: bool) -> String {
         let v: Vec<_> = snap
             .values()
             .map(|s| {
-                json!({
-                    "name": s.name,
-                    "description": s.def.description,
-                    "kind": if s.def.command.is_some() { "command" } else { "prompt" },
-                    "origin": s.origin,
-                    "path": s.path.display().to_string(),
-                    "parameters": s.def.parameters.iter().map(|(n, p)| json!({
-                        "name": n, "type": p.kind, "description": p.description,
-                        "required": p.required, "choices": p.choices,
-                    })).collect::<Vec<_>>(),
-                })
+                let mut v = s.summary();
+                v["path"] = json!(s.path.display().to_string());
+                v["parameters"] = json!(
+                    s.def
+                        .parameters
+                        .iter()
+                        .map(|(n, p)| json!({
+                            "name": n, "type": p.kind, "description": p.description,
+                            "required": p.required, "choices": p.choices,
+                        }))
+                        .collect::<Vec<_>>()
+                );
+                v
             })
             .collect();
         return serde_json::to_string_pretty(&json!({ "skills": v })).unwrap_or_default();

@@ -220,6 +220,37 @@ fn overlay(llm_url: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Types `text` into the element at `loc`.
+async fn type_into(c: &Client, loc: Locator<'_>, text: &str) {
+    c.find(loc)
+        .await
+        .expect("an input")
+        .send_keys(text)
+        .await
+        .expect("type");
+}
+
+/// Clicks the element at `loc`.
+async fn click(c: &Client, loc: Locator<'_>) {
+    c.find(loc)
+        .await
+        .expect("something to click")
+        .click()
+        .await
+        .expect("click");
+}
+
+/// `POST /api/invoke` as the owner token: status and body.
+async fn invoke_as_boss(base: &str, tool: &str, args: Value) -> (u16, Value) {
+    common::api(
+        "POST",
+        &format!("{base}/api/invoke"),
+        BOSS,
+        Some(json!({"tool": tool, "args": args})),
+    )
+    .await
+}
+
 /// The id of a pending request other than `not`, once there is one.
 async fn next_pending(base: &str, not: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -247,12 +278,7 @@ async fn sign_in(c: &Client, base: &str, token: &str) {
         .await
         .expect("form");
     input.send_keys(token).await.expect("type");
-    c.find(Locator::Css("form button[type=submit]"))
-        .await
-        .expect("button")
-        .click()
-        .await
-        .expect("submit");
+    click(c, Locator::Css("form button[type=submit]")).await;
 }
 
 /// The operator's day: sign in (a wrong token first), decide two approvals, read a
@@ -296,15 +322,8 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     shot(c, "overview").await;
 
     // Approvals: a gated call waits; approving it lets it finish, denying another refuses it.
-    let invoke = |base: String| async move {
-        common::api(
-            "POST",
-            &format!("{base}/api/invoke"),
-            BOSS,
-            Some(json!({"tool": "current_time", "args": {}})),
-        )
-        .await
-    };
+    let invoke =
+        |base: String| async move { invoke_as_boss(&base, "current_time", json!({})).await };
     let first = tokio::spawn(invoke(base.clone()));
     let first_id = next_pending(&base, "").await;
     open(c, &base, "approvals", "Approvals").await;
@@ -318,12 +337,7 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
         .expect("an approve button");
     wait_text(c, "main table", "current_time").await;
     shot(c, "approvals").await;
-    c.find(Locator::Css("input.reason"))
-        .await
-        .expect("reason")
-        .send_keys("looks fine")
-        .await
-        .expect("type");
+    type_into(c, Locator::Css("input.reason"), "looks fine").await;
     approve.click().await.expect("approve");
     let (st, v) = tokio::time::timeout(Duration::from_secs(20), first)
         .await
@@ -366,12 +380,7 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     open(c, &base, "sessions", "Sessions").await;
     wait_text(c, "main table", "web-xss").await;
     shot(c, "sessions").await;
-    c.find(Locator::LinkText("web-xss"))
-        .await
-        .expect("session link")
-        .click()
-        .await
-        .expect("open transcript");
+    click(c, Locator::LinkText("web-xss")).await;
     let shown = wait_text(c, "#transcript", "<script>").await;
     assert!(
         shown.contains("show me") && shown.contains("Here you go"),
@@ -394,13 +403,7 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     c.execute("window.__marker = 'same page';", vec![])
         .await
         .expect("mark");
-    let (st, _) = common::api(
-        "POST",
-        &format!("{base}/api/invoke"),
-        BOSS,
-        Some(json!({"tool": "list_files", "args": {"path": "tmp"}})),
-    )
-    .await;
+    let (st, _) = invoke_as_boss(&base, "list_files", json!({"path": "tmp"})).await;
     assert_eq!(st, 200);
     wait_text(c, "main table", "list_files").await;
     let same = c
@@ -412,18 +415,8 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
 
     // The generated form invokes read_file; the file's markup is shown as text.
     open(c, &base, "tools/read_file", "Tool read_file").await;
-    c.find(Locator::Id("arg-path"))
-        .await
-        .expect("path input")
-        .send_keys("tmp/planted.txt")
-        .await
-        .expect("type");
-    c.find(Locator::Css("#invoke-form button[type=submit]"))
-        .await
-        .expect("invoke")
-        .click()
-        .await
-        .expect("click");
+    type_into(c, Locator::Id("arg-path"), "tmp/planted.txt").await;
+    click(c, Locator::Css("#invoke-form button[type=submit]")).await;
     let result = wait_text(c, "#invoke-result", "<script>").await;
     assert!(result.contains("ok"), "{result}");
     nothing_ran(c).await;
@@ -433,11 +426,10 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     shot(c, "tools").await;
 
     // A memory with markup is listed as text and forgotten with a reason.
-    let (_, v) = common::api(
-        "POST",
-        &format!("{base}/api/invoke"),
-        BOSS,
-        Some(json!({"tool": "memory_store", "args": {"content": format!("the deploy key rotates monthly {XSS}")}})),
+    let (_, v) = invoke_as_boss(
+        &base,
+        "memory_store",
+        json!({"content": format!("the deploy key rotates monthly {XSS}")}),
     )
     .await;
     assert_eq!(v["value"]["status"], "ok", "{v}");
@@ -445,24 +437,13 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     wait_text(c, "main table", "rotates monthly <script>").await;
     nothing_ran(c).await;
     shot(c, "memory").await;
-    c.find(Locator::Css("main table input"))
-        .await
-        .expect("reason")
-        .send_keys("no longer true")
-        .await
-        .expect("type");
-    c.find(Locator::Css("button.forget"))
-        .await
-        .expect("forget")
-        .click()
-        .await
-        .expect("click");
+    type_into(c, Locator::Css("main table input"), "no longer true").await;
+    click(c, Locator::Css("button.forget")).await;
     wait_text(c, "main table", "forgotten").await;
-    let (_, v) = common::api(
-        "POST",
-        &format!("{base}/api/invoke"),
-        BOSS,
-        Some(json!({"tool": "memory_search", "args": {"query": "deploy key rotates"}})),
+    let (_, v) = invoke_as_boss(
+        &base,
+        "memory_search",
+        json!({"query": "deploy key rotates"}),
     )
     .await;
     assert_eq!(v["value"]["value"]["memories"], json!([]), "{v}");
@@ -490,12 +471,7 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
 
     // Signing out ends the sign-in for good.
     let old = c.get_named_cookie("strata_session").await.expect("cookie");
-    c.find(Locator::Id("logout"))
-        .await
-        .expect("logout")
-        .click()
-        .await
-        .expect("click");
+    click(c, Locator::Id("logout")).await;
     c.wait()
         .for_element(Locator::Id("token"))
         .await
@@ -540,15 +516,7 @@ async fn the_one_time_link_viewers_and_forgeries() {
     // A viewer: the pending request is visible, with no approve button.
     let pending = tokio::spawn({
         let base = base.clone();
-        async move {
-            common::api(
-                "POST",
-                &format!("{base}/api/invoke"),
-                BOSS,
-                Some(json!({"tool": "current_time", "args": {}})),
-            )
-            .await
-        }
+        async move { invoke_as_boss(&base, "current_time", json!({})).await }
     });
     let rows = common::pending(&base, BOSS).await;
     let id = rows[0]["id"].as_str().expect("id").to_owned();
