@@ -46,10 +46,14 @@ function when(t) {
   const d = typeof t === 'number' ? new Date(t > 1e12 ? t : t * 1000) : new Date(t);
   return isNaN(d) ? text(t) : d.toLocaleString();
 }
+// Replaces an element's children, skipping the empty ones (the DOM would print `null`).
+function fill(parent, ...kids) {
+  parent.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false));
+}
 function problem(msg) { return el('p', { class: 'problem', role: 'alert' }, msg); }
 function render(title, ...nodes) {
   document.title = `${title} · Strata`;
-  main().replaceChildren(el('h1', {}, title), ...nodes);
+  fill(main(), el('h1', {}, title), ...nodes);
 }
 function every(ms, f) { S.timers.push(setInterval(f, ms)); }
 
@@ -127,13 +131,13 @@ pages.approvals = async () => {
     if (key !== shown) {
       shown = key;
       const now = Date.now() / 1000;
-      list.replaceChildren(table('Waiting approvals',
+      fill(list, table('Waiting approvals',
         ['Agent', 'Tool', 'For', 'What', 'Arguments', 'Age', 'Decision'],
         rows.map((r) => [text(r.agent_id), el('code', {}, r.tool), text(r.principal), text(r.description),
           pretty(r.args), ago(now - r.created_at), S.me.can_approve ? decide(r) : el('span', { class: 'muted' }, '—')]),
         'Nothing is waiting for a decision.'));
     }
-    decided.replaceChildren(table('Decided approvals', ['Tool', 'Outcome', 'By', 'Reason', 'When'],
+    fill(decided, table('Decided approvals', ['Tool', 'Outcome', 'By', 'Reason', 'When'],
       (all.approvals || []).filter((r) => r.status !== 'pending').map((r) => [
         el('code', {}, r.tool), el('span', { class: r.status === 'approved' ? 'ok' : 'bad' }, r.status),
         text(r.approver), text(r.reason), when(r.decided_at)]), 'None yet.'));
@@ -149,8 +153,8 @@ function decide(r) {
     ev.target.disabled = true;
     try {
       const v = await api('POST', `/api/approvals/${encodeURIComponent(r.id)}/${decision}`, { reason: reason.value || undefined });
-      out.replaceChildren(el('span', { class: v.status === 'approved' ? 'ok' : 'bad' }, v.status));
-    } catch (e) { out.replaceChildren(problem(e.message)); ev.target.disabled = false; }
+      fill(out, el('span', { class: v.status === 'approved' ? 'ok' : 'bad' }, v.status));
+    } catch (e) { fill(out, problem(e.message)); ev.target.disabled = false; }
   };
   return el('div', { class: 'row' }, reason,
     el('button', { type: 'button', class: 'primary approve', 'data-id': r.id, onclick: go('approve') }, 'Approve'),
@@ -166,7 +170,7 @@ pages.activity = async () => {
   let events = [];
   const keep = (e) => (!f.agent || text(e.agent_id).includes(f.agent)) && (!f.tool || text(e.tool || e.event).includes(f.tool))
     && (!f.status || text(e.status) === f.status) && (!f.principal || text(e.principal).includes(f.principal));
-  const draw = () => body.replaceChildren(table('Events', ['When', 'Agent', 'Tool or event', 'Principal', 'Status', 'ms', 'Details'],
+  const draw = () => fill(body, table('Events', ['When', 'Agent', 'Tool or event', 'Principal', 'Status', 'ms', 'Details'],
     events.filter(keep).slice(0, 300).map((e) => [when(e.ts), text(e.agent_id), el('code', {}, text(e.tool || e.event)),
       text(e.principal), el('span', { class: e.status === 'ok' ? 'ok' : e.status ? 'bad' : '' }, text(e.status)),
       e.elapsed_ms === undefined ? '' : Math.round(e.elapsed_ms), pretty(e.error ? { error: e.error, args: e.args } : (e.args ?? e))]),
@@ -176,10 +180,10 @@ pages.activity = async () => {
   events = (first.events || []).slice().reverse();
   draw();
   api('GET', '/api/audit/verify').then((v) => {
-    chain.replaceChildren(v.intact
+    fill(chain, v.intact
       ? el('span', { class: 'ok' }, `Audit chain intact: ${v.records} records${v.starts_mid_chain ? ' (the oldest file starts mid-chain: older files were deleted)' : ''}.`)
       : el('span', { class: 'bad' }, `Audit chain broken in ${v.file} at line ${v.line}: ${v.reason}`));
-  }).catch((e) => chain.replaceChildren(problem(e.message)));
+  }).catch((e) => fill(chain, problem(e.message)));
   const src = new EventSource('/api/events/stream');
   S.source = src;
   src.addEventListener('audit', (m) => {
@@ -249,13 +253,13 @@ function form(t) {
         args[i.name] = k === 'integer' ? parseInt(i.value, 10) : k === 'number' ? Number(i.value)
           : k === 'boolean' ? i.value === 'true' : k === 'json' ? JSON.parse(i.value) : i.value;
       }
-    } catch (e) { out.replaceChildren(problem(`Not JSON: ${e.message}`)); return; }
-    out.replaceChildren(el('p', { class: 'muted' }, t.hitl ? 'Waiting for approval…' : 'Running…'));
+    } catch (e) { fill(out, problem(`Not JSON: ${e.message}`)); return; }
+    fill(out, el('p', { class: 'muted' }, t.hitl ? 'Waiting for approval…' : 'Running…'));
     try {
       const r = await api('POST', '/api/invoke', { tool: t.name, args });
-      out.replaceChildren(el('p', {}, 'Status: ', el('strong', { class: r.status === 'ok' ? 'ok' : 'bad' }, r.status),
+      fill(out, el('p', {}, 'Status: ', el('strong', { class: r.status === 'ok' ? 'ok' : 'bad' }, r.status),
         ` in ${Math.round(r.elapsed_ms)} ms`), r.error ? problem(r.error) : null, pretty(r.value));
-    } catch (e) { out.replaceChildren(problem(e.message)); }
+    } catch (e) { fill(out, problem(e.message)); }
   });
   return f;
 }
@@ -277,11 +281,11 @@ pages.sessions = async (arg) => {
   const body = el('div', {});
   const load = async () => {
     const v = await api('GET', `/api/sessions?limit=200&q=${encodeURIComponent(q.value.trim())}`);
-    body.replaceChildren(table('Sessions', ['Agent', 'Session', 'Turns', 'Last active'], (v.sessions || []).map((s) => [
+    fill(body, table('Sessions', ['Agent', 'Session', 'Turns', 'Last active'], (v.sessions || []).map((s) => [
       s.agent_id, el('a', { href: `#sessions/${encodeURIComponent(s.agent_id)}/${encodeURIComponent(s.session_id)}` }, s.session_id),
       text(s.turns), when(s.updated_at)]), 'No sessions.'));
   };
-  q.addEventListener('input', () => load().catch((e) => body.replaceChildren(problem(e.message))));
+  q.addEventListener('input', () => load().catch((e) => fill(body, problem(e.message))));
   render('Sessions', el('div', { class: 'row', role: 'search' }, el('div', {}, el('label', { for: 's-q' }, 'Search'), q)), body);
   await load();
 };
@@ -314,7 +318,7 @@ pages.memory = async () => {
     el('option', { value: 'memory_semantic_search' }, 'meaning only'));
   const scope = el('input', { id: 'm-scope', type: 'text', placeholder: 'global, agent:<id>, group:<name>' });
   const body = el('div', {});
-  const show = (list) => body.replaceChildren(table('Memories', ['Memory', 'Scope', 'Kind', 'Metadata', ''], list.map((m) => [
+  const show = (list) => fill(body, table('Memories', ['Memory', 'Scope', 'Kind', 'Metadata', ''], list.map((m) => [
     el('div', { class: 'text' }, m.content ?? m.text ?? ''), text(m.scope), text(m.type ?? m.kind),
     pretty(Object.fromEntries(Object.entries(m).filter(([k]) => !['content', 'text'].includes(k)))),
     S.me.tier === 'viewer' ? '' : forget(m)]), 'No memories found.'));
@@ -324,9 +328,9 @@ pages.memory = async () => {
       const r = q.value.trim()
         ? await invoke(mode.value, { query: q.value.trim(), limit: 50 })
         : await invoke('memory_list', scope.value.trim() ? { scope: scope.value.trim(), limit: 100 } : { limit: 100 });
-      if (r.status !== 'ok') return body.replaceChildren(problem(r.error || r.status));
+      if (r.status !== 'ok') return fill(body, problem(r.error || r.status));
       show(r.value.memories || []);
-    } catch (e) { body.replaceChildren(problem(e.message)); }
+    } catch (e) { fill(body, problem(e.message)); }
   };
   render('Memory', el('form', { class: 'row', role: 'search', onsubmit: run },
     el('div', {}, el('label', { for: 'm-q' }, 'Search'), q), el('div', {}, el('label', { for: 'm-mode' }, 'Mode'), mode),
@@ -338,11 +342,11 @@ function forget(m) {
   const reason = el('input', { type: 'text', 'aria-label': `Reason to forget ${m.id}`, placeholder: 'reason', required: true });
   const out = el('span', { role: 'status' });
   return el('div', { class: 'row' }, reason, el('button', { type: 'button', class: 'danger forget', onclick: async () => {
-    if (!reason.value.trim()) { out.replaceChildren(problem('Give a reason.')); return; }
+    if (!reason.value.trim()) { fill(out, problem('Give a reason.')); return; }
     try {
       const r = await invoke('memory_forget', { id: m.id, reason: reason.value.trim() });
-      out.replaceChildren(r.status === 'ok' ? el('span', { class: 'ok' }, 'forgotten') : problem(r.error || r.status));
-    } catch (e) { out.replaceChildren(problem(e.message)); }
+      fill(out, r.status === 'ok' ? el('span', { class: 'ok' }, 'forgotten') : problem(r.error || r.status));
+    } catch (e) { fill(out, problem(e.message)); }
   } }, 'Forget'), out);
 }
 
@@ -371,7 +375,7 @@ pages.schedules = async () => {
   const body = el('div', {});
   const load = async () => {
     const v = await api('GET', '/api/schedules');
-    body.replaceChildren(table('Schedules', ['Schedule', 'When', 'Runs', 'Next', 'Last', 'Status', 'Failures', ''],
+    fill(body, table('Schedules', ['Schedule', 'When', 'Runs', 'Next', 'Last', 'Status', 'Failures', ''],
       (v.schedules || []).map((s) => [el('code', {}, s.name), text(s.when), `${text(s.kind)} ${text(s.runs)}`,
         s.paused ? el('span', { class: 'warn' }, 'paused') : when(s.next_run), when(s.last_run), text(s.last_status), text(s.failures),
         S.me.can_approve ? el('div', { class: 'row' }, act(s.name, 'run', 'Run now', load), act(s.name, s.paused ? 'resume' : 'pause', s.paused ? 'Resume' : 'Pause', load)) : '']),
@@ -398,7 +402,7 @@ pages.usage = async () => {
     const max = Math.max(1e-9, ...rows.map((r) => r.cost_usd || 0));
     const maxTok = Math.max(1, ...rows.map((r) => (r.input_tokens || 0) + (r.output_tokens || 0)));
     const useCost = rows.some((r) => r.cost_usd > 0);
-    body.replaceChildren(
+    fill(body, 
       el('div', { class: 'bars', role: 'img', 'aria-label': `${useCost ? 'Cost' : 'Tokens'} by ${by.value}` }, rows.map((r) => {
         const n = useCost ? r.cost_usd : (r.input_tokens + r.output_tokens);
         const pct = Math.round(100 * n / (useCost ? max : maxTok));
@@ -424,7 +428,7 @@ pages.config = async () => {
   const body = el('div', {}, table('Configuration', ['Key', 'Value', 'Set by'], rows));
   filter.addEventListener('input', () => {
     const q = filter.value.trim();
-    body.replaceChildren(table('Configuration', ['Key', 'Value', 'Set by'], rows.filter((r) => r[0].textContent.includes(q))));
+    fill(body, table('Configuration', ['Key', 'Value', 'Set by'], rows.filter((r) => r[0].textContent.includes(q))));
   });
   render('Config', el('p', { class: 'muted' }, 'The merged configuration, core → modules → overlay (later wins); secrets masked.'),
     el('div', { class: 'row', role: 'search' }, el('div', {}, el('label', { for: 'c-q' }, 'Filter'), filter)), body);
@@ -460,4 +464,4 @@ async function start() {
   window.addEventListener('hashchange', route);
   await route();
 }
-document.addEventListener('DOMContentLoaded', () => start().catch((e) => main().replaceChildren(problem(e.message))));
+document.addEventListener('DOMContentLoaded', () => start().catch((e) => fill(main(), problem(e.message))));

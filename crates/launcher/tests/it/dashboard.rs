@@ -5,7 +5,8 @@
 //! is saved as a screenshot under `target/ui-screenshots/`.
 //!
 //! Without `chromedriver` on PATH the browser tests say how to install it and pass; under
-//! `CI=true` they fail instead.
+//! `CI=true` they fail instead. `STRATA_TEST_BROWSER=firefox` runs them in Firefox
+//! (`firefox-esr` and `geckodriver` on PATH; screenshots prefixed `firefox-`).
 
 use crate::common;
 
@@ -46,11 +47,24 @@ fn on_path(name: &str) -> Option<PathBuf> {
     })
 }
 
-/// Starts the browser, or says how to get one (and, under CI, fails).
+/// Starts the browser, or says how to get one (and, under CI, fails). Chromium by default;
+/// `STRATA_TEST_BROWSER=firefox` drives Firefox through geckodriver instead.
 async fn browser() -> Option<Browser> {
-    let Some(driver_bin) = on_path("chromedriver") else {
-        let how = "the dashboard's browser tests need Debian's chromium and chromium-driver: \
-                   apt-get install chromium chromium-driver";
+    let firefox = std::env::var("STRATA_TEST_BROWSER").is_ok_and(|b| b == "firefox");
+    let (driver_name, how) = if firefox {
+        (
+            "geckodriver",
+            "STRATA_TEST_BROWSER=firefox needs firefox-esr (apt-get) and geckodriver \
+             (cargo install geckodriver) on PATH",
+        )
+    } else {
+        (
+            "chromedriver",
+            "the dashboard's browser tests need Debian's chromium and chromium-driver: \
+             apt-get install chromium chromium-driver",
+        )
+    };
+    let Some(driver_bin) = on_path(driver_name) else {
         assert!(std::env::var("CI").is_err(), "{how}");
         eprintln!("skipped: {how}");
         return None;
@@ -64,26 +78,34 @@ async fn browser() -> Option<Browser> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start chromedriver");
+        .expect("start the WebDriver server");
     let profile = tempfile::tempdir().expect("profile");
-    let mut args = vec![
-        "--headless=new".to_owned(),
-        "--disable-gpu".to_owned(),
-        "--disable-dev-shm-usage".to_owned(),
-        "--no-first-run".to_owned(),
-        "--window-size=1280,900".to_owned(),
-        format!("--user-data-dir={}", profile.path().display()),
-    ];
-    // Root (CI's containers) cannot use Chromium's own sandbox.
-    if rustix::process::getuid().is_root() {
-        args.push("--no-sandbox".to_owned());
-    }
-    let mut opts = json!({ "args": args });
-    if let Some(bin) = on_path("chromium") {
-        opts["binary"] = json!(bin.display().to_string());
-    }
     let mut caps = serde_json::Map::new();
-    caps.insert("goog:chromeOptions".into(), opts);
+    if firefox {
+        let mut opts = json!({"args": ["-headless", "--width=1280", "--height=900"]});
+        if let Some(bin) = on_path("firefox-esr").or_else(|| on_path("firefox")) {
+            opts["binary"] = json!(bin.display().to_string());
+        }
+        caps.insert("moz:firefoxOptions".into(), opts);
+    } else {
+        let mut args = vec![
+            "--headless=new".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--no-first-run".to_owned(),
+            "--window-size=1280,900".to_owned(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        // Root (CI's containers) cannot use Chromium's own sandbox.
+        if rustix::process::getuid().is_root() {
+            args.push("--no-sandbox".to_owned());
+        }
+        let mut opts = json!({ "args": args });
+        if let Some(bin) = on_path("chromium") {
+            opts["binary"] = json!(bin.display().to_string());
+        }
+        caps.insert("goog:chromeOptions".into(), opts);
+    }
     caps.insert("unhandledPromptBehavior".into(), json!("ignore"));
     let url = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -113,7 +135,11 @@ async fn shot(c: &Client, name: &str) {
         .join("ui-screenshots");
     std::fs::create_dir_all(&dir).expect("mkdir screenshots");
     let png = c.screenshot().await.expect("screenshot");
-    std::fs::write(dir.join(format!("{name}.png")), png).expect("write screenshot");
+    let prefix = match std::env::var("STRATA_TEST_BROWSER") {
+        Ok(b) if b == "firefox" => "firefox-",
+        _ => "",
+    };
+    std::fs::write(dir.join(format!("{prefix}{name}.png")), png).expect("write screenshot");
 }
 
 /// Waits until the element at `css` exists and its text contains `needle`; its text.
@@ -419,6 +445,8 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     click(c, Locator::Css("#invoke-form button[type=submit]")).await;
     let result = wait_text(c, "#invoke-result", "<script>").await;
     assert!(result.contains("ok"), "{result}");
+    // No empty part printed as `null` (the DOM's replaceChildren does that to a null).
+    assert!(!result.lines().any(|l| l.trim() == "null"), "{result}");
     nothing_ran(c).await;
     shot(c, "tool").await;
     open(c, &base, "tools", "Tools").await;
@@ -468,6 +496,24 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
         shot(c, hash).await;
     }
     wait_text(c, "main", "server.port").await;
+
+    // A phone's width: the page reflows instead of scrolling sideways (wide tables scroll
+    // in their own box).
+    c.set_window_size(390, 844).await.expect("resize");
+    for hash in ["overview", "approvals", "activity"] {
+        open(c, &base, hash, "").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let fits = c
+            .execute(
+                "return document.documentElement.scrollWidth <= window.innerWidth + 1;",
+                vec![],
+            )
+            .await
+            .expect("js");
+        assert_eq!(fits, json!(true), "{hash} scrolls sideways on a phone");
+        shot(c, &format!("{hash}-phone")).await;
+    }
+    c.set_window_size(1280, 900).await.expect("resize");
 
     // Signing out ends the sign-in for good.
     let old = c.get_named_cookie("strata_session").await.expect("cookie");
