@@ -151,6 +151,12 @@ pub fn build_agent(
             .map(|t| t.spec().name.clone())
             .collect(),
         mcp_config,
+        protected_paths: protected_paths(cfg),
+        settings_file: Some(
+            cfg.data_dir
+                .join("claude-code")
+                .join(format!("{id}.settings.json")),
+        ),
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
     Ok(LlmAgent::new(
@@ -163,6 +169,22 @@ pub fn build_agent(
     .with_tools(filter)
     .with_max_rounds(overrides.max_rounds.or(agent.max_rounds).unwrap_or(10))
     .with_sampling(llm.max_tokens, llm.temperature))
+}
+
+/// What a CLI provider's own tools must never touch: the data directory (tokens, stores,
+/// the audit log), the vault's files and its key file, as absolute paths
+/// (`~/.config/strata/` is denied by the provider itself).
+fn protected_paths(cfg: &LoadedConfig) -> Vec<std::path::PathBuf> {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let config = cfg.overlay_dir.join("config");
+    let mut out = vec![abs(&cfg.data_dir)];
+    for f in ["secrets.enc", "secrets.salt"] {
+        out.push(abs(&config.join(f)));
+    }
+    if let Some(key) = std::env::var_os("STRATA_VAULT_KEY_FILE") {
+        out.push(abs(Path::new(&key)));
+    }
+    out
 }
 
 /// Writes Claude Code's MCP config for agent `id` (0600): our endpoint, its own token.

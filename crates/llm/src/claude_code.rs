@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
+use strata_engine::config::Builtins;
 use strata_engine::llm::*;
 use strata_engine::secret::Secret;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -42,6 +43,13 @@ pub struct ClaudeCodeSettings {
     /// `--mcp-config` file naming our `/mcp` (written by `serve` for each Claude Code agent;
     /// absent in CLI runs, which serve no MCP).
     pub mcp_config: Option<PathBuf>,
+    /// Which of the CLI's own tools the agent gets (`llm.builtins`).
+    pub builtins: Builtins,
+    /// `llm.disallow_builtins`.
+    pub disallow_builtins: Vec<String>,
+    /// The `--settings` value: the path of the agent's settings file, or the document itself
+    /// (see [`BuiltinPolicy::settings`]) where there is no file.
+    pub settings: std::ffi::OsString,
     /// Config path for error messages (`agents.main.llm`).
     pub config_path: String,
 }
@@ -65,6 +73,157 @@ impl ClaudeCodeSettings {
                 )
             }
         }
+    }
+}
+
+/// The CLI's built-in tools we know by name. `none` also passes `--tools ""`, which takes
+/// away the ones added after this list was written.
+pub const KNOWN_BUILTINS: &[&str] = &[
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "Read",
+    "NotebookRead",
+    "Glob",
+    "Grep",
+    "LS",
+    "WebFetch",
+    "WebSearch",
+    "Task",
+    "TodoWrite",
+    "SlashCommand",
+    "Skill",
+    "ExitPlanMode",
+];
+
+/// The built-ins `read_only` allows: they read files and nothing else (no network: WebFetch
+/// would go around the SSRF guard and the taint marks).
+pub const READ_ONLY_BUILTINS: &[&str] = &["Read", "Glob", "Grep"];
+
+/// The CLI's file tools, each denied the protected paths by its own rule (a `Read` rule
+/// does not stop `Edit`).
+const FILE_TOOLS: &[&str] = &["Read", "Edit", "Write", "NotebookEdit"];
+
+/// Key files denied in every mode, wherever they are.
+const KEY_FILES: &[&str] = &[
+    "**/*.key",
+    "**/*.pem",
+    "**/*.p12",
+    "**/id_rsa*",
+    "**/id_ecdsa*",
+    "**/id_ed25519*",
+    "~/.ssh/**",
+    "~/.config/strata/**",
+];
+
+/// How an agent's `llm.builtins` and `llm.disallow_builtins` reach the CLI: its flags and the
+/// permission rules of its settings file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltinPolicy {
+    /// The mode.
+    pub mode: Builtins,
+    /// Taken away besides (names or rules).
+    pub disallow: Vec<String>,
+}
+
+impl BuiltinPolicy {
+    /// `--tools` (the CLI's list of built-ins it offers at all): `""` for none, the read-only
+    /// three, or left out for all.
+    pub fn tools_flag(&self) -> Option<String> {
+        match self.mode {
+            Builtins::None => Some(String::new()),
+            Builtins::ReadOnly => Some(READ_ONLY_BUILTINS.join(",")),
+            Builtins::All => None,
+        }
+    }
+
+    /// Built-ins to name in `--allowedTools` (so they run without a prompt nobody answers).
+    pub fn allowed(&self) -> Vec<String> {
+        let list: &[&str] = match self.mode {
+            Builtins::None => &[],
+            Builtins::ReadOnly => READ_ONLY_BUILTINS,
+            Builtins::All => KNOWN_BUILTINS,
+        };
+        list.iter()
+            .filter(|b| !self.disallow.iter().any(|d| d == *b))
+            .map(|b| (*b).to_owned())
+            .collect()
+    }
+
+    /// Built-ins to name in `--disallowedTools`: every known one the mode does not give (for
+    /// a CLI that predates `--tools`), then `disallow_builtins`.
+    pub fn disallowed(&self) -> Vec<String> {
+        let mut out: Vec<String> = match self.mode {
+            Builtins::None => KNOWN_BUILTINS.iter().map(|b| (*b).to_owned()).collect(),
+            Builtins::ReadOnly => KNOWN_BUILTINS
+                .iter()
+                .filter(|b| !READ_ONLY_BUILTINS.contains(b))
+                .map(|b| (*b).to_owned())
+                .collect(),
+            Builtins::All => Vec::new(),
+        };
+        for d in &self.disallow {
+            if !out.contains(d) {
+                out.push(d.clone());
+            }
+        }
+        out
+    }
+
+    /// The settings document (`--settings`): deny rules for every file tool on each protected
+    /// path (`//` marks an absolute path in the CLI's rules) and on key files, the shell
+    /// kept off the protected paths where a pattern can say so, and no way to switch the
+    /// checks off.
+    pub fn settings(protected: &[PathBuf]) -> Value {
+        let mut deny = Vec::new();
+        let mut paths: Vec<String> = Vec::new();
+        for p in protected {
+            let text = p.to_string_lossy();
+            let abs = text.trim_end_matches('/');
+            if abs.is_empty() {
+                continue;
+            }
+            let rel = abs.trim_start_matches('/');
+            paths.push(format!("//{rel}"));
+            paths.push(format!("//{rel}/**"));
+            deny.push(format!("Bash(*{abs}*)"));
+        }
+        paths.extend(KEY_FILES.iter().map(|k| (*k).to_owned()));
+        for tool in FILE_TOOLS {
+            for p in &paths {
+                deny.push(format!("{tool}({p})"));
+            }
+        }
+        json!({
+            "permissions": {
+                "deny": deny,
+                "disableBypassPermissionsMode": "disable",
+            }
+        })
+    }
+
+    /// Writes [`settings`](Self::settings) to `path` (0600, replaced whole).
+    pub fn write_settings(path: &std::path::Path, protected: &[PathBuf]) -> std::io::Result<()> {
+        use std::io::Write;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create(true).write(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(&Self::settings(protected))?.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
     }
 }
 
@@ -136,12 +295,34 @@ impl ClaudeCodeProvider {
         if let Some(id) = resume {
             cmd.args(["--resume", id]);
         }
-        if !s.allowed_tools.is_empty() {
-            cmd.arg("--allowedTools").arg(s.allowed_tools.join(","));
+        // The CLI's own tools: what `llm.builtins` gives, on top of our MCP tools' flags.
+        let policy = BuiltinPolicy {
+            mode: s.builtins,
+            disallow: s.disallow_builtins.clone(),
+        };
+        if let Some(tools) = policy.tools_flag() {
+            cmd.arg("--tools").arg(tools);
         }
-        if !s.disallowed_tools.is_empty() {
-            cmd.arg("--disallowedTools")
-                .arg(s.disallowed_tools.join(","));
+        let allowed: Vec<String> = policy
+            .allowed()
+            .into_iter()
+            .chain(s.allowed_tools.iter().cloned())
+            .collect();
+        if !allowed.is_empty() {
+            cmd.arg("--allowedTools").arg(allowed.join(","));
+        }
+        let disallowed: Vec<String> = policy
+            .disallowed()
+            .into_iter()
+            .chain(s.disallowed_tools.iter().cloned())
+            .collect();
+        if !disallowed.is_empty() {
+            cmd.arg("--disallowedTools").arg(disallowed.join(","));
+        }
+        cmd.arg("--settings").arg(&s.settings);
+        if s.builtins != Builtins::All {
+            // Only the MCP servers we name: none from the user's or the project's files.
+            cmd.arg("--strict-mcp-config");
         }
         // With a running turn, the CLI's tool calls carry its id (`X-Strata-Turn`) so they run
         // as this turn's calls: its sender, its inter-agent depth. A per-run copy of the

@@ -55,6 +55,12 @@ pub struct AgentContext {
     /// An MCP client config pointing at the engine's own MCP endpoint (Claude Code's
     /// `--mcp-config`), when the engine serves one.
     pub mcp_config: Option<std::path::PathBuf>,
+    /// Paths a CLI provider's own tools must never touch (the data directory, the vault):
+    /// Claude Code gets a deny rule for each, whatever `llm.builtins` says.
+    pub protected_paths: Vec<std::path::PathBuf>,
+    /// Where Claude Code's settings file for this agent is written; without one the
+    /// settings go on the command line.
+    pub settings_file: Option<std::path::PathBuf>,
 }
 
 impl AgentContext {
@@ -66,6 +72,8 @@ impl AgentContext {
             tools: strata_engine::ToolFilter::None,
             registry_tools: Vec::new(),
             mcp_config: None,
+            protected_paths: Vec::new(),
+            settings_file: None,
         }
     }
 }
@@ -197,6 +205,21 @@ pub fn build(
         "claude-code" => {
             let (allowed, disallowed) =
                 claude_code::ClaudeCodeSettings::tool_flags(&agent.tools, &agent.registry_tools);
+            let settings = match &agent.settings_file {
+                Some(path) => {
+                    claude_code::BuiltinPolicy::write_settings(path, &agent.protected_paths)
+                        .map_err(|e| {
+                            BuildError(format!(
+                                "cannot write Claude Code's settings file {}: {e}",
+                                path.display()
+                            ))
+                        })?;
+                    path.clone().into_os_string()
+                }
+                None => claude_code::BuiltinPolicy::settings(&agent.protected_paths)
+                    .to_string()
+                    .into(),
+            };
             Ok(Arc::new(claude_code::ClaudeCodeProvider::new(
                 claude_code::ClaudeCodeSettings {
                     command: cfg
@@ -211,6 +234,9 @@ pub fn build(
                     allowed_tools: allowed,
                     disallowed_tools: disallowed,
                     mcp_config: agent.mcp_config.clone(),
+                    builtins: cfg.builtins.unwrap_or_default(),
+                    disallow_builtins: cfg.disallow_builtins.clone(),
+                    settings,
                     config_path: config_path.to_owned(),
                 },
             )))

@@ -62,6 +62,29 @@ pub struct LlmConfig {
     /// Stream responses (SSE) where the provider supports it (default false).
     #[serde(default)]
     pub stream: Option<bool>,
+    /// Claude Code: which of the CLI's own tools (Read, Bash, WebFetch, …) the agent gets:
+    /// `none` (default: only Strata's tools, through `/mcp`), `read_only` (Read, Glob, Grep)
+    /// or `all`. Whatever the mode, the CLI is told never to touch the data directory, the
+    /// vault or key files.
+    #[serde(default)]
+    pub builtins: Option<Builtins>,
+    /// Claude Code: built-in tools to take away besides what `builtins` allows
+    /// (`Bash`, `WebFetch`, or a rule such as `Bash(git push:*)`).
+    #[serde(default)]
+    pub disallow_builtins: Vec<String>,
+}
+
+/// How many of the Claude Code CLI's own tools an agent gets (`llm.builtins`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Builtins {
+    /// None: the agent's tools are Strata's, through the Invoker.
+    #[default]
+    None,
+    /// Reading files only (Read, Glob, Grep), outside the protected paths.
+    ReadOnly,
+    /// Every built-in tool, outside the protected paths (a privileged ops agent).
+    All,
 }
 
 impl LlmConfig {
@@ -85,6 +108,8 @@ impl LlmConfig {
             max_attempts: None,
             retry_base_ms: None,
             stream: None,
+            builtins: None,
+            disallow_builtins: Vec::new(),
         }
     }
 }

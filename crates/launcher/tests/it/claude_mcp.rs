@@ -92,6 +92,19 @@ fn claude_code_agents_reach_our_tools_through_our_mcp_endpoint() {
         !std::path::Path::new(cfg_path).exists(),
         "per-turn config left behind"
     );
+    // The CLI's own tools: none, and a settings file that keeps it off the data directory.
+    assert!(args.contains("--tools  --allowedTools"), "{args}");
+    let settings = d.join("data/claude-code/main.settings.json");
+    assert!(
+        args.contains(&format!("--settings {}", settings.display())),
+        "{args}"
+    );
+    let rules = std::fs::read_to_string(&settings).expect("settings file");
+    let data = std::path::absolute(d.join("data")).expect("abs");
+    assert!(
+        rules.contains(&format!("\"Read(/{}/**)\"", data.display())),
+        "{rules}"
+    );
     let base = d.join("data/mcp/main.json");
     let cfg_path = base.to_str().expect("utf8");
     let cfg: Value = serde_json::from_str(&std::fs::read_to_string(cfg_path).expect("config file"))

@@ -22,6 +22,11 @@ impl Setup {
     /// A provider whose `command` is a wrapper that points the fake's log into this test's
     /// temp dir (no test mutates its own process environment).
     fn new(timeout_secs: u64) -> Self {
+        Self::with(timeout_secs, |_, _| {})
+    }
+
+    /// As `new`, with the config and context changed by `edit` before the provider is built.
+    fn with(timeout_secs: u64, edit: impl FnOnce(&mut LlmConfig, &mut AgentContext)) -> Self {
         let dir = tempfile::tempdir().expect("tmp");
         let wrapper = dir.path().join("claude");
         std::fs::write(
@@ -43,13 +48,19 @@ impl Setup {
         c.command = Some(wrapper.display().to_string());
         c.model = Some("sonnet".into());
         c.timeout_secs = Some(timeout_secs);
-        let ctx = AgentContext {
+        let mut ctx = AgentContext {
             agent_id: "main".into(),
             project_dir: dir.path().join("project"),
             tools: ToolFilter::List(vec!["read_file".into()]),
             registry_tools: vec!["list_files".into(), "read_file".into()],
             mcp_config: None,
+            protected_paths: vec![
+                dir.path().join("data"),
+                dir.path().join("config/secrets.enc"),
+            ],
+            settings_file: Some(dir.path().join("data/claude-code/main.settings.json")),
         };
+        edit(&mut c, &mut ctx);
         let provider = strata_llm::build(&c, None, "agents.main.llm", &ctx).expect("provider");
         Setup { dir, provider }
     }
@@ -118,14 +129,13 @@ async fn a_turn_runs_the_cli_with_the_agents_policy_and_a_clean_environment() {
         first.contains("--print --output-format stream-json --verbose --model sonnet"),
         "{first}"
     );
-    assert!(
-        first.contains("--allowedTools mcp__strata__read_file"),
-        "{first}"
+    let argv = first_argv(&log);
+    assert_eq!(
+        flag(&argv, "--allowedTools").as_deref(),
+        Some("mcp__strata__read_file")
     );
-    assert!(
-        first.contains("--disallowedTools mcp__strata__list_files"),
-        "{first}"
-    );
+    let denied = flag(&argv, "--disallowedTools").expect("--disallowedTools");
+    assert!(denied.ends_with(",mcp__strata__list_files"), "{denied}");
     assert!(!first.contains("--mcp-config"), "no MCP endpoint yet");
     assert!(
         args.iter().any(|a| a.contains(&format!("--resume {sid}"))),
@@ -144,6 +154,165 @@ async fn a_turn_runs_the_cli_with_the_agents_policy_and_a_clean_environment() {
         .collect();
     assert!(leaked.is_empty(), "{leaked:?}");
     assert!(log.contains("PROMPT-LAST-LINE: second"));
+}
+
+/// The first run's arguments as the fake logged them, one by one (empty ones kept).
+fn first_argv(log: &str) -> Vec<String> {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("ARGV:"))
+        .expect("an ARGV line");
+    line.trim_start_matches("ARGV: [")
+        .trim_end_matches(']')
+        .split("] [")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The value after `name`, if it was passed.
+fn flag(argv: &[String], name: &str) -> Option<String> {
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1).cloned())
+}
+
+/// What the fake CLI offered the model, as a real one decides from the flags.
+fn offered(log: &str) -> Vec<String> {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("TOOLS:"))
+        .expect("a TOOLS line");
+    line.trim_start_matches("TOOLS:")
+        .trim()
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The protected paths are denied to every file tool in every mode, and the checks cannot
+/// be switched off.
+fn assert_settings_protect(s: &Setup) {
+    let file = s.dir.path().join("data/claude-code/main.settings.json");
+    let argv = first_argv(&s.log());
+    assert_eq!(flag(&argv, "--settings").as_deref(), file.to_str());
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("settings file"))
+            .expect("json");
+    let deny: Vec<&str> = doc["permissions"]["deny"]
+        .as_array()
+        .expect("deny")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let data = s.dir.path().join("data");
+    let data = data.to_str().expect("utf8").trim_start_matches('/');
+    for tool in ["Read", "Edit", "Write"] {
+        for rule in [
+            format!("{tool}(//{data}/**)"),
+            format!("{tool}(**/*.pem)"),
+            format!("{tool}(~/.ssh/**)"),
+        ] {
+            assert!(
+                deny.contains(&rule.as_str()),
+                "{rule} missing from {deny:?}"
+            );
+        }
+        let vault = format!(
+            "{tool}(/{})",
+            s.dir.path().join("config/secrets.enc").display()
+        );
+        assert!(deny.contains(&vault.as_str()), "{vault} missing");
+    }
+    assert_eq!(
+        doc["permissions"]["disableBypassPermissionsMode"],
+        "disable"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[tokio::test]
+async fn builtins_none_gives_the_cli_no_tool_of_its_own() {
+    let s = Setup::new(30);
+    s.ask("hello", None).await.expect("turn");
+    let log = s.log();
+    let argv = first_argv(&log);
+    assert_eq!(flag(&argv, "--tools").as_deref(), Some(""), "{argv:?}");
+    let denied = flag(&argv, "--disallowedTools").expect("denied");
+    for b in ["Bash", "Read", "Write", "WebFetch", "Task"] {
+        assert!(
+            denied.split(',').any(|d| d == b),
+            "{b} not denied: {denied}"
+        );
+    }
+    assert!(argv.iter().any(|a| a == "--strict-mcp-config"));
+    assert_eq!(offered(&log), ["mcp__strata__read_file"]);
+    assert_settings_protect(&s);
+}
+
+#[tokio::test]
+async fn builtins_read_only_gives_the_three_readers_and_nothing_that_writes_or_fetches() {
+    let s = Setup::with(30, |c, _| {
+        c.builtins = Some(strata_engine::config::Builtins::ReadOnly);
+    });
+    s.ask("hello", None).await.expect("turn");
+    let log = s.log();
+    let argv = first_argv(&log);
+    assert_eq!(flag(&argv, "--tools").as_deref(), Some("Read,Glob,Grep"));
+    assert_eq!(
+        offered(&log),
+        ["Read", "Glob", "Grep", "mcp__strata__read_file"]
+    );
+    let allowed = flag(&argv, "--allowedTools").expect("allowed");
+    assert!(allowed.starts_with("Read,Glob,Grep,"), "{allowed}");
+    assert!(argv.iter().any(|a| a == "--strict-mcp-config"));
+    assert_settings_protect(&s);
+}
+
+#[tokio::test]
+async fn builtins_all_keeps_the_deny_rules_and_disallow_builtins_takes_some_away() {
+    let s = Setup::with(30, |c, _| {
+        c.builtins = Some(strata_engine::config::Builtins::All);
+        c.disallow_builtins = vec!["WebFetch".into(), "WebSearch".into()];
+    });
+    s.ask("hello", None).await.expect("turn");
+    let log = s.log();
+    let argv = first_argv(&log);
+    assert_eq!(flag(&argv, "--tools"), None);
+    let tools = offered(&log);
+    assert!(tools.iter().any(|t| t == "Bash"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("Web")), "{tools:?}");
+    let allowed = flag(&argv, "--allowedTools").expect("allowed");
+    assert!(!allowed.split(',').any(|t| t == "WebFetch"), "{allowed}");
+    assert!(!argv.iter().any(|a| a == "--strict-mcp-config"));
+    assert_settings_protect(&s);
+}
+
+#[tokio::test]
+async fn without_a_settings_file_the_rules_go_on_the_command_line() {
+    let s = Setup::with(30, |_, ctx| ctx.settings_file = None);
+    s.ask("hello", None).await.expect("turn");
+    let argv = first_argv(&s.log());
+    let inline = flag(&argv, "--settings").expect("--settings");
+    let doc: serde_json::Value = serde_json::from_str(&inline).expect("a JSON document");
+    let data = s.dir.path().join("data");
+    let rule = format!(
+        "Read(//{}/**)",
+        data.to_str().expect("utf8").trim_start_matches('/')
+    );
+    assert!(
+        doc["permissions"]["deny"]
+            .as_array()
+            .expect("deny")
+            .iter()
+            .any(|r| r == &serde_json::Value::String(rule.clone())),
+        "{rule}"
+    );
 }
 
 #[tokio::test]

@@ -323,6 +323,15 @@ pub(super) fn apply(
             "description": "Looks after this host and the deployment's services.",
             "tools": "all",
         });
+        // The privileged ops instance may use Claude Code's own tools (a shell, editing) —
+        // still never on the data directory, the vault or key files.
+        if let Some(pr) = p.a.provider.as_ref().filter(|p| p.kind == "claude-code") {
+            let mut llm = json!({"provider": "claude-code", "builtins": "all"});
+            if let Some(m) = p.a.agent.model.as_deref().or(pr.model.as_deref()) {
+                llm["model"] = json!(m);
+            }
+            ops_agent["llm"] = llm;
+        }
         if ops.discord_token.is_some() {
             ops_agent["routing"] =
                 json!({"discord": {"account": "ops", "channels": [], "mentions": true}});

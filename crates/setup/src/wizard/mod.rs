@@ -374,4 +374,58 @@ mod tests {
         let team = std::fs::read_to_string(dir.join("config/team.json")).expect("team");
         assert!(team.contains("\"agent_tier\": \"assistant\""), "{team}");
     }
+
+    #[test]
+    fn the_ops_instance_on_claude_code_gets_the_clis_own_tools() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("ops-bot");
+        let dir_s: &'static str = Box::leak(dir.display().to_string().into_boxed_str());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .map(PathBuf::from)
+            .expect("root");
+        let mut p = Scripted(VecDeque::from([
+            ("Where should", dir_s),
+            ("Deployment name", ""),
+            ("Layers", "three-layer"),
+            ("Modules to link", "ops"),
+            ("Vault passphrase", "typed passphrase"),
+            ("passphrase again", "typed passphrase"),
+            ("key file", "n"),
+            ("LLM provider", "claude-code"),
+            ("Model", "sonnet"),
+            ("Check it now", "n"),
+            ("Discord bot", "n"),
+            ("Owner's name", "Example Owner"),
+            ("First agent's id", "helper"),
+            ("display name", "Helper"),
+            ("What it is for", ""),
+            ("tier", "assistant"),
+            ("Approvers", ""),
+            ("per minute", ""),
+            ("per hour", ""),
+            ("ops", "y"),
+            ("systemd units", "n"),
+        ]));
+        let a = Answers {
+            maintainer: true,
+            ..Default::default()
+        };
+        let opts = Options {
+            answers: None,
+            maintainer: true,
+            engine_root: root,
+        };
+        run_with(&opts, a, Some(&mut p)).expect("wizard");
+        let ops = std::fs::read_to_string(dir.join("config/agents.ops.yaml")).expect("ops");
+        let doc: serde_json::Value = serde_yaml::from_str(&ops).expect("yaml");
+        let llm = &doc["agents"]["ops"]["llm"];
+        assert_eq!(llm["provider"], "claude-code", "{ops}");
+        assert_eq!(llm["builtins"], "all", "{ops}");
+        assert_eq!(llm["model"], "sonnet", "{ops}");
+        // The main agent keeps the default: no built-ins.
+        let main = std::fs::read_to_string(dir.join("config/config.yaml")).expect("config");
+        assert!(!main.contains("builtins"), "{main}");
+    }
 }
