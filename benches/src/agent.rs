@@ -193,6 +193,7 @@ fn req(session: usize) -> TurnRequest {
     TurnRequest {
         agent_id: "bench".into(),
         session_id: format!("s{session}"),
+        channel_kind: None,
         channel_id: "bench".into(),
         sender: Principal::Operator,
         message: Message::text("go"),

@@ -74,6 +74,8 @@ struct Job {
     agent_id: String,
     session_id: String,
     channel_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    channel_kind: Option<String>,
     sender: Principal,
     message: Message,
     #[serde(default)]
@@ -95,6 +97,7 @@ impl Job {
         TurnRequest {
             agent_id: self.agent_id,
             session_id: self.session_id,
+            channel_kind: self.channel_kind,
             channel_id: self.channel_id,
             sender: self.sender,
             message: self.message,
@@ -626,6 +629,7 @@ impl TurnQueue for Cluster {
             agent_id: req.agent_id,
             session_id: req.session_id,
             channel_id: req.channel_id,
+            channel_kind: req.channel_kind,
             sender: req.sender,
             message: req.message,
             taint: req.taint.map(|t| t.sources()).unwrap_or_default(),

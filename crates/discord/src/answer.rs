@@ -75,6 +75,10 @@ pub(crate) async fn answer(
         .run_turn(TurnRequest {
             agent_id: agent.clone(),
             session_id: channel.session_id(),
+            channel_kind: Some(match &msg.guild_id {
+                Some(g) => format!("a Discord server channel (server {g}): others may read along"),
+                None => "a Discord direct message: only this person reads along".to_owned(),
+            }),
             channel_id: channel.to_string(),
             sender: Principal::Person {
                 id: format!("discord:{}", msg.sender_id),

@@ -243,6 +243,7 @@ pub(crate) async fn slash(
                                 .run_turn(TurnRequest {
                                     agent_id: agents[0].clone(),
                                     session_id: session.clone(),
+                                    channel_kind: None,
                                     channel_id: session.clone(),
                                     sender: sender.clone(),
                                     message: Message::text(prompt),

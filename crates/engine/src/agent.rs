@@ -33,6 +33,8 @@ pub struct TurnContext {
     pub session_id: String,
     /// Connector channel (`cli`, a Discord channel id…).
     pub channel_id: String,
+    /// What kind of channel it is (`TurnRequest::channel_kind`).
+    pub channel_kind: Option<String>,
     /// Who sent the message.
     pub sender: Principal,
     /// Shared runtime handles.
@@ -82,6 +84,7 @@ impl TurnContext {
             agent_id: agent_id.into(),
             session_id: session_id.into(),
             channel_id: channel_id.into(),
+            channel_kind: None,
             sender,
             env,
             summary: None,

@@ -120,6 +120,9 @@ pub struct LlmAgent {
     invoker: Arc<Invoker>,
     /// The specs the model sees, per sender tier — rebuilt when the registry changes.
     tool_cache: StdMutex<ToolCache>,
+    /// What the team's knowledge base holds, told to the model each turn (see
+    /// [`with_knowledge_index`](Self::with_knowledge_index)).
+    knowledge_index: Option<String>,
 }
 
 impl LlmAgent {
@@ -143,6 +146,7 @@ impl LlmAgent {
             temperature: None,
             invoker,
             tool_cache: StdMutex::new(ToolCache::default()),
+            knowledge_index: None,
         }
     }
 
@@ -156,6 +160,14 @@ impl LlmAgent {
     /// Sets the round limit (at least 1).
     pub fn with_max_rounds(mut self, rounds: u32) -> Self {
         self.max_rounds = rounds.max(1);
+        self
+    }
+
+    /// The knowledge base's index (the first lines of its `_index.md` files, or its files'
+    /// titles), appended to the system instruction so the model knows what it can look up.
+    pub fn with_knowledge_index(mut self, index: impl Into<String>) -> Self {
+        let index = index.into();
+        self.knowledge_index = (!index.trim().is_empty()).then_some(index);
         self
     }
 
@@ -210,13 +222,21 @@ impl LlmAgent {
     async fn system_prompt(&self, turn: &TurnContext, input: &Message) -> (String, SystemParts) {
         let mut parts = SystemParts::default();
         let mut s = self.identity.trim_end().to_owned();
+        let now = jiff::Timestamp::now();
         s.push_str(&format!(
             "\n\n[CONTEXT]\nagent: {}\nchannel: {}\nsender: {}\ntime: {}\n[/CONTEXT]",
             turn.agent_id,
-            turn.channel_id,
-            turn.sender,
+            channel_line(turn),
+            sender_line(&turn.env.config, self.invoker.policy(), &turn.sender, now),
             crate::clock::now_rfc3339()
         ));
+        if let Some(index) = &self.knowledge_index {
+            s.push_str(
+                "\n\n[KNOWLEDGE INDEX]\nWhat the knowledge base holds (read the files for more):\n",
+            );
+            s.push_str(index.trim_end());
+            s.push_str("\n[/KNOWLEDGE INDEX]");
+        }
         if let Some(summary) = &turn.summary {
             let before = s.len();
             s.push_str(&format!(
@@ -620,5 +640,70 @@ impl Agent for LlmAgent {
         } else {
             s
         }))
+    }
+}
+
+/// The channel as the model reads it: its id and, where known, its kind.
+fn channel_line(turn: &TurnContext) -> String {
+    let id = &turn.channel_id;
+    let kind = turn.channel_kind.clone().or_else(|| {
+        let k = match id.split(':').next().unwrap_or_default() {
+            "cli" | "repl" => "the command line",
+            "http" => "the HTTP API (/chat)",
+            "execute" => "the HTTP API (/execute)",
+            "schedule" => "a scheduled run",
+            "side" => "a side session between agents",
+            _ => return None,
+        };
+        Some(k.to_owned())
+    });
+    match kind {
+        Some(k) => format!("{id} ({k})"),
+        None => id.clone(),
+    }
+}
+
+/// Who is talking, as the team roster knows them: display name, tier, role and local time
+/// for a person on the roster; anyone else marked as not on it.
+pub(crate) fn sender_line(
+    config: &crate::config::Config,
+    policy: &crate::access::AccessPolicy,
+    sender: &Principal,
+    now: jiff::Timestamp,
+) -> String {
+    let tier = policy.tier(sender);
+    match sender {
+        Principal::Person { .. } => {
+            let person = policy
+                .person_id(sender)
+                .and_then(|id| config.team.people.iter().find(|p| p.id == id));
+            let Some(p) = person else {
+                return match tier {
+                    crate::access::Tier::Unknown => {
+                        format!("{sender} — unknown sender, not on the team roster")
+                    }
+                    t => format!("{sender} — not on the team roster by name; tier {t}"),
+                };
+            };
+            let mut out = format!("{} ({sender}; tier {tier}", p.name);
+            if let Some(role) = p.role.as_deref().filter(|r| !r.trim().is_empty()) {
+                out.push_str(&format!("; role: {}", role.trim()));
+            }
+            if let Some(tz) = p.timezone.as_deref() {
+                match crate::schedule::zone(tz) {
+                    Ok(zone) => out.push_str(&format!(
+                        "; timezone {tz}, local time {}",
+                        now.to_zoned(zone).strftime("%a %Y-%m-%d %H:%M")
+                    )),
+                    Err(_) => out.push_str(&format!("; timezone {tz}")),
+                }
+            }
+            out.push(')');
+            out
+        }
+        Principal::Agent { id } => format!("the agent `{id}` (tier {tier})"),
+        Principal::Token { name, .. } => format!("the API token `{name}` (tier {tier})"),
+        Principal::Operator => "the local operator at the command line (owner)".to_owned(),
+        Principal::Unknown => "unknown sender, not on the team roster".to_owned(),
     }
 }

@@ -305,6 +305,7 @@ impl AgentManager {
             req.sender.clone(),
             self.env.clone(),
         );
+        ctx.channel_kind = req.channel_kind.clone();
         ctx.summary = state.summary.clone();
         ctx.history = state.messages.clone();
         ctx.provider_state = state.provider_state.clone();

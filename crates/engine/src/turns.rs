@@ -43,6 +43,9 @@ pub struct TurnRequest {
     pub session_id: String,
     /// Channel id.
     pub channel_id: String,
+    /// What kind of channel it is, in words the model reads (`Discord direct message`,
+    /// `Discord server channel #ops`); `None`: told from the channel id (`cli`, `http`, …).
+    pub channel_kind: Option<String>,
     /// Who sent it.
     pub sender: Principal,
     /// The message.

@@ -981,6 +981,7 @@ async fn chat(
         .turn(TurnRequest {
             agent_id: agent,
             session_id: session_id.clone(),
+            channel_kind: None,
             channel_id: "http".into(),
             sender: caller.principal.clone(),
             message: strata_engine::agent::Message::text(message),
@@ -1082,6 +1083,7 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
             let r = manager
                 .turn(TurnRequest {
                     agent_id: agent.clone(),
+                    channel_kind: None,
                     channel_id: format!("execute:{session}"),
                     session_id: session,
                     sender: strata_engine::Principal::Token {

@@ -145,6 +145,7 @@ impl Runner {
             .run_turn(TurnRequest {
                 agent_id: agent.to_owned(),
                 session_id: s.session.clone(),
+                channel_kind: None,
                 channel_id: to
                     .as_ref()
                     .map(|c| c.to_string())

@@ -34,6 +34,7 @@ impl Hop {
             TurnRequest {
                 agent_id: self.agent,
                 session_id: session,
+                channel_kind: None,
                 channel_id: channel,
                 sender: self.sender,
                 message: Message::text(text),

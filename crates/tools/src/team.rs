@@ -178,6 +178,8 @@ async fn team_add(
                 access,
                 contacts: contacts.unwrap_or_default(),
                 budget: None,
+                role: None,
+                timezone: None,
             };
             team.people.push(p.clone());
             json!({"kind": "person", "person": p})

@@ -68,7 +68,10 @@ async fn a_message_is_routed_answered_as_a_reply_and_long_answers_are_split() {
     assert!(typing, "typing indicator while the agent worked");
     let req = &w.providers["ops"].requests()[0];
     let system = req.system.clone().unwrap_or_default();
-    assert!(system.contains("sender: person:discord:42"), "{system}");
+    assert!(
+        system.contains("(person:discord:42; tier owner"),
+        "{system}"
+    );
     assert!(system.contains("channel: discord:main:100"), "{system}");
 
     // The gateway replays the same message (resume): no second turn.
@@ -341,6 +344,8 @@ async fn the_chain_breaker_stops_bots_in_a_channel_until_a_human_writes() {
                     access: Access::Owner,
                     contacts: [("discord".to_owned(), id.to_owned())].into(),
                     budget: None,
+                    role: None,
+                    timezone: None,
                 });
             }
         },

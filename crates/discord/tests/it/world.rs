@@ -116,6 +116,8 @@ pub async fn world_with(
         access: Access::Owner,
         contacts: [("discord".to_owned(), "42".to_owned())].into(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     // Another deployment's bot the owner vouches for (so layer 1 lets it talk).
     c.team.people.push(Person {
@@ -124,6 +126,8 @@ pub async fn world_with(
         access: Access::Owner,
         contacts: [("discord".to_owned(), "777".to_owned())].into(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     c.connectors.discord.accounts.insert(
         "main".into(),
@@ -140,6 +144,8 @@ pub async fn world_with(
         access: Access::Staff,
         contacts: [("discord".to_owned(), "43".to_owned())].into(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     c.security.hitl.channel = Some("555".into());
     c.connectors.discord.api_proxy = Some(format!("127.0.0.1:{}", fake.port));

@@ -135,6 +135,10 @@ pub struct AgentConfig {
     pub tools: Option<ToolSelection>,
     /// Model ↔ tool rounds per turn before the agent gives up (default 10).
     pub max_rounds: Option<u32>,
+    /// Tokens of the knowledge index told to the model each turn (the first lines of
+    /// `knowledgebase/_index.md` and `agents/<id>/knowledgebase/_index.md`, or the files'
+    /// titles); default 400, `0` leaves it out.
+    pub knowledge_index_tokens: Option<u32>,
     /// Working directory for CLI providers (default `agents/<id>`).
     pub project_dir: Option<PathBuf>,
     /// What the agent's tools may touch (layer 3 of access control); unset =
@@ -192,6 +196,7 @@ impl Default for AgentConfig {
             llm: None,
             tools: None,
             max_rounds: None,
+            knowledge_index_tokens: None,
             project_dir: None,
             capabilities: None,
             routing: RoutingConfig::default(),

@@ -34,6 +34,12 @@ pub struct Person {
     /// What turns for this person may spend, across agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<super::BudgetConfig>,
+    /// What they do in the team (`Finance lead`), told to the model with their name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Their time zone (IANA, `Europe/Berlin`): the model is told their local time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// An agent's entry in the team.

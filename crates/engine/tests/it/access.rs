@@ -23,6 +23,8 @@ fn person(id: &str, access: Access) -> Person {
         access,
         contacts: BTreeMap::from([("discord".into(), format!("{id}-snowflake"))]),
         budget: None,
+        role: None,
+        timezone: None,
     }
 }
 

@@ -26,6 +26,8 @@ fn setup(tweak: impl FnOnce(&mut Config), timeout: Duration, with_channel: bool)
             access: Access::Owner,
             contacts: Default::default(),
             budget: None,
+            role: None,
+            timezone: None,
         },
         Person {
             id: "adam".into(),
@@ -33,6 +35,8 @@ fn setup(tweak: impl FnOnce(&mut Config), timeout: Duration, with_channel: bool)
             access: Access::Admin,
             contacts: Default::default(),
             budget: None,
+            role: None,
+            timezone: None,
         },
     ];
     tweak(&mut c);

@@ -47,6 +47,8 @@ fn manager() -> (AgentManager, Arc<Sink>) {
             access: Access::Owner,
             contacts: Default::default(),
             budget: None,
+            role: None,
+            timezone: None,
         },
         Person {
             id: "sam".into(),
@@ -54,6 +56,8 @@ fn manager() -> (AgentManager, Arc<Sink>) {
             access: Access::Staff,
             contacts: Default::default(),
             budget: None,
+            role: None,
+            timezone: None,
         },
     ];
     c.team.agents = vec![TeamAgent {
@@ -84,6 +88,7 @@ fn req(who: &str, channel: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "echo".into(),
         session_id: format!("{channel}-{who}"),
+        channel_kind: None,
         channel_id: channel.into(),
         sender: Principal::Person { id: who.into() },
         message: Message::text(text),

@@ -56,6 +56,8 @@ fn env() -> Arc<Env> {
         access: strata_engine::config::Access::Owner,
         contacts: Default::default(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     Arc::new(Env::new(
         config,
@@ -101,7 +103,8 @@ async fn plain_answer_with_context_block() {
     assert!(
         system.contains("[CONTEXT]")
             && system.contains("channel: c1")
-            && system.contains("sender: person:p1")
+            && system.contains("sender: Test Owner (person:p1; tier owner)"),
+        "{system}"
     );
     assert!(
         req.tools.is_empty(),
@@ -314,6 +317,7 @@ fn req(session: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "tracker".into(),
         session_id: session.into(),
+        channel_kind: None,
         channel_id: session.into(),
         sender: Principal::Operator,
         message: Message::text(text),
@@ -435,6 +439,8 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
         access: strata_engine::config::Access::Staff,
         contacts: Default::default(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     let env = Arc::new(Env::new(
         config,

@@ -53,6 +53,7 @@ fn req(session: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "main".into(),
         session_id: session.into(),
+        channel_kind: None,
         channel_id: "cli".into(),
         sender: Principal::Operator,
         message: Message::text(text),

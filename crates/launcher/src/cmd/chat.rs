@@ -44,6 +44,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
             .turn(strata_engine::turns::TurnRequest {
                 agent_id: agent_id.clone(),
                 session_id: session.to_owned(),
+                channel_kind: None,
                 channel_id: "cli".into(),
                 sender: Principal::Operator,
                 message: strata_engine::agent::Message::text(message),

@@ -93,6 +93,7 @@ pub(crate) fn run(
                 let reply = rt.block_on(wired.manager.turn(TurnRequest {
                     agent_id: agent_id.clone(),
                     session_id: session.to_owned(),
+                    channel_kind: None,
                     channel_id: "repl".into(),
                     sender: Principal::Operator,
                     message: Message::text(t),

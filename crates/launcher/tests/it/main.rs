@@ -9,6 +9,7 @@ mod claude_mcp;
 mod cli;
 mod cluster;
 mod common;
+mod context;
 mod dashboard;
 mod logs;
 mod mcp;

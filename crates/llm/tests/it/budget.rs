@@ -315,6 +315,8 @@ async fn a_person_budget_counts_what_the_store_has_from_before_a_restart() {
         access: Access::Staff,
         contacts: [("discord".to_owned(), "1001".to_owned())].into(),
         budget: Some(usd(1.5 * CALL, BudgetAction::Block)),
+        role: None,
+        timezone: None,
     });
     let earlier = ModelCall {
         ts_ms: ms("2026-12-04T08:00:00Z"),

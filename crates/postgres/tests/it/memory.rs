@@ -29,6 +29,8 @@ fn config() -> Config {
             access: Access::Staff,
             contacts: BTreeMap::from([("discord".into(), "111".into())]),
             budget: None,
+            role: None,
+            timezone: None,
         },
         Person {
             id: "bob".into(),
@@ -36,6 +38,8 @@ fn config() -> Config {
             access: Access::Staff,
             contacts: BTreeMap::new(),
             budget: None,
+            role: None,
+            timezone: None,
         },
     ];
     c.memory.groups = BTreeMap::from([("ops".into(), vec!["main".into(), "watch".into()])]);

@@ -288,6 +288,7 @@ async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
     let req = |session: &str| TurnRequest {
         agent_id: "counter".into(),
         session_id: session.into(),
+        channel_kind: None,
         channel_id: session.into(),
         sender: Principal::Operator,
         message: strata_engine::agent::Message::text("hi"),
@@ -631,6 +632,7 @@ async fn a_senders_taint_outlives_a_restart(kind: Kind) {
     let req = |text: &str| TurnRequest {
         agent_id: "marker".into(),
         session_id: "s".into(),
+        channel_kind: None,
         channel_id: "s".into(),
         sender: Principal::Operator,
         message: strata_engine::agent::Message::text(text),

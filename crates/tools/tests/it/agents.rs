@@ -71,6 +71,8 @@ fn world_with(
         access: Access::Owner,
         contacts: Default::default(),
         budget: None,
+        role: None,
+        timezone: None,
     });
     for (id, tier) in [
         ("alpha", AgentTier::Coordinator),
@@ -125,6 +127,7 @@ fn from_owner(agent: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: agent.into(),
         session_id: "s1".into(),
+        channel_kind: None,
         channel_id: "c1".into(),
         sender: Principal::Person { id: "p1".into() },
         message: Message::text(text),
