@@ -193,6 +193,8 @@ fn req(session: usize) -> TurnRequest {
     TurnRequest {
         agent_id: "bench".into(),
         session_id: format!("s{session}"),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "bench".into(),
         sender: Principal::Operator,

@@ -76,6 +76,9 @@ struct Job {
     channel_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     channel_kind: Option<String>,
+    /// The caller's narrowings (a token's tool scope) travel with the turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    scopes: Vec<strata_engine::scope::Scope>,
     sender: Principal,
     message: Message,
     #[serde(default)]
@@ -98,6 +101,8 @@ impl Job {
             agent_id: self.agent_id,
             session_id: self.session_id,
             channel_kind: self.channel_kind,
+            stream: None,
+            scopes: self.scopes,
             channel_id: self.channel_id,
             sender: self.sender,
             message: self.message,
@@ -630,6 +635,7 @@ impl TurnQueue for Cluster {
             session_id: req.session_id,
             channel_id: req.channel_id,
             channel_kind: req.channel_kind,
+            scopes: req.scopes,
             sender: req.sender,
             message: req.message,
             taint: req.taint.map(|t| t.sources()).unwrap_or_default(),

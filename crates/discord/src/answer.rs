@@ -71,10 +71,20 @@ pub(crate) async fn answer(
         }
         _ => None,
     };
+    // The answer shown as it is written, in the channel the message came from.
+    let (live_tx, live_rx) = mpsc::unbounded_channel();
+    let channel_ref = msg.channel_id.parse::<u64>().ok().and_then(Id::new_checked);
+    let reply_to = msg.message_id.parse::<u64>().ok().and_then(Id::new_checked);
+    let live =
+        channel_ref.map(|ch| tokio::spawn(live::follow(account.clone(), ch, reply_to, live_rx)));
     let reply = directory
         .run_turn(TurnRequest {
             agent_id: agent.clone(),
             session_id: channel.session_id(),
+            stream: live
+                .is_some()
+                .then(|| strata_engine::turns::TurnSink::channel(live_tx)),
+            scopes: Vec::new(),
             channel_kind: Some(match &msg.guild_id {
                 Some(g) => format!("a Discord server channel (server {g}): others may read along"),
                 None => "a Discord direct message: only this person reads along".to_owned(),
@@ -97,6 +107,11 @@ pub(crate) async fn answer(
     if let Some(t) = progress_task {
         t.abort();
     }
+    // The turn is over and has dropped its sink: the follower ends with what it posted.
+    let mut streamed = match live {
+        Some(task) => task.await.unwrap_or_default(),
+        None => live::Shown::default(),
+    };
     let shown = *progress_msg.lock().unwrap_or_else(|p| p.into_inner());
     if let (Some(m), Some(ch)) = (
         shown.and_then(Id::new_checked),
@@ -107,31 +122,51 @@ pub(crate) async fn answer(
     let text = match reply {
         Ok(r) if r.replayed => {
             tracing::info!(agent = %agent, message = %msg.message_id, "message answered before; not posted again");
-            return;
+            None
         }
-        Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => return,
-        Ok(r) => r.text,
+        Ok(r) if r.silent || is_no_reply(&r.text) || r.text.trim().is_empty() => None,
+        Ok(r) => Some(r.text),
         Err(strata_engine::agent::AgentError::Denied(why)) => {
             tracing::info!(agent = %agent, sender = %msg.sender_id, reason = %why, "Discord message not for this sender");
-            return;
+            None
         }
         // The budget's own sentence: what was reached and when it renews.
-        Err(strata_engine::agent::AgentError::Budget(why)) => why,
+        Err(strata_engine::agent::AgentError::Budget(why)) => Some(why),
         Err(e) => {
             tracing::warn!(agent = %agent, error = %e, "turn failed");
-            format!("Sorry, I could not answer that ({e}).")
+            Some(format!("Sorry, I could not answer that ({e})."))
         }
     };
-    let fresh = guards.lock().unwrap_or_else(|p| p.into_inner()).outgoing(
-        std::time::Instant::now(),
-        &msg.channel_id,
-        &text,
-    );
-    if !fresh {
-        tracing::info!(agent = %agent, channel = %msg.channel_id, "same reply to this channel within 120 s dropped");
+    let text = text.filter(|text| {
+        let fresh = guards.lock().unwrap_or_else(|p| p.into_inner()).outgoing(
+            std::time::Instant::now(),
+            &msg.channel_id,
+            text,
+        );
+        if !fresh {
+            tracing::info!(agent = %agent, channel = %msg.channel_id, "same reply to this channel within 120 s dropped");
+        }
+        fresh
+    });
+    let Some(text) = text else {
+        // Nothing to say after all: what streamed goes.
+        if let Some(ch) = channel_ref {
+            live::show(&account, ch, reply_to, &mut streamed, "").await;
+        }
         return;
-    }
+    };
     let (text, files) = files.outgoing(&text).await;
+    // What streamed becomes the final text (edited, split as any reply); a reply with files
+    // is posted afresh, the files with its first part.
+    if let Some(ch) = channel_ref
+        && !streamed.0.is_empty()
+    {
+        if files.is_empty() {
+            live::show(&account, ch, reply_to, &mut streamed, &text).await;
+            return;
+        }
+        live::show(&account, ch, reply_to, &mut streamed, "").await;
+    }
     let out = OutboundMessage {
         channel_id: msg.channel_id.clone(),
         text,

@@ -243,6 +243,8 @@ pub(crate) async fn slash(
                                 .run_turn(TurnRequest {
                                     agent_id: agents[0].clone(),
                                     session_id: session.clone(),
+                                    stream: None,
+                                    scopes: Vec::new(),
                                     channel_kind: None,
                                     channel_id: session.clone(),
                                     sender: sender.clone(),

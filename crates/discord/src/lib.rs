@@ -20,6 +20,7 @@ pub mod commands;
 mod gateway;
 pub mod guards;
 mod lease;
+mod live;
 pub mod route;
 pub mod split;
 

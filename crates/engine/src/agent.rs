@@ -35,6 +35,10 @@ pub struct TurnContext {
     pub channel_id: String,
     /// What kind of channel it is (`TurnRequest::channel_kind`).
     pub channel_kind: Option<String>,
+    /// Where the turn's progress goes (`TurnRequest::stream`).
+    pub stream: Option<crate::turns::TurnSink>,
+    /// The caller's narrowings beyond the agent's own (`TurnRequest::scopes`).
+    pub scopes: Vec<crate::scope::Scope>,
     /// Who sent the message.
     pub sender: Principal,
     /// Shared runtime handles.
@@ -85,6 +89,8 @@ impl TurnContext {
             session_id: session_id.into(),
             channel_id: channel_id.into(),
             channel_kind: None,
+            stream: None,
+            scopes: Vec::new(),
             sender,
             env,
             summary: None,

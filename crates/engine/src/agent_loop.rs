@@ -19,6 +19,7 @@ use crate::principal::Principal;
 use crate::scope::{Scope, ToolFilter};
 use crate::taint::TaintSource;
 use crate::tool::ToolSpec;
+use crate::turns::TurnEvent;
 use crate::turns::TurnInfo;
 use crate::usage::InputParts;
 
@@ -30,6 +31,8 @@ struct Caller<'a> {
     turn_id: &'a str,
     /// `turn` or `summary`.
     purpose: &'static str,
+    /// Where the text goes as it is written (turns somebody watches).
+    stream: Option<&'a crate::turns::TurnSink>,
 }
 
 /// Bytes of the system instruction that are not the agent's own.
@@ -123,6 +126,9 @@ pub struct LlmAgent {
     /// What the team's knowledge base holds, told to the model each turn (see
     /// [`with_knowledge_index`](Self::with_knowledge_index)).
     knowledge_index: Option<String>,
+    /// Whether a turn somebody watches (`TurnContext::stream`) asks the provider to stream
+    /// (`llm.stream`, default on).
+    streaming: bool,
 }
 
 impl LlmAgent {
@@ -147,6 +153,7 @@ impl LlmAgent {
             invoker,
             tool_cache: StdMutex::new(ToolCache::default()),
             knowledge_index: None,
+            streaming: true,
         }
     }
 
@@ -168,6 +175,13 @@ impl LlmAgent {
     pub fn with_knowledge_index(mut self, index: impl Into<String>) -> Self {
         let index = index.into();
         self.knowledge_index = (!index.trim().is_empty()).then_some(index);
+        self
+    }
+
+    /// Whether watched turns stream from the provider (`llm.stream`; default on). Off, the
+    /// watcher gets each round's text whole.
+    pub fn with_streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
         self
     }
 
@@ -295,7 +309,31 @@ impl LlmAgent {
             model = %req.model,
             purpose = who.purpose
         );
-        let resp = tracing::Instrument::instrument(self.provider.complete(req), span).await;
+        let resp = match who.stream {
+            Some(sink) if self.streaming => {
+                let mut on_event = |e: crate::llm::StreamEvent| {
+                    if let crate::llm::StreamEvent::TextDelta(t) = e
+                        && !t.is_empty()
+                    {
+                        sink.send(TurnEvent::Token { text: t });
+                    }
+                };
+                let call = self.provider.complete_streaming(req, &mut on_event);
+                tracing::Instrument::instrument(call, span).await
+            }
+            Some(sink) => {
+                let r = tracing::Instrument::instrument(self.provider.complete(req), span).await;
+                if let Ok(r) = &r
+                    && !r.message.content.is_empty()
+                {
+                    sink.send(TurnEvent::Token {
+                        text: r.message.content.clone(),
+                    });
+                }
+                r
+            }
+            None => tracing::Instrument::instrument(self.provider.complete(req), span).await,
+        };
         crate::meters::model_call(
             self.provider.name(),
             &req.model,
@@ -419,7 +457,9 @@ impl LlmAgent {
             // audits a call outside it, like any other refusal.
             inv.scopes
                 .push(Scope::agent(self.id.clone(), self.tools.clone()));
-            one_call(self.invoker.clone(), inv, call)
+            // The caller's own narrowings (a token's scope on `/chat`) hold for its turns.
+            inv.scopes.extend(turn.scopes.iter().cloned());
+            one_call(self.invoker.clone(), inv, call, turn.stream.clone())
         };
         // One call (the common case) runs inline; several run concurrently.
         if let [call] = calls {
@@ -447,8 +487,23 @@ async fn one_call(
     invoker: Arc<Invoker>,
     inv: Invocation,
     call: ToolCall,
+    stream: Option<crate::turns::TurnSink>,
 ) -> (ChatMessage, ToolRun) {
+    if let Some(s) = &stream {
+        s.send(TurnEvent::ToolStart {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+        });
+    }
     let r = invoker.invoke(inv).await;
+    if let Some(s) = &stream {
+        s.send(TurnEvent::ToolEnd {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+            status: r.status.as_str().to_owned(),
+            elapsed_ms: r.elapsed_ms,
+        });
+    }
     let content = if r.ok() {
         match &r.value {
             Value::String(s) => s.clone(),
@@ -501,9 +556,20 @@ impl Agent for LlmAgent {
             sender: turn.sender.clone(),
             depth: turn.depth,
             taint: turn.taint.clone(),
+            scopes: turn.scopes.clone(),
         });
         // The request is built once and grows round by round; nothing is cloned per round.
-        let (tools, tools_bytes) = self.visible_tools_sized(&turn.sender);
+        let (mut tools, mut tools_bytes) = self.visible_tools_sized(&turn.sender);
+        // The caller's narrowings (a token's scope) hide what they would refuse.
+        if !turn.scopes.is_empty() {
+            let kept: Arc<[ToolSpec]> = tools
+                .iter()
+                .filter(|t| turn.scopes.iter().all(|s| s.filter.allows(&t.name)))
+                .cloned()
+                .collect();
+            tools_bytes = tool_bytes(&kept);
+            tools = kept;
+        }
         let mut req = CompletionRequest {
             model: self.model.clone(),
             system: Some(system),
@@ -523,6 +589,7 @@ impl Agent for LlmAgent {
             sender: &turn.sender,
             turn_id: &turn.turn_id,
             purpose: "turn",
+            stream: turn.stream.as_ref(),
         };
         let mut usage = Usage::default();
         let mut tool_runs = Vec::new();
@@ -625,6 +692,7 @@ impl Agent for LlmAgent {
             sender: who.sender,
             turn_id: who.turn_id,
             purpose: "summary",
+            stream: None,
         };
         let mut sizes = RequestSizes::new(SystemParts::default(), 0);
         let resp = self.call_model(&caller, &req, &mut sizes).await?;

@@ -306,6 +306,8 @@ impl AgentManager {
             self.env.clone(),
         );
         ctx.channel_kind = req.channel_kind.clone();
+        ctx.stream = req.stream.clone();
+        ctx.scopes = req.scopes.clone();
         ctx.summary = state.summary.clone();
         ctx.history = state.messages.clone();
         ctx.provider_state = state.provider_state.clone();

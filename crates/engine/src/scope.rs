@@ -78,7 +78,7 @@ pub fn best_match<'a, V>(
 }
 
 /// Which tools a holder (an agent, a skill run, a token) may see and call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ToolFilter {
     /// None.
     None,
@@ -123,7 +123,7 @@ impl ToolFilter {
 }
 
 /// Who a [`Scope`] belongs to; decides the layer and the words of a refusal.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ScopeHolder {
     /// An agent's tool list (`agents.<id>.tools`, narrowed by a skill's `tools`): layer 3.
     Agent(String),
@@ -132,7 +132,7 @@ pub enum ScopeHolder {
 }
 
 /// A narrowing of what one call may reach, on top of the access policy.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Scope {
     /// Whose it is.
     pub holder: ScopeHolder,

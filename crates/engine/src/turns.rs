@@ -34,6 +34,65 @@ pub trait AgentDirectory: Send + Sync {
     }
 }
 
+/// What a running turn shows the people waiting on it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// Text as the model writes it (every round's, in order).
+    Token {
+        /// The new text.
+        text: String,
+    },
+    /// A tool call is starting.
+    ToolStart {
+        /// The model's id for the call.
+        id: String,
+        /// The tool.
+        tool: String,
+    },
+    /// A tool call ended.
+    ToolEnd {
+        /// The model's id for the call.
+        id: String,
+        /// The tool.
+        tool: String,
+        /// `ok`, `error`, `denied`, …
+        status: String,
+        /// How long it ran.
+        elapsed_ms: f64,
+    },
+}
+
+/// Where a turn's [`TurnEvent`]s go. Called from the turn's task: keep it quick (send into a
+/// channel).
+#[derive(Clone)]
+pub struct TurnSink(Arc<dyn Fn(TurnEvent) + Send + Sync>);
+
+impl TurnSink {
+    /// A sink calling `f` for each event.
+    pub fn new(f: impl Fn(TurnEvent) + Send + Sync + 'static) -> Self {
+        TurnSink(Arc::new(f))
+    }
+
+    /// A sink sending into `tx` (events are dropped once the receiver is gone).
+    pub fn channel(tx: tokio::sync::mpsc::UnboundedSender<TurnEvent>) -> Self {
+        TurnSink::new(move |e| {
+            let _ = tx.send(e);
+        })
+    }
+
+    /// Passes `event` on.
+    pub fn send(&self, event: TurnEvent) {
+        (self.0)(event)
+    }
+}
+
+impl std::fmt::Debug for TurnSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnSink")
+    }
+}
+
 /// A turn to run.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
@@ -46,6 +105,13 @@ pub struct TurnRequest {
     /// What kind of channel it is, in words the model reads (`Discord direct message`,
     /// `Discord server channel #ops`); `None`: told from the channel id (`cli`, `http`, …).
     pub channel_kind: Option<String>,
+    /// Where the turn's progress goes while it runs (tokens, tool calls), for a surface
+    /// that shows the answer as it is written. `None`: only the reply counts. A turn the
+    /// cluster's queue runs elsewhere does not stream.
+    pub stream: Option<TurnSink>,
+    /// Narrowings of the caller beyond the agent's own (an API token's tool scope): every
+    /// tool call the turn makes carries them, so the Invoker refuses what they leave out.
+    pub scopes: Vec<crate::scope::Scope>,
     /// Who sent it.
     pub sender: Principal,
     /// The message.
@@ -101,6 +167,8 @@ pub struct TurnInfo {
     pub depth: u32,
     /// The turn's taint: calls that come back from outside share it.
     pub taint: Taint,
+    /// The caller's narrowings (`TurnRequest::scopes`): calls that come back carry them.
+    pub scopes: Vec<crate::scope::Scope>,
 }
 
 /// Turns in progress by an unguessable id (`Env::turns`). A CLI provider hands the id

@@ -98,6 +98,10 @@ pub struct ChatBody {
     /// to this or another instance) is answered from the stored turn, not run twice.
     #[serde(default)]
     pub request_id: Option<NonEmpty>,
+    /// Answer as server-sent events while the agent works (`token`, `tool_start`,
+    /// `tool_end`, then `final` or `error`).
+    #[serde(default)]
+    pub stream: Option<bool>,
 }
 
 /// `POST /execute`: the two fields we act on; everything else the sender includes (title,

@@ -977,34 +977,111 @@ async fn chat(
         .session_id
         .map(|t| t.0)
         .unwrap_or_else(|| format!("http-{}", uuid::Uuid::new_v4()));
-    let reply = manager
-        .turn(TurnRequest {
-            agent_id: agent,
-            session_id: session_id.clone(),
-            channel_kind: None,
-            channel_id: "http".into(),
-            sender: caller.principal.clone(),
-            message: strata_engine::agent::Message::text(message),
-            depth: 0,
-            taint: None,
-            turn_id: b.request_id.map(|t| t.0),
-        })
-        .await
-        .map_err(|e| match e {
-            strata_engine::agent::AgentError::Denied(m) => {
-                ApiError::new(StatusCode::FORBIDDEN, "denied", m)
-            }
-            strata_engine::agent::AgentError::Budget(m) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_reached", m)
-            }
-            e => ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()),
-        })?;
+    let mut req = TurnRequest {
+        agent_id: agent,
+        session_id: session_id.clone(),
+        stream: None,
+        // The token's tool scope holds for the turn's calls as for its own.
+        scopes: caller.scope().into_iter().collect(),
+        channel_kind: None,
+        channel_id: "http".into(),
+        sender: caller.principal.clone(),
+        message: strata_engine::agent::Message::text(message),
+        depth: 0,
+        taint: None,
+        turn_id: b.request_id.map(|t| t.0),
+    };
+    if b.stream == Some(true) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        req.stream = Some(strata_engine::turns::TurnSink::channel(tx.clone()));
+        return Ok(chat_stream(manager, req, session_id, rx));
+    }
+    let reply = manager.turn(req).await.map_err(chat_error)?;
+    Ok(Json(chat_answer(reply, &session_id)).into_response())
+}
+
+/// How a failed `/chat` turn is answered.
+fn chat_error(e: strata_engine::agent::AgentError) -> ApiError {
+    match e {
+        strata_engine::agent::AgentError::Denied(m) => {
+            ApiError::new(StatusCode::FORBIDDEN, "denied", m)
+        }
+        strata_engine::agent::AgentError::Budget(m) => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_reached", m)
+        }
+        e => ApiError::new(StatusCode::BAD_GATEWAY, "agent_failed", e.to_string()),
+    }
+}
+
+/// `/chat`'s answer: `{response, session_id}` (empty when the agent chose not to answer).
+fn chat_answer(reply: strata_engine::agent::Reply, session_id: &str) -> Value {
     let response = if reply.silent {
         String::new()
     } else {
         reply.text
     };
-    Ok(Json(json!({"response": response, "session_id": session_id})).into_response())
+    json!({"response": response, "session_id": session_id})
+}
+
+/// `/chat` with `"stream": true`: the turn runs in its own task (it finishes and is stored
+/// if the client goes away) and its events are sent as they come — `token` `{text}`,
+/// `tool_start` `{id, tool}`, `tool_end` `{id, tool, status, elapsed_ms}` — then `final`
+/// with the body a plain `/chat` answers, or `error` with the error envelope's `{code,
+/// message, status}`.
+fn chat_stream(
+    manager: Arc<strata_engine::runtime::AgentManager>,
+    req: TurnRequest,
+    session_id: String,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<strata_engine::turns::TurnEvent>,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let turn = tokio::spawn(async move { manager.turn(req).await });
+    let (out, events) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            let name = match &ev {
+                strata_engine::turns::TurnEvent::Token { .. } => "token",
+                strata_engine::turns::TurnEvent::ToolStart { .. } => "tool_start",
+                strata_engine::turns::TurnEvent::ToolEnd { .. } => "tool_end",
+            };
+            let mut data = serde_json::to_value(&ev).unwrap_or(Value::Null);
+            if let Some(o) = data.as_object_mut() {
+                o.remove("type");
+            }
+            if out
+                .send(Event::default().event(name).data(data.to_string()))
+                .is_err()
+            {
+                // The client went away; the turn still finishes and is stored.
+                break;
+            }
+        }
+        let last = match turn.await {
+            Ok(Ok(reply)) => Event::default()
+                .event("final")
+                .data(chat_answer(reply, &session_id).to_string()),
+            Ok(Err(e)) => {
+                let e = chat_error(e);
+                Event::default().event("error").data(
+                    json!({"code": e.code, "message": e.message, "status": e.status.as_u16()})
+                        .to_string(),
+                )
+            }
+            Err(e) => Event::default().event("error").data(
+                json!({"code": "internal", "message": format!("the turn's task failed: {e}"), "status": 500})
+                    .to_string(),
+            ),
+        };
+        let _ = out.send(last);
+    });
+    let stream = futures_util::stream::unfold(events, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
 }
 
 async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Response, ApiError> {
@@ -1083,6 +1160,8 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
             let r = manager
                 .turn(TurnRequest {
                     agent_id: agent.clone(),
+                    stream: None,
+                    scopes: Vec::new(),
                     channel_kind: None,
                     channel_id: format!("execute:{session}"),
                     session_id: session,

@@ -134,6 +134,7 @@ impl ServerHandler for StrataMcp {
                         inv.channel_id = Some(turn.channel_id);
                         inv.depth = turn.depth;
                         inv.taint = Some(turn.taint);
+                        inv.scopes.extend(turn.scopes);
                     }
                     _ => {
                         return Ok(CallToolResult::error(vec![ContentBlock::text(

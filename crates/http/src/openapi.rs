@@ -206,10 +206,13 @@ pub fn openapi() -> Value {
             "/chat": {"post": {"summary": "Run one agent turn",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["message"], "properties": {
-                        "message": {"type": "string"}, "agent": {"type": "string"}, "session_id": {"type": "string"},
-                        "request_id": {"type": "string"}}}}}},
-                "responses": with(json!({"200": resp("The answer", json!({"type": "object", "properties": {
-                    "response": {"type": "string"}, "session_id": {"type": "string"}}})),
+                        "message": {"type": "string", "minLength": 1}, "agent": {"type": "string"},
+                        "session_id": {"type": "string"}, "request_id": {"type": "string", "minLength": 1},
+                        "stream": {"type": "boolean", "description": "Answer as server-sent events: token {text}, tool_start {id, tool}, tool_end {id, tool, status, elapsed_ms}, then final (the JSON answer) or error {code, message, status}"}}}}}},
+                "responses": with(json!({"200": {"description": "The answer (or, with stream, its events)", "content": {
+                    "application/json": {"schema": {"type": "object", "properties": {
+                        "response": {"type": "string"}, "session_id": {"type": "string"}}}},
+                    "text/event-stream": {"schema": {"type": "string"}}}},
                     "502": resp("The agent failed", err()), "503": resp("No agent running", err())}), std_errors.clone())}},
             "/execute": {"post": {"summary": "Queue a task for an agent", "security": [{"executeKey": []}],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {

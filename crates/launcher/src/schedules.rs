@@ -145,6 +145,8 @@ impl Runner {
             .run_turn(TurnRequest {
                 agent_id: agent.to_owned(),
                 session_id: s.session.clone(),
+                stream: None,
+                scopes: Vec::new(),
                 channel_kind: None,
                 channel_id: to
                     .as_ref()

@@ -173,7 +173,8 @@ pub fn build_agent(
         id,
         agent.knowledge_index_tokens.unwrap_or(400) as usize * 4,
     ))
-    .with_sampling(llm.max_tokens, llm.temperature))
+    .with_sampling(llm.max_tokens, llm.temperature)
+    .with_streaming(llm.stream.unwrap_or(true)))
 }
 
 /// What the agent can look up, within `budget` bytes (about four per token): for the team's

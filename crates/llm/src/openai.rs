@@ -130,6 +130,11 @@ impl OpenAiProvider {
     ) -> Result<CompletionResponse, LlmError> {
         let body = self.body(req, false);
         let resp = send(&self.settings, &self.endpoint, || self.request(&body)).await?;
+        self.read_plain(resp).await
+    }
+
+    /// A whole (not streamed) chat-completions response.
+    async fn read_plain(&self, resp: reqwest::Response) -> Result<CompletionResponse, LlmError> {
         let parsed: ChatResponse = resp
             .json()
             .await
@@ -169,6 +174,22 @@ impl OpenAiProvider {
     ) -> Result<CompletionResponse, LlmError> {
         let body = self.body(req, true);
         let resp = send(&self.settings, &self.endpoint, || self.request(&body)).await?;
+        // Some OpenAI-compatible servers (and proxies) answer a streamed request whole.
+        let whole = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("application/json"));
+        if whole {
+            let r = self.read_plain(resp).await?;
+            if !r.message.content.is_empty() {
+                on_event(StreamEvent::TextDelta(r.message.content.clone()));
+            }
+            for c in &r.message.tool_calls {
+                on_event(StreamEvent::ToolCall(c.clone()));
+            }
+            return Ok(r);
+        }
         let mut events = eventsource_stream::EventStream::new(resp.bytes_stream());
         let mut text = String::new();
         // Tool calls arrive in fragments keyed by index; assemble before parsing.

@@ -65,6 +65,21 @@ impl Fake {
     }
 }
 
+impl Fake {
+    /// The texts of the edits made to messages in `channel`, in order.
+    pub fn edits_in(&self, channel: &str) -> Vec<String> {
+        self.rest
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(m, p, _)| {
+                m == "PATCH" && p.starts_with(&format!("/api/v10/channels/{channel}/messages/"))
+            })
+            .map(|(_, _, v)| v["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
 /// Counts a gateway connection while it is open.
 struct Open(Arc<std::sync::atomic::AtomicUsize>);
 
@@ -265,6 +280,30 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         found.sort_by_key(|m| std::cmp::Reverse(id_of(m)));
         found.truncate(limit);
         return axum::Json(found).into_response();
+    }
+    // PATCH /channels/{c}/messages/{id} edits a kept message; DELETE removes it.
+    if segments.get(5) == Some(&"messages")
+        && let Some(one) = segments.get(6).map(|s| (*s).to_owned())
+    {
+        let mut history = f.history.lock().expect("lock");
+        let at = history
+            .iter()
+            .position(|m| m["channel_id"] == channel && m["id"] == one.as_str());
+        if parts.method == axum::http::Method::PATCH
+            && let Some(i) = at
+        {
+            if let Some(c) = v.get("content") {
+                history[i]["content"] = c.clone();
+            }
+            history[i]["edited_timestamp"] = json!("2026-12-02T00:00:01+00:00");
+            return axum::Json(history[i].clone()).into_response();
+        }
+        if parts.method == axum::http::Method::DELETE && segments.len() == 7 {
+            if let Some(i) = at {
+                history.remove(i);
+            }
+            return axum::http::StatusCode::NO_CONTENT.into_response();
+        }
     }
     // Echo a message object for POST .../messages, with a fresh id.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);

@@ -48,6 +48,16 @@ pub enum FakeResponse {
     /// A `text/event-stream` body: each item is sent as one SSE event (`event:` line when the
     /// name is given, then `data:`), flushed separately.
     Sse(Vec<(Option<String>, String)>),
+    /// As `Sse`, holding the stream open after the first `at` events until `gate` is
+    /// notified (a test checks what the client made of a half-written answer).
+    SseHeld {
+        /// The events.
+        events: Vec<(Option<String>, String)>,
+        /// How many go before the pause.
+        at: usize,
+        /// Opens the pause.
+        gate: Arc<tokio::sync::Notify>,
+    },
     /// Accepts the request and never answers.
     Hang,
 }
@@ -82,6 +92,14 @@ impl FakeResponse {
     /// SSE events with data only.
     pub fn sse(data: Vec<String>) -> Self {
         FakeResponse::Sse(data.into_iter().map(|d| (None, d)).collect())
+    }
+
+    /// This SSE response, paused after its first `at` events until `gate` is notified.
+    pub fn held_at(self, at: usize, gate: Arc<tokio::sync::Notify>) -> Self {
+        match self {
+            FakeResponse::Sse(events) => FakeResponse::SseHeld { events, at, gate },
+            other => other,
+        }
     }
 }
 
@@ -203,7 +221,16 @@ async fn handle(
             body,
         }) => json_response(status, &headers, &body),
         Some(FakeResponse::Sse(events)) => {
-            let stream = async_stream(events);
+            let stream = async_stream(events, None);
+            Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .header("cache-control", "no-cache")
+                .body(Body::from_stream(stream))
+                .unwrap_or_default()
+        }
+        Some(FakeResponse::SseHeld { events, at, gate }) => {
+            let stream = async_stream(events, Some((at, gate)));
             Response::builder()
                 .status(200)
                 .header("content-type", "text/event-stream")
@@ -231,9 +258,16 @@ fn json_response(status: u16, headers: &[(String, String)], body: &Value) -> Res
 /// Sends each event as its own chunk, with a short pause, so clients see them split.
 fn async_stream(
     events: Vec<(Option<String>, String)>,
+    hold: Option<(usize, Arc<tokio::sync::Notify>)>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
-    futures_util::stream::unfold(events.into_iter(), |mut it| async move {
-        let (name, data) = it.next()?;
+    let it = events.into_iter().enumerate();
+    futures_util::stream::unfold((it, hold), |(mut it, hold)| async move {
+        let (i, (name, data)) = it.next()?;
+        if let Some((at, gate)) = &hold
+            && i == *at
+        {
+            gate.notified().await;
+        }
         let mut chunk = String::new();
         if let Some(n) = name {
             chunk.push_str(&format!("event: {n}\n"));
@@ -243,7 +277,7 @@ fn async_stream(
         }
         chunk.push('\n');
         tokio::time::sleep(Duration::from_millis(2)).await;
-        Some((Ok(Bytes::from(chunk)), it))
+        Some((Ok(Bytes::from(chunk)), (it, hold)))
     })
 }
 

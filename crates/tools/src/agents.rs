@@ -34,6 +34,8 @@ impl Hop {
             TurnRequest {
                 agent_id: self.agent,
                 session_id: session,
+                stream: None,
+                scopes: Vec::new(),
                 channel_kind: None,
                 channel_id: channel,
                 sender: self.sender,

@@ -59,7 +59,8 @@ pub struct LlmConfig {
     /// First retry delay in milliseconds, doubled per attempt with jitter (default 500).
     #[serde(default)]
     pub retry_base_ms: Option<u64>,
-    /// Stream responses (SSE) where the provider supports it (default false).
+    /// Stream responses (SSE) for turns someone watches (Discord, `/chat` with `stream`, a
+    /// terminal). Default: on for those turns; `false`: each round's text arrives whole.
     #[serde(default)]
     pub stream: Option<bool>,
     /// Claude Code: which of the CLI's own tools (Read, Bash, WebFetch, …) the agent gets:

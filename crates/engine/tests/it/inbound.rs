@@ -88,6 +88,8 @@ fn req(who: &str, channel: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "echo".into(),
         session_id: format!("{channel}-{who}"),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: channel.into(),
         sender: Principal::Person { id: who.into() },

@@ -317,6 +317,8 @@ fn req(session: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "tracker".into(),
         session_id: session.into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: session.into(),
         sender: Principal::Operator,

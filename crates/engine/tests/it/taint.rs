@@ -53,6 +53,8 @@ fn req(session: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: "main".into(),
         session_id: session.into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "cli".into(),
         sender: Principal::Operator,

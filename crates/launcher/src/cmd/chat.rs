@@ -31,6 +31,8 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         Ok(rt) => rt,
         Err(e) => return fail(&e),
     };
+    // On a terminal the answer appears as it is written; piped, only the reply is printed.
+    let live = std::io::IsTerminal::is_terminal(&std::io::stdout()).then(|| LivePrinter::new(""));
     let result = rt.block_on(async {
         let wired = crate::wiring::build(&l.config, l.registry.clone(), None).await?;
         wired
@@ -44,6 +46,8 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
             .turn(strata_engine::turns::TurnRequest {
                 agent_id: agent_id.clone(),
                 session_id: session.to_owned(),
+                stream: live.as_ref().map(LivePrinter::sink),
+                scopes: Vec::new(),
                 channel_kind: None,
                 channel_id: "cli".into(),
                 sender: Principal::Operator,
@@ -58,12 +62,24 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         wired.finish().await;
         reply
     });
-    match result {
-        Ok(reply) if reply.silent => {
+    match (result, live) {
+        (Ok(reply), live) if reply.silent => {
+            if let Some(l) = live {
+                l.finish("", None);
+            }
             eprintln!("({agent_id} chose not to reply)");
             Exit::Ok
         }
-        Ok(reply) => out(&reply.text),
-        Err(e) => fail(&e),
+        (Ok(reply), Some(l)) => {
+            l.finish("", Some(&reply.text));
+            Exit::Ok
+        }
+        (Ok(reply), None) => out(&reply.text),
+        (Err(e), live) => {
+            if let Some(l) = live {
+                l.finish("", None);
+            }
+            fail(&e)
+        }
     }
 }

@@ -227,3 +227,77 @@ pub(crate) fn open_audit(l: &Context) -> Result<JsonlAudit, strata_store::audit_
 pub(crate) fn audit_path(l: &Context) -> PathBuf {
     l.config.data_dir.join(&l.config.config.tools.audit_log)
 }
+
+/// Prints a turn's text to the terminal as the model writes it (`strata chat`, `repl`).
+/// Text written before a tool call is the model thinking aloud: it stays on screen, and the
+/// tool call is shown on stderr. [`Self::finish`] completes the answer's line — or prints the
+/// reply whole where what streamed was not it (an answer the engine wrote, a budget's
+/// sentence).
+pub(crate) struct LivePrinter {
+    round: std::sync::Arc<std::sync::Mutex<String>>,
+    sink: strata_engine::turns::TurnSink,
+}
+
+impl LivePrinter {
+    /// A printer whose text starts after `prefix` (the repl's `agent> `).
+    pub(crate) fn new(prefix: &str) -> Self {
+        use strata_engine::turns::TurnEvent;
+        let round: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
+        let shown = round.clone();
+        let prefix = prefix.to_owned();
+        let sink = strata_engine::turns::TurnSink::new(move |e| {
+            let mut r = shown.lock().unwrap_or_else(|p| p.into_inner());
+            let mut stdout = std::io::stdout().lock();
+            match e {
+                TurnEvent::Token { text } => {
+                    if r.is_empty() {
+                        let _ = write!(stdout, "{prefix}");
+                    }
+                    r.push_str(&text);
+                    let _ = write!(stdout, "{text}");
+                    let _ = stdout.flush();
+                }
+                TurnEvent::ToolStart { tool, .. } => {
+                    if !r.is_empty() {
+                        let _ = writeln!(stdout);
+                        let _ = stdout.flush();
+                    }
+                    r.clear();
+                    eprintln!("  (using {tool}…)");
+                }
+                TurnEvent::ToolEnd { .. } => {}
+            }
+        });
+        LivePrinter { round, sink }
+    }
+
+    /// The sink to put on the turn.
+    pub(crate) fn sink(&self) -> strata_engine::turns::TurnSink {
+        self.sink.clone()
+    }
+
+    /// Ends the output: a newline after the streamed answer, or the reply's text (after
+    /// `prefix`) when the last round's text was not the reply. `None` text: print nothing
+    /// more than the newline that ends what streamed.
+    pub(crate) fn finish(&self, prefix: &str, reply: Option<&str>) {
+        let r = self.round.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stdout = std::io::stdout().lock();
+        match reply {
+            Some(text) if r.trim_end() == text.trim_end() => {
+                let _ = writeln!(stdout);
+            }
+            Some(text) => {
+                if !r.is_empty() {
+                    let _ = writeln!(stdout);
+                }
+                let _ = writeln!(stdout, "{prefix}{text}");
+            }
+            None => {
+                if !r.is_empty() {
+                    let _ = writeln!(stdout);
+                }
+            }
+        }
+        let _ = stdout.flush();
+    }
+}

@@ -90,9 +90,13 @@ pub(crate) fn run(
             "/skills" => println!("{}", crate::cmd::skill::list(&skills, false)),
             t if t.starts_with('/') => println!("unknown command {t}; {HELP}"),
             t => {
+                let prefix = format!("{agent_id}> ");
+                let live = super::context::LivePrinter::new(&prefix);
                 let reply = rt.block_on(wired.manager.turn(TurnRequest {
                     agent_id: agent_id.clone(),
                     session_id: session.to_owned(),
+                    stream: Some(live.sink()),
+                    scopes: Vec::new(),
                     channel_kind: None,
                     channel_id: "repl".into(),
                     sender: Principal::Operator,
@@ -102,9 +106,15 @@ pub(crate) fn run(
                     turn_id: None,
                 }));
                 match reply {
-                    Ok(r) if r.silent => println!("({agent_id} chose not to reply)"),
-                    Ok(r) => println!("{agent_id}> {}", r.text),
-                    Err(e) => println!("error: {e}"),
+                    Ok(r) if r.silent => {
+                        live.finish(&prefix, None);
+                        println!("({agent_id} chose not to reply)");
+                    }
+                    Ok(r) => live.finish(&prefix, Some(&r.text)),
+                    Err(e) => {
+                        live.finish(&prefix, None);
+                        println!("error: {e}");
+                    }
                 }
             }
         }

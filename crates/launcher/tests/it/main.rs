@@ -23,5 +23,7 @@ mod skills_repl;
 mod status;
 #[cfg(feature = "postgres")]
 mod storage;
+mod stream;
+mod surfaces;
 mod taint;
 mod usage;

@@ -11,7 +11,7 @@ use strata_engine::llm::{CompletionRequest, LlmError};
 use strata_engine::runtime::LlmAgent;
 use strata_engine::{Env, Invoker, Principal, Registry, ToolError, tool};
 use strata_llm::AgentContext;
-use strata_test_support::{FakeServer, anthropic, gemini};
+use strata_test_support::{FakeResponse, FakeServer, anthropic, gemini, openai};
 
 /// Converts a temperature (fake).
 #[tool]
@@ -415,4 +415,102 @@ async fn check_lists_anthropic_models_and_reads_the_gemini_model_with_the_key() 
         json!({"error": {"message": "model not found"}}),
     )]);
     assert!(p.check().await.is_err());
+}
+
+/// A turn somebody watches streams from every vendor with `stream` left unset, a tool call
+/// in the middle of the stream included: the watcher sees the text as it comes, the tool's
+/// start and end, then the answer.
+#[tokio::test]
+async fn a_watched_turn_streams_with_tool_calls_mid_stream_on_every_vendor() {
+    use strata_engine::turns::{TurnEvent, TurnSink};
+    let gemini_call = FakeResponse::sse(vec![
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Converting."}]}, "index": 0}]})
+            .to_string(),
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "to_fahrenheit", "args": {"celsius": 37}}}]},
+            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 5}})
+        .to_string(),
+    ]);
+    let cases: Vec<(&str, &str, Vec<FakeResponse>)> = vec![
+        (
+            "openai",
+            "gpt-test",
+            vec![
+                openai::stream_two_tool_calls(
+                    ("c1", "to_fahrenheit", r#"{"celsius": 37}"#),
+                    ("c2", "to_fahrenheit", r#"{"celsius": 0}"#),
+                ),
+                openai::stream_text(&["98.6", "°F"]),
+            ],
+        ),
+        (
+            "anthropic",
+            "claude-test",
+            vec![
+                anthropic::stream_text_then_tool(
+                    "Converting.",
+                    "toolu_9",
+                    "to_fahrenheit",
+                    r#"{"celsius": 37}"#,
+                ),
+                anthropic::stream_text("98.6°F"),
+            ],
+        ),
+        (
+            "gemini",
+            "gemini-test",
+            vec![gemini_call, gemini::stream_text(&["98.6", "°F"])],
+        ),
+    ];
+    for (vendor, model, script) in cases {
+        let fake = FakeServer::start().await.expect("fake");
+        fake.script(script);
+        let base = if vendor == "openai" {
+            format!("{}/v1", fake.url)
+        } else {
+            fake.url.clone()
+        };
+        let mut c = cfg(vendor, &base, model, false);
+        c.stream = None;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut t = turn();
+        let into = seen.clone();
+        t.stream = Some(TurnSink::new(move |e| {
+            into.lock().expect("lock").push(e);
+        }));
+        let r = agent(&c)
+            .handle(t, Message::text("37C?"))
+            .await
+            .expect("turn");
+        assert_eq!(r.text, "98.6°F", "{vendor}");
+        let seen = seen.lock().expect("lock").clone();
+        let starts = seen
+            .iter()
+            .position(|e| matches!(e, TurnEvent::ToolStart { tool, .. } if tool == "to_fahrenheit"))
+            .unwrap_or_else(|| panic!("{vendor}: no tool start in {seen:?}"));
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, TurnEvent::ToolEnd { status, .. } if status == "ok")),
+            "{vendor}: {seen:?}"
+        );
+        let after: String = seen[starts..]
+            .iter()
+            .filter_map(|e| match e {
+                TurnEvent::Token { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(after, "98.6°F", "{vendor}: {seen:?}");
+        // More than one piece: it streamed, it did not arrive whole.
+        let pieces = seen
+            .iter()
+            .filter(|e| matches!(e, TurnEvent::Token { .. }))
+            .count();
+        assert!(pieces >= 2, "{vendor}: {seen:?}");
+        for r in fake.requests() {
+            let streamed = r.body["stream"] == true || r.path.contains("streamGenerateContent");
+            assert!(streamed, "{vendor} asked without streaming: {}", r.path);
+        }
+    }
 }

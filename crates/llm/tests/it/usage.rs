@@ -253,6 +253,8 @@ async fn a_summary_model_call_is_recorded_as_the_turn_s_summary() {
         m.turn(TurnRequest {
             agent_id: "main".into(),
             session_id: "s-9".into(),
+            stream: None,
+            scopes: Vec::new(),
             channel_kind: None,
             channel_id: "c".into(),
             sender: Principal::Operator,

@@ -126,6 +126,8 @@ async fn a_turn_s_spans_reach_the_collector_with_the_calls_inside_the_turn() {
         .turn(TurnRequest {
             agent_id: "main".into(),
             session_id: "s-otel".into(),
+            stream: None,
+            scopes: Vec::new(),
             channel_kind: None,
             channel_id: "c".into(),
             sender: Principal::Operator,

@@ -306,6 +306,8 @@ async fn instances_alternating_in_a_session_see_each_others_turns() {
     let req = || TurnRequest {
         agent_id: "counter".into(),
         session_id: "shared".into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "shared".into(),
         sender: strata_engine::Principal::Operator,
@@ -486,6 +488,8 @@ async fn a_turn_delivered_twice_runs_once() {
     let req = |id: &str| TurnRequest {
         agent_id: "counter".into(),
         session_id: "s".into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "s".into(),
         sender: strata_engine::Principal::Operator,

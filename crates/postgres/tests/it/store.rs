@@ -288,6 +288,8 @@ async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
     let req = |session: &str| TurnRequest {
         agent_id: "counter".into(),
         session_id: session.into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: session.into(),
         sender: Principal::Operator,
@@ -632,6 +634,8 @@ async fn a_senders_taint_outlives_a_restart(kind: Kind) {
     let req = |text: &str| TurnRequest {
         agent_id: "marker".into(),
         session_id: "s".into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "s".into(),
         sender: Principal::Operator,

@@ -127,6 +127,8 @@ fn from_owner(agent: &str, text: &str) -> TurnRequest {
     TurnRequest {
         agent_id: agent.into(),
         session_id: "s1".into(),
+        stream: None,
+        scopes: Vec::new(),
         channel_kind: None,
         channel_id: "c1".into(),
         sender: Principal::Person { id: "p1".into() },
