@@ -169,6 +169,21 @@ impl Connector for DiscordAccount {
         Ok(())
     }
 
+    async fn is_group_channel(&self, channel_id: &str) -> bool {
+        use twilight_model::channel::ChannelType;
+        let Some(id) = channel_id.parse::<u64>().ok().and_then(Id::new_checked) else {
+            return false;
+        };
+        match self.http.channel(id).await {
+            Ok(resp) => match resp.model().await {
+                Ok(ch) => !matches!(ch.kind, ChannelType::Private | ChannelType::Group),
+                Err(_) => false,
+            },
+            // Not known to be shared: not a place for messages between agents.
+            Err(_) => false,
+        }
+    }
+
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError> {
         self.send_with_files(message, Vec::new()).await
     }

@@ -769,9 +769,11 @@ pub(crate) fn sender_line(
             out.push(')');
             out
         }
-        Principal::Agent { id } => format!("the agent `{id}` (tier {tier})"),
-        Principal::Token { name, .. } => format!("the API token `{name}` (tier {tier})"),
-        Principal::Operator => "the local operator at the command line (owner)".to_owned(),
-        Principal::Unknown => "unknown sender, not on the team roster".to_owned(),
+        Principal::Agent { .. } => format!("{sender} (an agent of this deployment; tier {tier})"),
+        Principal::Token { .. } => format!("{sender} (an API token; tier {tier})"),
+        Principal::Operator => {
+            format!("{sender} (the local operator at the command line; tier {tier})")
+        }
+        Principal::Unknown => format!("{sender} — unknown sender, not on the team roster"),
     }
 }

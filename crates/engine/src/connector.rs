@@ -83,6 +83,12 @@ pub trait Connector: Send + Sync {
     ) -> Result<(), ConnectorError>;
     /// Sends one message.
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError>;
+    /// Whether `channel_id` is a channel a group reads (not one person's direct messages):
+    /// where a message between agents may be posted. The default says yes.
+    async fn is_group_channel(&self, channel_id: &str) -> bool {
+        let _ = channel_id;
+        true
+    }
 }
 
 /// A channel of a connector: `<connector>:<channel id>` in text (the connector name may hold

@@ -36,6 +36,20 @@ impl AgentDirectory for AgentManager {
     async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
         AgentManager::reset(self, agent_id, session_id).await
     }
+
+    async fn recent_sessions(&self, agent_id: &str) -> Vec<String> {
+        match self.store.list_sessions(agent_id, 200).await {
+            Ok(list) => list
+                .into_iter()
+                .filter(|s| s.agent_id == agent_id)
+                .map(|s| s.session_id)
+                .collect(),
+            Err(e) => {
+                tracing::debug!(agent = %agent_id, error = %e, "sessions not listed");
+                Vec::new()
+            }
+        }
+    }
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<SessionState>>>;

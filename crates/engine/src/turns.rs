@@ -25,6 +25,12 @@ pub trait AgentDirectory: Send + Sync {
     async fn deliver(&self, req: TurnRequest) -> Result<Reply, AgentError> {
         self.run_turn(req).await
     }
+    /// `agent`'s sessions, most recently active first (where the store can list them):
+    /// `send_to_agent` looks among them for the channel the agent last talked in.
+    async fn recent_sessions(&self, agent_id: &str) -> Vec<String> {
+        let _ = agent_id;
+        Vec::new()
+    }
     /// Forgets a session's conversation (`/reset`).
     async fn reset(&self, agent_id: &str, session_id: &str) -> Result<(), AgentError> {
         let _ = (agent_id, session_id);

@@ -153,9 +153,9 @@ async fn ask_agent(
 }
 
 /// Sends a message to another agent without waiting for its answer; returns a delivery
-/// receipt. The message is posted visibly in the agent's home channel and its reply goes
-/// there too; when no home channel is available it goes to a side session of the agent's own
-/// (the receipt says which).
+/// receipt. The message is posted visibly in the agent's channel (its home channel, else the
+/// first it is routed to, else the one it last talked in) and its reply goes there too; when
+/// none is available it goes to a side session of the agent's own (the receipt says which).
 #[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
 async fn send_to_agent(
     ctx: &ToolContext,
@@ -170,8 +170,10 @@ async fn send_to_agent(
     let hop = prepare(ctx, &agent)?;
     let receipt = uuid::Uuid::new_v4().to_string();
     let hub = ctx.env.connectors().clone();
-    let mut fallback_reason = "no home channel is available for this agent".to_owned();
-    if let Some(home) = hub.home(&agent) {
+    let mut fallback_reason = "no home channel, routed channel or earlier conversation channel \
+                               of this agent is available"
+        .to_owned();
+    if let Some((home, resolved_by)) = find_home(ctx, &hub, &agent).await {
         let from = ctx.agent_id.as_deref().unwrap_or("the operator");
         match hub
             .send(
@@ -204,10 +206,11 @@ async fn send_to_agent(
                     "agent": agent,
                     "delivery": "home_channel",
                     "channel": home.to_string(),
+                    "resolved_by": resolved_by,
                 }));
             }
             Err(e) => {
-                fallback_reason = format!("posting to its home channel {home} failed ({e})");
+                fallback_reason = format!("posting to its channel {home} failed ({e})");
             }
         }
     }
@@ -227,6 +230,49 @@ async fn send_to_agent(
         "session": session,
         "note": format!("{fallback_reason}, so the message went to its side session `{session}`"),
     }))
+}
+
+/// Where a message for `agent` is posted, and how that was found: its `home_channel`, else
+/// the first channel its routing names, else the shared channel it most recently talked in
+/// (from the stored sessions, so it survives restarts) — each only while its connector runs.
+async fn find_home(
+    ctx: &ToolContext,
+    hub: &strata_engine::connector::ConnectorHub,
+    agent: &str,
+) -> Option<(strata_engine::connector::ChannelRef, &'static str)> {
+    use strata_engine::connector::ChannelRef;
+    if let Some(home) = hub.home(agent) {
+        return Some((home, "home_channel"));
+    }
+    let running = |c: &ChannelRef| hub.get(&c.connector).is_some();
+    if let Some(r) = ctx
+        .env
+        .config
+        .agents
+        .get(agent)
+        .and_then(|a| a.routing.discord.as_ref())
+        && let Some(first) = r.channels.as_ref().and_then(|c| c.first())
+    {
+        let c = ChannelRef {
+            connector: format!("discord:{}", r.account),
+            channel_id: first.clone(),
+        };
+        if running(&c) {
+            return Some((c, "first_channel"));
+        }
+    }
+    let directory = ctx.env.agents()?;
+    for session in directory.recent_sessions(agent).await {
+        let Some(c) = ChannelRef::parse(&session) else {
+            continue;
+        };
+        if let Some(conn) = hub.get(&c.connector)
+            && conn.is_group_channel(&c.channel_id).await
+        {
+            return Some((c, "recent_channel"));
+        }
+    }
+    None
 }
 
 /// Posts a message in a channel through a running connector (Discord, …). `channel` is

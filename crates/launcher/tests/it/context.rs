@@ -108,3 +108,113 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
     );
     drop(served);
 }
+
+/// `send_to_agent` to an agent routed to every channel (no home, no named channel): before
+/// it has talked anywhere the message goes to its side session, and says so; after it talked
+/// in a channel, the message is posted there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_to_agent_finds_the_channel_a_wildcard_agent_last_talked_in() {
+    use serde_json::json;
+    const OWNER: &str = "owner-token-0123456789";
+    let llm = FakeServer::start().await.expect("fake llm");
+    llm.script([
+        openai::text("Noted in my inbox."),
+        openai::text("Hello."),
+        openai::text("Noted in the channel."),
+    ]);
+    let discord = strata_test_support::discord::fake().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}{}server:\n  tokens:\n    - {{name: boss, token: {OWNER}, tier: owner}}\n",
+            common::fake_llm(&llm.url, "literal-test-key", "fake-model"),
+            common::fake_discord(discord.port)
+        ),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    routing:\n      discord:\n        account: main\n        \
+         channels: []\n        mentions: false\n",
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner",
+            "contacts": {"discord": "42"}}]}"#,
+    );
+    let served = common::serve(d);
+    for _ in 0..200 {
+        if !discord.identified.lock().expect("lock").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let url = format!("{}/api/invoke", served.base);
+    let invoke = |msg: &str| {
+        common::api(
+            "POST",
+            &url,
+            OWNER,
+            Some(json!({"tool": "send_to_agent", "args": {"agent": "main", "message": msg}})),
+        )
+    };
+    let (status, first) = invoke("First note").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        first["value"]["value"]["delivery"], "side_session",
+        "{first}"
+    );
+    assert!(
+        first["value"]["value"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("side session")),
+        "{first}"
+    );
+    // Wait for the side-session turn, then the agent talks in channel 555.
+    let _ = system_of(&llm, 0).await;
+    discord.send(strata_test_support::discord::message(
+        3_000_001,
+        "555",
+        Some("9"),
+        "42",
+        false,
+        "hi there",
+        false,
+    ));
+    for _ in 0..200 {
+        if discord.posted_in("555").iter().any(|t| t == "Hello.") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, second) = invoke("Second note").await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["value"]["value"]["delivery"], "home_channel",
+        "{second}"
+    );
+    assert_eq!(
+        second["value"]["value"]["channel"], "discord:main:555",
+        "{second}"
+    );
+    assert_eq!(
+        second["value"]["value"]["resolved_by"], "recent_channel",
+        "{second}"
+    );
+    for _ in 0..200 {
+        if discord.posted_in("555").len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let posted = discord.posted_in("555");
+    assert!(
+        posted.iter().any(|t| t.contains("to main] Second note")),
+        "{posted:?}"
+    );
+    drop(served);
+}
