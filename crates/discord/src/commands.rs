@@ -105,6 +105,14 @@ pub fn skill_for<'a>(skills: &'a BTreeMap<String, Skill>, command: &str) -> Opti
 #[allow(unused_imports)]
 use crate::*;
 
+/// What runs skills: the skill set, the Invoker for command skills, the runner of prompt
+/// skills with their own settings.
+pub(crate) type SkillRunners = (
+    Option<Arc<strata_engine::skills::SkillSet>>,
+    Option<Arc<strata_engine::Invoker>>,
+    Option<Arc<dyn strata_engine::skills::SkillTurns>>,
+);
+
 /// Answers a slash command: acknowledges it at once (Discord allows 3 s), then edits the
 /// answer in when the work is done.
 #[allow(clippy::too_many_arguments)]
@@ -112,10 +120,7 @@ pub(crate) async fn slash(
     account: Arc<DiscordAccount>,
     policy: Arc<strata_engine::access::AccessPolicy>,
     directory: Arc<dyn AgentDirectory>,
-    (skills, runner): (
-        Option<Arc<strata_engine::skills::SkillSet>>,
-        Option<Arc<strata_engine::Invoker>>,
-    ),
+    (skills, runner, skill_turns): SkillRunners,
     agents: Vec<String>,
     msg: InboundMessage,
     (app, id, token): (
@@ -239,22 +244,29 @@ pub(crate) async fn slash(
                             }
                         },
                         Ok(OwnedAction::Prompt(prompt)) => {
-                            match directory
-                                .run_turn(TurnRequest {
-                                    agent_id: agents[0].clone(),
-                                    session_id: session.clone(),
-                                    stream: None,
-                                    scopes: Vec::new(),
-                                    channel_kind: None,
-                                    channel_id: session.clone(),
-                                    sender: sender.clone(),
-                                    message: Message::text(prompt),
-                                    depth: 0,
-                                    taint: None,
-                                    turn_id: None,
-                                })
-                                .await
-                            {
+                            let req = TurnRequest {
+                                agent_id: agents[0].clone(),
+                                session_id: session.clone(),
+                                stream: None,
+                                scopes: Vec::new(),
+                                channel_kind: None,
+                                channel_id: session.clone(),
+                                sender: sender.clone(),
+                                message: Message::text(prompt),
+                                depth: 0,
+                                taint: None,
+                                turn_id: None,
+                            };
+                            let own = skill.def.tools.is_some()
+                                || skill.def.max_rounds.is_some()
+                                || skill.def.llm.is_some();
+                            // A skill with its own tools, rounds or model runs as the skill
+                            // says (a one-off turn); else as a turn of the channel's agent.
+                            let reply = match (&skill_turns, own) {
+                                (Some(st), true) => st.run_prompt_skill(&skill.def, req).await,
+                                _ => directory.run_turn(req).await,
+                            };
+                            match reply {
                                 Ok(r) if r.silent || is_no_reply(&r.text) => "Done.".to_owned(),
                                 Ok(r) => r.text,
                                 Err(e) => format!("The skill could not run: {e}"),
@@ -265,12 +277,18 @@ pub(crate) async fn slash(
             }
         }
     };
-    let first = split_message(&text, MAX_MESSAGE)
-        .into_iter()
-        .next()
-        .unwrap_or_default();
+    // The first 2,000 characters answer the command; the rest follow as follow-ups.
+    let mut parts = split_message(&text, MAX_MESSAGE).into_iter();
+    let first = parts.next().unwrap_or_default();
     if let Err(e) = client.update_response(&token).content(Some(&first)).await {
         tracing::warn!(error = %e, "answering a slash command failed");
+        return;
+    }
+    for part in parts {
+        if let Err(e) = client.create_followup(&token).content(&part).await {
+            tracing::warn!(error = %e, "a slash command's follow-up failed");
+            return;
+        }
     }
 }
 

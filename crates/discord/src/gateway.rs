@@ -19,6 +19,7 @@ pub(crate) struct AccountCtx {
     pub(crate) resync_secs: u64,
     pub(crate) progress: Option<Progress>,
     pub(crate) command_runner: Option<Arc<strata_engine::Invoker>>,
+    pub(crate) skill_turns: Option<Arc<dyn strata_engine::skills::SkillTurns>>,
     /// Where the account's connection state is kept.
     pub(crate) hub: Arc<strata_engine::connector::ConnectorHub>,
 }
@@ -89,6 +90,7 @@ pub(crate) async fn run_account(
         resync_secs,
         progress,
         command_runner,
+        skill_turns,
         hub,
     } = ctx;
     let me: Arc<Mutex<Option<u64>>> = Arc::default();
@@ -202,7 +204,7 @@ pub(crate) async fn run_account(
                     account.clone(),
                     policy.clone(),
                     directory.clone(),
-                    (skills.clone(), command_runner.clone()),
+                    (skills.clone(), command_runner.clone(), skill_turns.clone()),
                     agents,
                     msg,
                     (i.application_id, i.id, i.token.clone()),

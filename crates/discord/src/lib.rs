@@ -61,6 +61,9 @@ pub struct Services {
     /// Runs command skills as their tools (`skill__<name>`) with the sender as principal;
     /// without it they are refused.
     pub invoker: Option<Arc<strata_engine::Invoker>>,
+    /// Runs prompt skills with their own `tools`, `max_rounds` and `llm`; without it a
+    /// prompt skill is a turn of the channel's agent as configured.
+    pub skill_turns: Option<Arc<dyn strata_engine::skills::SkillTurns>>,
     /// When several instances share the work: each account's gateway runs on the one
     /// instance holding its lease. `None`: every account's gateway runs here.
     pub lease: Option<Lease>,
@@ -267,6 +270,7 @@ pub fn start(
         skills,
         activity,
         invoker: command_runner,
+        skill_turns,
         lease,
     } = services;
 
@@ -409,6 +413,7 @@ pub fn start(
             resync_secs: cfg.commands_resync_seconds,
             progress: progress.clone(),
             command_runner: command_runner.clone(),
+            skill_turns: skill_turns.clone(),
             hub: hub.clone(),
         };
         let gw = gw.build();

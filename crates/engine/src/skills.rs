@@ -570,3 +570,17 @@ impl SkillSet {
         self.snapshot().get(name).cloned()
     }
 }
+
+/// Runs a prompt skill as the skill says — its `tools` inside the agent's own, its
+/// `max_rounds` and `llm` — where a surface (a Discord slash command) cannot build agents
+/// itself; the launcher implements it as `strata skill run` does. The turn is a one-off: it
+/// is answered, not stored in a session. Layer 1 applies.
+#[async_trait::async_trait]
+pub trait SkillTurns: Send + Sync {
+    /// `req`'s message is the rendered prompt; `req.agent_id` the agent it runs as.
+    async fn run_prompt_skill(
+        &self,
+        skill: &SkillDef,
+        req: crate::turns::TurnRequest,
+    ) -> Result<crate::message::Reply, crate::message::AgentError>;
+}

@@ -67,9 +67,17 @@ fn env_id(id: &str) -> String {
 
 /// The `llm` block an agent uses, with `STRATA_AGENT_<ID>_MODEL` applied.
 pub fn agent_llm(cfg: &LoadedConfig, id: &str, agent: &AgentConfig) -> Option<(LlmConfig, String)> {
+    agent_llm_in(&cfg.config, id, agent)
+}
+
+fn agent_llm_in(
+    config: &strata_engine::config::Config,
+    id: &str,
+    agent: &AgentConfig,
+) -> Option<(LlmConfig, String)> {
     let (mut llm, path) = match &agent.llm {
         Some(l) => (l.clone(), format!("agents.{id}.llm")),
-        None => (cfg.config.defaults.llm.clone()?, "defaults.llm".to_owned()),
+        None => (config.defaults.llm.clone()?, "defaults.llm".to_owned()),
     };
     if let Ok(m) = std::env::var(format!("STRATA_AGENT_{}_MODEL", env_id(id))) {
         llm.model = Some(m);
@@ -107,6 +115,29 @@ pub struct AgentOverrides {
     pub max_rounds: Option<u32>,
 }
 
+/// Where agents are built from: the config and the deployment's directories (owned, so a
+/// running server can build a skill's one-off agent later: [`SkillTurns`]).
+#[derive(Clone)]
+pub struct Site {
+    /// The merged config.
+    pub config: Arc<strata_engine::config::Config>,
+    /// The overlay.
+    pub overlay_dir: std::path::PathBuf,
+    /// The data directory.
+    pub data_dir: std::path::PathBuf,
+}
+
+impl Site {
+    /// The site `cfg` describes.
+    pub fn of(cfg: &LoadedConfig) -> Self {
+        Site {
+            config: Arc::new(cfg.config.clone()),
+            overlay_dir: cfg.overlay_dir.clone(),
+            data_dir: cfg.data_dir.clone(),
+        }
+    }
+}
+
 /// Builds agent `id` as configured, with `overrides` applied.
 pub fn build_agent(
     cfg: &LoadedConfig,
@@ -117,9 +148,32 @@ pub fn build_agent(
     overrides: &AgentOverrides,
     mcp_config: Option<std::path::PathBuf>,
 ) -> Result<LlmAgent, String> {
+    build_agent_at(
+        &cfg.config,
+        &cfg.overlay_dir,
+        &cfg.data_dir,
+        (id, agent),
+        invoker,
+        vault,
+        overrides,
+        mcp_config,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_agent_at(
+    config: &strata_engine::config::Config,
+    overlay_dir: &Path,
+    data_dir: &Path,
+    (id, agent): (&str, &AgentConfig),
+    invoker: &Arc<Invoker>,
+    vault: Option<&dyn strata_engine::secret::Vault>,
+    overrides: &AgentOverrides,
+    mcp_config: Option<std::path::PathBuf>,
+) -> Result<LlmAgent, String> {
     let (llm, path) = match &overrides.llm {
         Some(l) => (l.clone(), format!("skill llm for agent {id}")),
-        None => agent_llm(cfg, id, agent).ok_or_else(|| {
+        None => agent_llm_in(config, id, agent).ok_or_else(|| {
             format!("no LLM provider: set `agents.{id}.llm` or `defaults.llm` (see README, \"Providers\")")
         })?,
     };
@@ -138,8 +192,8 @@ pub fn build_agent(
     let project_dir = agent
         .project_dir
         .as_ref()
-        .map(|p| cfg.overlay_dir.join(p))
-        .unwrap_or_else(|| cfg.overlay_dir.join("agents").join(id));
+        .map(|p| overlay_dir.join(p))
+        .unwrap_or_else(|| overlay_dir.join("agents").join(id));
     let ctx = strata_llm::AgentContext {
         agent_id: id.to_owned(),
         project_dir,
@@ -151,9 +205,9 @@ pub fn build_agent(
             .map(|t| t.spec().name.clone())
             .collect(),
         mcp_config,
-        protected_paths: protected_paths(cfg),
+        protected_paths: protected_paths(overlay_dir, data_dir),
         settings_file: Some(
-            cfg.data_dir
+            data_dir
                 .join("claude-code")
                 .join(format!("{id}.settings.json")),
         ),
@@ -161,7 +215,7 @@ pub fn build_agent(
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
     Ok(LlmAgent::new(
         id,
-        identity(&cfg.overlay_dir, id, agent),
+        identity(overlay_dir, id, agent),
         provider,
         model,
         invoker.clone(),
@@ -169,12 +223,72 @@ pub fn build_agent(
     .with_tools(filter)
     .with_max_rounds(overrides.max_rounds.or(agent.max_rounds).unwrap_or(10))
     .with_knowledge_index(knowledge_index(
-        &cfg.overlay_dir,
+        overlay_dir,
         id,
         agent.knowledge_index_tokens.unwrap_or(400) as usize * 4,
     ))
     .with_sampling(llm.max_tokens, llm.temperature)
     .with_streaming(llm.stream.unwrap_or(true)))
+}
+
+/// Prompt skills run with their own `tools`, `max_rounds` and `llm` (Discord's slash
+/// commands): a one-off agent built as `strata skill run` builds it, the same Invoker.
+pub struct SkillTurns {
+    /// Where agents are built from.
+    pub site: Site,
+    /// The Invoker every tool call goes through.
+    pub invoker: Arc<Invoker>,
+    /// The environment turns run in.
+    pub env: Arc<strata_engine::Env>,
+}
+
+#[strata_engine::async_trait]
+impl strata_engine::skills::SkillTurns for SkillTurns {
+    async fn run_prompt_skill(
+        &self,
+        skill: &strata_engine::skills::SkillDef,
+        req: strata_engine::turns::TurnRequest,
+    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
+        use strata_engine::agent::{Agent as _, AgentError, TurnContext};
+        self.invoker
+            .policy()
+            .may_talk(&req.sender, &req.agent_id)
+            .map_err(|e| AgentError::Denied(e.to_string()))?;
+        let config = self
+            .site
+            .config
+            .agents
+            .get(&req.agent_id)
+            .ok_or_else(|| AgentError::Other(format!("no agent `{}`", req.agent_id)))?;
+        let overrides = AgentOverrides {
+            llm: skill.llm.clone(),
+            tools: skill.tools.clone(),
+            max_rounds: skill.max_rounds,
+        };
+        let agent = build_agent_at(
+            &self.site.config,
+            &self.site.overlay_dir,
+            &self.site.data_dir,
+            (&req.agent_id, config),
+            &self.invoker,
+            self.env.vault.as_deref(),
+            &overrides,
+            None,
+        )
+        .map_err(AgentError::Other)?;
+        let mut turn = TurnContext::new(
+            &req.agent_id,
+            &req.session_id,
+            &req.channel_id,
+            req.sender.clone(),
+            self.env.clone(),
+        );
+        turn.channel_kind = req.channel_kind;
+        turn.stream = req.stream;
+        turn.scopes = req.scopes;
+        turn.depth = req.depth;
+        agent.handle(turn, req.message).await
+    }
 }
 
 /// What the agent can look up, within `budget` bytes (about four per token): for the team's
@@ -260,10 +374,10 @@ fn titles(root: &Path, shown_as: &str) -> Vec<String> {
 /// What a CLI provider's own tools must never touch: the data directory (tokens, stores,
 /// the audit log), the vault's files and its key file, as absolute paths
 /// (`~/.config/strata/` is denied by the provider itself).
-fn protected_paths(cfg: &LoadedConfig) -> Vec<std::path::PathBuf> {
+fn protected_paths(overlay_dir: &Path, data_dir: &Path) -> Vec<std::path::PathBuf> {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let config = cfg.overlay_dir.join("config");
-    let mut out = vec![abs(&cfg.data_dir)];
+    let config = overlay_dir.join("config");
+    let mut out = vec![abs(data_dir)];
     for f in ["secrets.enc", "secrets.salt"] {
         out.push(abs(&config.join(f)));
     }

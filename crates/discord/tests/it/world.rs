@@ -256,6 +256,7 @@ pub async fn world_with(
             skills: Some(skills.clone()),
             activity: Some(env.activity().clone()),
             invoker: Some(invoker.clone()),
+            skill_turns: None,
             lease: None,
         },
         rx,

@@ -209,6 +209,12 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
     let approvals = wired.approvals.clone();
     let discord_skills = skills.clone();
     let skill_invoker = wired.invoker.clone();
+    let skill_turns: std::sync::Arc<dyn strata_engine::skills::SkillTurns> =
+        std::sync::Arc::new(crate::wiring::SkillTurns {
+            site: crate::wiring::Site::of(&l.config),
+            invoker: wired.invoker.clone(),
+            env: env.clone(),
+        });
     // In a cluster each account's gateway runs on the member holding its lease.
     let discord_lease = member
         .as_ref()
@@ -228,6 +234,7 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
                 skills: Some(discord_skills),
                 activity: Some(env.activity().clone()),
                 invoker: Some(skill_invoker),
+                skill_turns: Some(skill_turns),
                 lease: discord_lease,
             },
             stop_rx.clone(),

@@ -62,3 +62,101 @@ async fn a_scoped_tokens_chat_turn_cannot_use_a_tool_outside_its_scope() {
     assert!(!result.contains("secret-plan"), "{result}");
     drop(served);
 }
+
+/// A Discord slash command of a prompt skill runs as the skill says: the model is shown the
+/// skill's tools only (a call outside them is refused), and an answer past 2,000 characters
+/// arrives as the command's answer plus follow-ups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slash_prompt_skill_keeps_to_its_tools_and_long_answers_follow_up() {
+    use std::time::Duration;
+    let long = "word ".repeat(700);
+    let llm = FakeServer::start().await.expect("fake llm");
+    llm.script([
+        openai::tool_calls(&[("c1", "list_files", json!({"path": "knowledgebase"}))]),
+        openai::text(&long),
+    ]);
+    let discord = strata_test_support::discord::fake().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
+            + &common::fake_discord(discord.port)),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [list_files, read_file]\n    routing:\n      discord:\n        \
+         account: main\n        channels: ['100']\n",
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner",
+            "contacts": {"discord": "42"}}]}"#,
+    );
+    common::write(
+        d,
+        "skills/report.yaml",
+        "name: report\ndescription: Writes the report.\nprompt: Write the report.\n\
+         tools: [read_file]\nmax_rounds: 3\n",
+    );
+    let served = common::serve(d);
+    for _ in 0..200 {
+        if !discord.identified.lock().expect("lock").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    discord
+        .push
+        .send(strata_test_support::discord::interaction(
+            21,
+            "100",
+            "42",
+            "report",
+            json!([]),
+        ))
+        .expect("push");
+    let answered = || {
+        discord
+            .rest
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(m, p, _)| {
+                (m == "PATCH" && p.ends_with("/messages/@original"))
+                    || (m == "POST" && p.contains("/webhooks/"))
+            })
+            .map(|(_, _, v)| v["content"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..300 {
+        if answered().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let parts = answered();
+    assert!(parts.len() >= 2, "{parts:?}");
+    assert!(parts.iter().all(|p| p.chars().count() <= 2000));
+    assert_eq!(parts.concat().split_whitespace().count(), 700);
+    let reqs = llm.requests();
+    let shown: Vec<&str> = reqs[0].body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(shown, ["read_file"]);
+    let result = reqs[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(result.contains("denied (layer 3)"), "{result}");
+    drop(served);
+}
