@@ -219,6 +219,21 @@ pub struct Invoker {
     filters: Vec<Arc<dyn OutputFilter>>,
     default_timeout: Duration,
     budgets: std::sync::OnceLock<Arc<crate::budget::Budgets>>,
+    refusals: std::sync::Mutex<RefusalLog>,
+}
+
+/// How many refusal records the audit log takes per minute: per (kind, principal), and in
+/// all. Past them a flood is counted and summed up in one record when its minute is over.
+const REFUSALS_PER_KEY: u32 = 10;
+const REFUSALS_PER_MINUTE: u32 = 100;
+
+/// The refusals recorded this minute.
+#[derive(Default)]
+struct RefusalLog {
+    minute: u64,
+    total: u32,
+    by_key: std::collections::HashMap<(String, String), u32>,
+    suppressed: u64,
 }
 
 impl Invoker {
@@ -241,6 +256,7 @@ impl Invoker {
             guards: Vec::new(),
             filters: Vec::new(),
             default_timeout,
+            refusals: Default::default(),
             budgets: std::sync::OnceLock::new(),
         }
     }
@@ -302,6 +318,55 @@ impl Invoker {
     /// The taint policy (`security.taint`), for the agent loop that starts turns.
     pub fn taint_policy(&self) -> &TaintPolicy {
         &self.taint
+    }
+
+    /// Records a refusal that happened before any tool call — a request without a valid
+    /// token (`unauthenticated`), a sender refused at layer 1 (`layer1`) — as an audit event
+    /// with its principal (`unknown` when nobody was recognised) and route. At most
+    /// `REFUSALS_PER_KEY` per kind and principal and `REFUSALS_PER_MINUTE` in all are written
+    /// each minute; the rest are counted and one `suppressed` event says how many when the
+    /// minute is over, so a flood cannot fill the disk.
+    pub fn refusal(&self, kind: &str, principal: &str, route: &str, detail: &str) {
+        let minute = crate::clock::now_ms() as u64 / 60_000;
+        let (write, summary) = {
+            let mut log = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+            let mut summary = None;
+            if log.minute != minute {
+                if log.suppressed > 0 {
+                    summary = Some(log.suppressed);
+                }
+                *log = RefusalLog {
+                    minute,
+                    ..RefusalLog::default()
+                };
+            }
+            let key = (kind.to_owned(), principal.to_owned());
+            let n = log.by_key.get(&key).copied().unwrap_or(0);
+            let write = n < REFUSALS_PER_KEY && log.total < REFUSALS_PER_MINUTE;
+            if write {
+                log.total += 1;
+                if log.by_key.len() < 10_000 {
+                    log.by_key.insert(key, n + 1);
+                }
+            } else {
+                log.suppressed += 1;
+            }
+            (write, summary)
+        };
+        if let Some(n) = summary {
+            self.audit.event(&serde_json::json!({
+                "ts": crate::clock::now_rfc3339(), "event": "refusal", "kind": "suppressed",
+                "suppressed": n,
+                "detail": format!("{n} more refusals in the previous minute were not written one by one"),
+            }));
+        }
+        tracing::info!(kind, principal, route, "refused: {detail}");
+        if write {
+            self.audit.event(&serde_json::json!({
+                "ts": crate::clock::now_rfc3339(), "event": "refusal", "kind": kind,
+                "principal": principal, "route": route, "detail": detail,
+            }));
+        }
     }
 
     /// Records `alert` in the audit log, the tracing log and every alert sink.

@@ -261,9 +261,17 @@ impl AgentManager {
                 self.agent_ids().join(", ")
             ))
         })?;
-        self.policy
-            .may_talk(&req.sender, &req.agent_id)
-            .map_err(|e| AgentError::Denied(e.to_string()))?;
+        if let Err(e) = self.policy.may_talk(&req.sender, &req.agent_id) {
+            if let Some(inv) = &self.alerts {
+                inv.refusal(
+                    "layer1",
+                    &req.sender.to_string(),
+                    &req.channel_id,
+                    &e.to_string(),
+                );
+            }
+            return Err(AgentError::Denied(e.to_string()));
+        }
         let req = self.screen(req)?;
         let key = SessionKey::new(&req.agent_id, &req.session_id);
         let started = std::time::Instant::now();

@@ -295,7 +295,13 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
         req.extensions_mut().insert(s);
         return next.run(req).await;
     }
+    let route: String = format!("{} {}", req.method(), req.uri().path())
+        .chars()
+        .take(200)
+        .collect();
     let Some(presented) = presented else {
+        st.invoker
+            .refusal("unauthenticated", "unknown", &route, "missing token");
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -304,6 +310,8 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
         .into_response();
     };
     let Some(token) = auth::find(&st.tokens, &presented) else {
+        st.invoker
+            .refusal("unauthenticated", "unknown", &route, "invalid token");
         return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "invalid token")
             .into_response();
     };

@@ -160,3 +160,72 @@ async fn a_slash_prompt_skill_keeps_to_its_tools_and_long_answers_follow_up() {
     assert!(result.contains("denied (layer 3)"), "{result}");
     drop(served);
 }
+
+/// Failed authentication and layer-1 refusals are audit records with the principal and the
+/// route — a flood of them only up to the per-minute cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_before_any_tool_call_are_audited_and_a_flood_is_capped() {
+    const VIEWER: &str = "viewer-token-0123456789";
+    let llm = FakeServer::start().await.expect("fake llm");
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: looker, token: {VIEWER}, tier: viewer}}\n",
+            common::fake_llm(&llm.url, "literal-test-key", "fake-model")
+        ),
+    );
+    common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"agents": [{"id": "main", "agent_tier": "privileged"}]}"#,
+    );
+    let served = common::serve(d);
+    for _ in 0..50 {
+        let (status, _) = common::api(
+            "GET",
+            &format!("{}/api/tools", served.base),
+            "not-a-real-token-000000",
+            None,
+        )
+        .await;
+        assert_eq!(status, 401);
+    }
+    // A viewer may not talk to a privileged agent: layer 1.
+    let (status, body) = common::api(
+        "POST",
+        &format!("{}/chat", served.base),
+        VIEWER,
+        Some(json!({"message": "hello"})),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let log = std::fs::read_to_string(d.join("data/audit.jsonl")).expect("audit log");
+    let refusals: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "refusal")
+        .collect();
+    let unauth: Vec<&serde_json::Value> = refusals
+        .iter()
+        .filter(|v| v["kind"] == "unauthenticated")
+        .collect();
+    // Ten a minute per principal (twenty if the requests straddled a minute's end).
+    assert!(
+        (10..=20).contains(&unauth.len()),
+        "capped per principal and minute: {unauth:?}"
+    );
+    assert_eq!(unauth[0]["principal"], "unknown");
+    assert_eq!(unauth[0]["route"], "GET /api/tools");
+    assert!(
+        refusals.iter().any(|v| v["kind"] == "layer1"
+            && v["principal"] == "token:looker"
+            && v["route"] == "http"),
+        "{refusals:?}"
+    );
+    assert!(llm.requests().is_empty());
+    drop(served);
+}
