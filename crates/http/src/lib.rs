@@ -299,6 +299,21 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
         .chars()
         .take(200)
         .collect();
+    // Where a client cannot set a header (a form, a webhook), a POST may carry the token as
+    // the JSON body's `token` field — taken out before the handler reads the body. Never
+    // for GET: a token in a URL ends up in logs and histories.
+    let (presented, mut req) = match presented {
+        Some(p) => (Some(p), req),
+        None if *req.method() == axum::http::Method::POST
+            && (req.uri().path().starts_with("/api/") || req.uri().path() == "/chat") =>
+        {
+            match token_from_body(&st, req).await {
+                Ok(found) => found,
+                Err(e) => return e.into_response(),
+            }
+        }
+        None => (None, req),
+    };
     let Some(presented) = presented else {
         st.invoker
             .refusal("unauthenticated", "unknown", &route, "missing token");
@@ -317,6 +332,40 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
     };
     req.extensions_mut().insert(Caller::of(token));
     next.run(req).await
+}
+
+/// A JSON body's `token` field, and the request with its body as it was less that field.
+async fn token_from_body(
+    st: &HttpState,
+    req: Request,
+) -> Result<(Option<String>, Request), ApiError> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !is_json {
+        return Ok((None, req));
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = read_body(st, Request::from_parts(parts.clone(), body)).await?;
+    let mut token = None;
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut m)) => match m.remove("token") {
+            Some(Value::String(t)) => {
+                token = Some(t);
+                axum::body::Bytes::from(serde_json::to_vec(&Value::Object(m)).unwrap_or_default())
+            }
+            _ => bytes,
+        },
+        _ => bytes,
+    };
+    let mut parts = parts;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok((
+        token,
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+    ))
 }
 
 async fn not_found(req: Request) -> ApiError {

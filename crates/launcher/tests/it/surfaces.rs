@@ -229,3 +229,39 @@ async fn refusals_before_any_tool_call_are_audited_and_a_flood_is_capped() {
     assert!(llm.requests().is_empty());
     drop(served);
 }
+
+/// Where a header cannot be set, a POST may carry the token in its JSON body (taken out
+/// before the route reads it); a GET never may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_body_may_carry_the_token_and_a_get_may_not() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(d, "knowledgebase/a.md", "alpha\n");
+    let served = common::serve(d);
+    let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
+    let token = token.trim();
+    let c = reqwest::Client::new();
+    let post = |body: serde_json::Value| {
+        c.post(format!("{}/api/invoke", served.base))
+            .json(&body)
+            .send()
+    };
+    let r =
+        post(json!({"token": token, "tool": "read_file", "args": {"path": "knowledgebase/a.md"}}))
+            .await
+            .expect("send");
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(v["value"]["ok"], true, "{v}");
+    let r = post(json!({"token": "wrong-token-00000000", "tool": "read_file", "args": {"path": "knowledgebase/a.md"}}))
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 401);
+    let r = c
+        .get(format!("{}/api/tools?token={token}", served.base))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 401, "never in a URL");
+    drop(served);
+}
