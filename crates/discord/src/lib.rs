@@ -308,6 +308,7 @@ pub fn start(
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(account = %name, error = %e, "Discord account disabled");
+                hub.set_disabled(&format!("discord:{name}"), &e.to_string());
                 continue;
             }
         };

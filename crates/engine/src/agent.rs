@@ -103,6 +103,22 @@ impl TurnContext {
     }
 }
 
+/// An agent's model calls as they went (`GET /api/state`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AgentHealth {
+    /// Whether the last model call succeeded.
+    pub last_call_ok: bool,
+    /// When it ended (RFC 3339).
+    pub last_call_at: String,
+    /// Its error, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Model calls made and failed since start.
+    pub calls: u64,
+    /// Of which failed.
+    pub failures: u64,
+}
+
 /// Something that answers messages. `LlmAgent` (the runtime issue) is the standard one; a
 /// deployment may add rule-based or scripted agents.
 ///
@@ -126,6 +142,12 @@ pub trait Agent: Send + Sync {
 
     /// The model provider behind it, for status pages (`openai`, `claude-code`…).
     fn provider(&self) -> Option<&str> {
+        None
+    }
+
+    /// How its model calls have gone: the last call's outcome (`ok`, `error` with the
+    /// error, when), `None` before the first call or for agents without a model.
+    fn health(&self) -> Option<AgentHealth> {
         None
     }
     /// Handles one turn.

@@ -129,6 +129,8 @@ pub struct LlmAgent {
     /// Whether a turn somebody watches (`TurnContext::stream`) asks the provider to stream
     /// (`llm.stream`, default on).
     streaming: bool,
+    /// How the model calls went (`Agent::health`).
+    health: StdMutex<Option<crate::agent::AgentHealth>>,
 }
 
 impl LlmAgent {
@@ -154,6 +156,7 @@ impl LlmAgent {
             tool_cache: StdMutex::new(ToolCache::default()),
             knowledge_index: None,
             streaming: true,
+            health: StdMutex::new(None),
         }
     }
 
@@ -340,6 +343,17 @@ impl LlmAgent {
             resp.is_ok(),
             called.elapsed(),
         );
+        {
+            let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let (calls, failures) = h.as_ref().map_or((0, 0), |h| (h.calls, h.failures));
+            *h = Some(crate::agent::AgentHealth {
+                last_call_ok: resp.is_ok(),
+                last_call_at: crate::clock::now_rfc3339(),
+                last_error: resp.as_ref().err().map(|e| e.to_string()),
+                calls: calls + 1,
+                failures: failures + u64::from(resp.is_err()),
+            });
+        }
         // A failed call releases its reservation when dropped.
         let resp = resp?;
         if let Some(meter) = who.env.usage() {
@@ -542,6 +556,13 @@ impl Agent for LlmAgent {
 
     fn provider(&self) -> Option<&str> {
         Some(self.provider.name())
+    }
+
+    fn health(&self) -> Option<crate::agent::AgentHealth> {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {

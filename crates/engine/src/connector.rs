@@ -146,6 +146,10 @@ pub struct ConnectorState {
     pub since_ms: Option<i64>,
     /// Times it lost its connection.
     pub reconnects: u64,
+    /// Why it is not running at all (a token that could not be resolved); `None` while it
+    /// runs or tries to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<String>,
 }
 
 impl std::fmt::Debug for ConnectorHub {
@@ -173,6 +177,7 @@ impl ConnectorHub {
             up: None,
             since_ms: None,
             reconnects: 0,
+            disabled: None,
         });
         if s.up != Some(up) {
             s.since_ms = Some(crate::clock::now_ms());
@@ -196,9 +201,26 @@ impl ConnectorHub {
                 up: None,
                 since_ms: None,
                 reconnects: 0,
+                disabled: None,
             });
         }
         out.into_values().collect()
+    }
+
+    /// Records that connector `name` does not run, and why (shown by `/api/state` and
+    /// `/api/status`).
+    pub fn set_disabled(&self, name: &str, reason: &str) {
+        let mut m = self.states.write().unwrap_or_else(|p| p.into_inner());
+        m.insert(
+            name.to_owned(),
+            ConnectorState {
+                name: name.to_owned(),
+                up: Some(false),
+                since_ms: Some(crate::clock::now_ms()),
+                reconnects: 0,
+                disabled: Some(reason.to_owned()),
+            },
+        );
     }
 
     /// Connector names, sorted.

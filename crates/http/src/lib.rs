@@ -965,8 +965,14 @@ fn agents_json(st: &HttpState) -> (Vec<Value>, Vec<Value>) {
             m.agent_ids()
                 .iter()
                 .map(|id| {
-                    let provider = m.agent(id).and_then(|a| a.provider().map(str::to_owned));
-                    json!({"id": id, "provider": provider, "healthy": true})
+                    let agent = m.agent(id);
+                    let provider = agent
+                        .as_ref()
+                        .and_then(|a| a.provider().map(str::to_owned));
+                    // Healthy until a model call says otherwise: its last call's outcome.
+                    let health = agent.as_ref().and_then(|a| a.health());
+                    let healthy = health.as_ref().is_none_or(|h| h.last_call_ok);
+                    json!({"id": id, "provider": provider, "healthy": healthy, "model_calls": health})
                 })
                 .collect()
         })
@@ -993,8 +999,31 @@ async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
         "live_sessions": st.manager.as_ref().map(|m| m.live_sessions()),
         "sessions": sessions,
         "tools": st.invoker.registry().len(),
-        "connectors": ["http", "mcp"],
+        "connectors": connectors_json(&st),
     }))
+}
+
+/// The connectors running here with their state: this server's own (`http`, `mcp`, up
+/// while it answers) and every connector the hub knows (a Discord account connected,
+/// reconnecting, or disabled with the reason).
+fn connectors_json(st: &HttpState) -> Vec<Value> {
+    let mut out = vec![
+        json!({"name": "http", "up": true}),
+        json!({"name": "mcp", "up": true}),
+    ];
+    for c in st.invoker.env().connectors().states() {
+        let state = match (&c.disabled, c.up) {
+            (Some(_), _) => "disabled",
+            (None, Some(true)) => "connected",
+            (None, Some(false)) if c.reconnects > 0 => "reconnecting",
+            (None, Some(false)) => "disconnected",
+            (None, None) => "running",
+        };
+        let mut v = serde_json::to_value(&c).unwrap_or(Value::Null);
+        v["state"] = json!(state);
+        out.push(v);
+    }
+    out
 }
 
 async fn openapi_doc() -> Json<Value> {

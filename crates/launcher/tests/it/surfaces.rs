@@ -265,3 +265,94 @@ async fn a_post_body_may_carry_the_token_and_a_get_may_not() {
     assert_eq!(r.status(), 401, "never in a URL");
     drop(served);
 }
+
+/// `/api/state` tells the truth: an agent whose model call failed is not healthy (with the
+/// error), a Discord account shows its connection (the fake drops it: a reconnect is
+/// counted), an account whose token cannot be resolved is disabled with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_state_reports_real_agent_and_connector_health() {
+    use std::time::Duration;
+    let llm = FakeServer::start().await.expect("fake llm");
+    llm.script([strata_test_support::FakeResponse::status(
+        401,
+        json!({"error": {"message": "Incorrect API key provided"}}),
+    )]);
+    let discord = strata_test_support::discord::fake().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
+            + &common::fake_discord(discord.port)
+            + "        \n      spare:\n        token: env:STRATA_TEST_NO_SUCH_VARIABLE\n"),
+    );
+    common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
+    let served = common::serve(d);
+    let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
+    let state = || async {
+        let (status, v) = common::api(
+            "GET",
+            &format!("{}/api/state", served.base),
+            token.trim(),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+        v["value"].clone()
+    };
+    for _ in 0..200 {
+        if !discord.identified.lock().expect("lock").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let v = state().await;
+    assert_eq!(v["agents"][0]["healthy"], true, "{v}");
+    let find = |v: &serde_json::Value, name: &str| {
+        v["connectors"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_default()
+    };
+    assert_eq!(find(&v, "discord:main")["state"], "connected", "{v}");
+    let spare = find(&v, "discord:spare");
+    assert_eq!(spare["state"], "disabled", "{v}");
+    assert!(
+        spare["disabled"]
+            .as_str()
+            .is_some_and(|r| r.contains("STRATA_TEST_NO_SUCH_VARIABLE")),
+        "{spare}"
+    );
+
+    // The model refuses the key: the agent is not healthy, and says why.
+    let (status, _) = common::api(
+        "POST",
+        &format!("{}/chat", served.base),
+        token.trim(),
+        Some(json!({"message": "hi"})),
+    )
+    .await;
+    assert_ne!(status, 200);
+    let v = state().await;
+    assert_eq!(v["agents"][0]["healthy"], false, "{v}");
+    assert!(
+        v["agents"][0]["model_calls"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("api_key")),
+        "{v}"
+    );
+
+    // The fake drops the gateway: the account counts the reconnect.
+    let _ = discord.drop_all.send(());
+    let mut seen = serde_json::Value::Null;
+    for _ in 0..200 {
+        seen = find(&state().await, "discord:main");
+        if seen["reconnects"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(seen["reconnects"].as_u64().unwrap_or(0) >= 1, "{seen}");
+    drop(served);
+}
