@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -332,6 +332,33 @@ async fn authenticate(State(st): State<Arc<HttpState>>, mut req: Request, next: 
     };
     req.extensions_mut().insert(Caller::of(token));
     next.run(req).await
+}
+
+/// Query parameters, parsed as axum's `Query` parses them, but a parameter that is not
+/// what the route takes (a word for a number, one given twice) is answered with the error
+/// envelope (`400 bad_request`) rather than axum's plain-text rejection.
+pub(crate) struct Query<T>(pub(crate) T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Query<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Query(v)),
+            Err(e) => Err(ApiError::bad_request(format!(
+                "query string: {}",
+                e.body_text()
+                    .trim_start_matches("Failed to deserialize query string: ")
+            ))),
+        }
+    }
 }
 
 /// A JSON body's `token` field, and the request with its body as it was less that field.

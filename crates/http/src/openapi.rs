@@ -149,7 +149,7 @@ pub fn openapi() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["tool"], "additionalProperties": false,
                     "properties": {"tool": {"type": "string", "minLength": 1}, "args": {"type": "object"},
-                        "request_id": {"type": "string"}}}}}},
+                        "request_id": {"type": ["string", "null"]}}}}}},
                 "responses": with(json!({
                     "200": resp("The InvocationResult, whatever the tool's outcome", ok_value(json!({"$ref": "#/components/schemas/InvocationResult"}))),
                     "403": resp("This token may not call the tool", err()),

@@ -356,3 +356,35 @@ async fn api_state_reports_real_agent_and_connector_health() {
     assert!(seen["reconnects"].as_u64().unwrap_or(0) >= 1, "{seen}");
     drop(served);
 }
+
+/// A query string the route cannot read is answered with the error envelope, as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_query_strings_get_the_json_error_envelope() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    let served = common::serve(d);
+    let token = std::fs::read_to_string(d.join("data/api-token")).expect("token");
+    for path in [
+        "/api/events?limit=x&limit=y",
+        "/api/events?limit=x",
+        "/api/approvals?limit=1&limit=2",
+        "/api/artifacts?limit=1&limit=2",
+    ] {
+        let r = reqwest::Client::new()
+            .get(format!("{}{path}", served.base))
+            .header("X-Strata-Token", token.trim())
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status(), 400, "{path}");
+        let kind = r.headers()["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(kind.starts_with("application/json"), "{path}: {kind}");
+        let v: serde_json::Value = r.json().await.expect("json");
+        assert_eq!(v["code"], "bad_request", "{path}: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    }
+    drop(served);
+}
