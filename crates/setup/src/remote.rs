@@ -59,15 +59,95 @@ pub fn normalise(url: &str) -> String {
     u.to_lowercase()
 }
 
+/// How the engine is recognised: its repository URLs and the commit its history starts at
+/// (`[workspace.metadata.strata]` in the engine's `Cargo.toml`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Engine {
+    /// The engine's repository URLs.
+    pub upstream: Vec<String>,
+    /// The engine's root commit: a checkout whose history starts there is the engine's,
+    /// whatever its `origin` says.
+    pub root_commit: Option<String>,
+}
+
+impl Engine {
+    /// `[workspace.metadata.strata]` of the `Cargo.toml` in `root` (falling back on
+    /// `workspace.package.repository` for the URL); `None` when it names neither.
+    pub fn of_workspace(root: &Path) -> Option<Engine> {
+        let text = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
+        let mut e = Engine::default();
+        let mut table = "";
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                table = line;
+                continue;
+            }
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let (k, v) = (k.trim(), v.trim());
+            let strings = || {
+                v.trim_matches(|c| c == '[' || c == ']')
+                    .split(',')
+                    .map(|x| x.trim().trim_matches('"').to_owned())
+                    .filter(|x| !x.is_empty())
+                    .collect::<Vec<_>>()
+            };
+            match (table, k) {
+                ("[workspace.metadata.strata]", "upstream") => e.upstream = strings(),
+                ("[workspace.metadata.strata]", "root_commit") => {
+                    e.root_commit = strings().into_iter().next();
+                }
+                ("[workspace.package]", "repository") if e.upstream.is_empty() => {
+                    e.upstream = strings();
+                }
+                _ => {}
+            }
+        }
+        (!e.upstream.is_empty() || e.root_commit.is_some()).then_some(e)
+    }
+
+    /// Whether the checkout at `repo` with this `origin` is the engine's.
+    fn owns(&self, repo: &Path, origin: &str) -> anyhow::Result<bool> {
+        if self
+            .upstream
+            .iter()
+            .any(|u| normalise(u) == normalise(origin))
+        {
+            return Ok(true);
+        }
+        let Some(root) = &self.root_commit else {
+            return Ok(false);
+        };
+        let roots = git(repo, &["rev-list", "--max-parents=0", "HEAD"])?.unwrap_or_default();
+        Ok(roots.lines().any(|r| r.trim() == root))
+    }
+}
+
 /// Neutralises `origin` in `repo` when it points at `upstream` and the user is no maintainer.
 pub fn neutralise(repo: &Path, upstream: &str, maintainer: bool) -> anyhow::Result<Outcome> {
+    let engine = Engine {
+        upstream: vec![upstream.to_owned()],
+        root_commit: None,
+    };
+    neutralise_engine(repo, &engine, maintainer)
+}
+
+/// Neutralises `origin` in `repo` when the checkout is the engine's — `origin` is one of its
+/// URLs, or the history starts at its root commit (a fork or a mirror) — and the user is no
+/// maintainer.
+pub fn neutralise_engine(
+    repo: &Path,
+    engine: &Engine,
+    maintainer: bool,
+) -> anyhow::Result<Outcome> {
     let Some(origin) = git(repo, &["remote", "get-url", "origin"])? else {
         if git(repo, &["config", "--get", "strata.neutralised"])?.is_some() {
             return Ok(Outcome::AlreadyDone);
         }
         return Ok(Outcome::NoOrigin);
     };
-    if normalise(&origin) != normalise(upstream) {
+    if !engine.owns(repo, &origin)? {
         return Ok(Outcome::NotUpstream(origin));
     }
     let configured = git(repo, &["config", "--bool", "--get", "strata.maintainer"])?;

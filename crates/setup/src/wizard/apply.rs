@@ -377,7 +377,7 @@ pub(super) fn apply(
     }
     step_done("units", stop)?;
     // remote
-    let upstream = engine_repository(root);
+    let upstream = remote::Engine::of_workspace(root);
     if let Some(up) = upstream {
         let origin = std::process::Command::new("git")
             .arg("-C")
@@ -387,7 +387,7 @@ pub(super) fn apply(
             .ok()
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-        match remote::neutralise(root, &up, maintainer || p.a.maintainer)? {
+        match remote::neutralise_engine(root, &up, maintainer || p.a.maintainer)? {
             remote::Outcome::Neutralised(msg) => {
                 j.report.push(format!("git: {msg}"));
                 let root = root.to_path_buf();

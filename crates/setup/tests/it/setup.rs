@@ -788,3 +788,92 @@ fn the_wizard_on_a_terminal_takes_typed_answers() {
     );
     assert!(!dir.join("systemd").exists() && !dir.join("config/secrets.enc").exists());
 }
+
+/// A fork or a mirror of the engine — any `origin` URL — is known by the commit its history
+/// starts at, and neutralised like a clone of the engine's own URL.
+#[test]
+fn a_mirror_of_the_engine_is_known_by_its_root_commit() {
+    use strata_setup::remote::{Engine, Outcome, neutralise_engine};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let engine_repo = tmp.path().join("engine");
+    std::fs::create_dir_all(&engine_repo).expect("mkdir");
+    git(&engine_repo, &["init", "-q"]);
+    git(
+        &engine_repo,
+        &["config", "user.email", "dev@example.invalid"],
+    );
+    git(&engine_repo, &["config", "user.name", "Example Dev"]);
+    git(
+        &engine_repo,
+        &["commit", "-q", "--allow-empty", "-m", "first"],
+    );
+    let root = git(&engine_repo, &["rev-list", "--max-parents=0", "HEAD"]);
+    let engine = Engine {
+        upstream: vec!["https://example.invalid/strata".into()],
+        root_commit: Some(root),
+    };
+    // The team's clone comes from a mirror on their own server.
+    let team = tmp.path().join("team");
+    let o = Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&engine_repo)
+        .arg(&team)
+        .output()
+        .expect("clone");
+    assert!(o.status.success());
+    git(
+        &team,
+        &[
+            "remote",
+            "set-url",
+            "origin",
+            "https://git.example.invalid/team/strata-mirror.git",
+        ],
+    );
+    assert!(matches!(
+        neutralise_engine(&team, &engine, false).expect("n"),
+        Outcome::Neutralised(_)
+    ));
+    assert_eq!(
+        git(&team, &["remote", "get-url", "--push", "upstream"]),
+        "DISABLED"
+    );
+    // Another project on the same server is left alone.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    git(&other, &["init", "-q"]);
+    git(&other, &["config", "user.email", "dev@example.invalid"]);
+    git(&other, &["config", "user.name", "Example Dev"]);
+    git(
+        &other,
+        &["commit", "-q", "--allow-empty", "-m", "unrelated"],
+    );
+    git(
+        &other,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://git.example.invalid/team/other.git",
+        ],
+    );
+    assert!(matches!(
+        neutralise_engine(&other, &engine, false).expect("n"),
+        Outcome::NotUpstream(_)
+    ));
+    // The engine's own Cargo.toml names its URL and root commit in one place, and the root
+    // commit is this checkout's (where its history is here to ask).
+    let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("root");
+    let ours = Engine::of_workspace(ws).expect("[workspace.metadata.strata]");
+    assert!(!ours.upstream.is_empty());
+    let here = git(ws, &["rev-list", "--max-parents=0", "HEAD"]);
+    if !here.is_empty() && git(ws, &["rev-parse", "--is-shallow-repository"]) == "false" {
+        assert!(
+            here.lines().any(|r| Some(r) == ours.root_commit.as_deref()),
+            "root_commit in Cargo.toml is not this history's root: {here}"
+        );
+    }
+}
