@@ -167,10 +167,10 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "bench" => bench(rest),
         "train-safety" => train_safety(),
-        "setup" | "new-overlay" | "new-module" | "check-core" => setup_tool(&args),
+        "setup" | "new-overlay" | "new-module" | "check-core" | "install-hook" => setup_tool(&args),
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }

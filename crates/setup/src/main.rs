@@ -47,6 +47,13 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Installs the pre-commit hook that refuses commits on `main` and commits that fail
+    /// check-core, in this checkout (or `--root`).
+    InstallHook {
+        /// The checkout (default: this one).
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
     /// Fails when core or modules contain deployment details.
     CheckCore {
         /// The engine checkout (default: this one).
@@ -145,6 +152,15 @@ fn main() -> ExitCode {
             wizard::run_with(&opts, a, None)
         }
         Command::NewModule { name, dir } => new_module(&name, dir),
+        Command::InstallHook { root: r } => {
+            let r = r.unwrap_or(root);
+            strata_setup::remote::install_pre_commit(&r).map(|hook| {
+                vec![format!(
+                    "pre-commit hook installed at {}: no commits on main, none that fail check-core",
+                    hook.display()
+                )]
+            })
+        }
         Command::CheckCore { root: r } => {
             let r = r.unwrap_or(root);
             match check_core::check_tree(&r) {

@@ -178,3 +178,43 @@ pub fn restore(repo: &Path, origin: &str) -> anyhow::Result<()> {
     git(repo, &["config", "--unset", "strata.neutralised"])?;
     Ok(())
 }
+
+/// The pre-commit hook [`install_pre_commit`] writes: no commits on `main`, and none that
+/// `cargo xtask check-core` fails (where the checkout has the xtask). `--no-verify` skips it.
+pub const PRE_COMMIT: &str = r#"#!/bin/sh
+# strata: installed by `cargo xtask install-hook` — keeps a team's commits off the engine's
+# `main` and deployment details out of the engine (docs/DEPLOY.md). Skip once: --no-verify.
+branch=$(git symbolic-ref --short HEAD 2>/dev/null)
+if [ "$branch" = "main" ]; then
+  echo "pre-commit: no commits on main in this clone; make a branch (git switch -c my-change)" >&2
+  exit 1
+fi
+root=$(git rev-parse --show-toplevel)
+if [ -d "$root/xtask" ]; then
+  cd "$root" && exec cargo xtask check-core
+fi
+"#;
+
+/// Installs [`PRE_COMMIT`] as `repo`'s pre-commit hook (0755). A hook of someone else's is
+/// left alone and named in the error; ours is replaced. Returns the hook's path.
+pub fn install_pre_commit(repo: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let dir = git(repo, &["rev-parse", "--git-path", "hooks"])?.context("not a git checkout")?;
+    let dir = repo.join(dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let hook = dir.join("pre-commit");
+    if let Ok(existing) = std::fs::read_to_string(&hook)
+        && !existing.contains("strata: installed by")
+    {
+        anyhow::bail!(
+            "{} exists and is not Strata's: add `cargo xtask check-core` to it yourself",
+            hook.display()
+        );
+    }
+    std::fs::write(&hook, PRE_COMMIT).with_context(|| format!("writing {}", hook.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(hook)
+}

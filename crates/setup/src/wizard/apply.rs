@@ -390,6 +390,11 @@ pub(super) fn apply(
         match remote::neutralise_engine(root, &up, maintainer || p.a.maintainer)? {
             remote::Outcome::Neutralised(msg) => {
                 j.report.push(format!("git: {msg}"));
+                j.report.push(
+                    "git: `cargo xtask install-hook` adds a pre-commit hook that refuses commits \
+                     on main and any that fail check-core"
+                        .to_owned(),
+                );
                 let root = root.to_path_buf();
                 let origin = origin.unwrap_or_default();
                 j.undo("restore the engine clone's origin", move || {

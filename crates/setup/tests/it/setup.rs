@@ -877,3 +877,53 @@ fn a_mirror_of_the_engine_is_known_by_its_root_commit() {
         );
     }
 }
+
+/// The pre-commit hook refuses a commit on `main`, lets one on a branch through (this
+/// repository has no xtask to run check-core with), and leaves someone else's hook alone.
+#[test]
+fn the_pre_commit_hook_keeps_commits_off_main() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let repo = tmp.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    git(repo, &["config", "user.email", "dev@example.invalid"]);
+    git(repo, &["config", "user.name", "Example Dev"]);
+    let o = Command::new(SETUP)
+        .args(["install-hook", "--root"])
+        .arg(repo)
+        .output()
+        .expect("install-hook");
+    assert!(o.status.success(), "{o:?}");
+    let commit = |msg: &str| {
+        Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["commit", "-q", "--allow-empty", "-m", msg])
+            .output()
+            .expect("commit")
+    };
+    let on_main = commit("on main");
+    assert!(!on_main.status.success());
+    assert!(String::from_utf8_lossy(&on_main.stderr).contains("no commits on main"));
+    git(repo, &["switch", "-q", "-c", "work"]);
+    assert!(commit("on a branch").status.success());
+    // Installing again replaces ours; someone else's hook is not overwritten.
+    assert!(
+        Command::new(SETUP)
+            .args(["install-hook", "--root"])
+            .arg(repo)
+            .status()
+            .expect("again")
+            .success()
+    );
+    std::fs::write(repo.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n").expect("w");
+    let o = Command::new(SETUP)
+        .args(["install-hook", "--root"])
+        .arg(repo)
+        .output()
+        .expect("install-hook");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not Strata's"),
+        "{o:?}"
+    );
+}
