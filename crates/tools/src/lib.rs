@@ -8,6 +8,7 @@ pub mod files;
 mod html;
 pub mod memory;
 pub mod notes;
+pub mod runtime;
 pub mod schedules;
 pub mod search;
 pub mod shell;
@@ -27,6 +28,7 @@ pub fn link() -> &'static [&'static str] {
     &[
         "ask_agent",
         "current_time",
+        "events",
         "http_request",
         "list_capabilities",
         "list_files",
@@ -43,6 +45,7 @@ pub fn link() -> &'static [&'static str] {
         "search_notes",
         "send_message",
         "send_to_agent",
+        "state",
         "team_add",
         "team_get",
         "team_list",

@@ -388,3 +388,54 @@ async fn bad_query_strings_get_the_json_error_envelope() {
     }
     drop(served);
 }
+
+/// `state` and `events` as tools: an owner sees the running deployment and the audit
+/// log's newest records; an admin is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_and_events_are_tools_for_owners() {
+    const BOSS: &str = "boss-token-0123456789";
+    const ADMIN: &str = "admin-token-0123456789";
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n    - {{name: helper, token: {ADMIN}, tier: admin}}\n"
+        ),
+    );
+    let served = common::serve(d);
+    let url = format!("{}/api/invoke", served.base);
+    let (_, now) = common::api("POST", &url, BOSS, Some(json!({"tool": "current_time"}))).await;
+    assert_eq!(now["value"]["ok"], true, "{now}");
+    let (_, state) = common::api("POST", &url, BOSS, Some(json!({"tool": "state"}))).await;
+    assert_eq!(state["value"]["ok"], true, "{state}");
+    assert!(state["value"]["value"]["connectors"].is_array(), "{state}");
+    let (_, events) = common::api(
+        "POST",
+        &url,
+        BOSS,
+        Some(json!({"tool": "events", "args": {"kind": "current_time", "limit": 5}})),
+    )
+    .await;
+    let records = events["value"]["value"]["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["tool"] == "current_time" && r["principal"] == "token:boss"),
+        "{events}"
+    );
+    assert!(records.iter().all(|r| r["tool"] == "current_time"));
+    let (_, refused) = common::api("POST", &url, ADMIN, Some(json!({"tool": "events"}))).await;
+    assert_eq!(refused["value"]["ok"], false, "{refused}");
+    assert!(
+        refused["value"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("owners and coordinator agents")),
+        "{refused}"
+    );
+    drop(served);
+}
