@@ -220,23 +220,9 @@ async fn handle(
             headers,
             body,
         }) => json_response(status, &headers, &body),
-        Some(FakeResponse::Sse(events)) => {
-            let stream = async_stream(events, None);
-            Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .header("cache-control", "no-cache")
-                .body(Body::from_stream(stream))
-                .unwrap_or_default()
-        }
+        Some(FakeResponse::Sse(events)) => sse_response(async_stream(events, None)),
         Some(FakeResponse::SseHeld { events, at, gate }) => {
-            let stream = async_stream(events, Some((at, gate)));
-            Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .header("cache-control", "no-cache")
-                .body(Body::from_stream(stream))
-                .unwrap_or_default()
+            sse_response(async_stream(events, Some((at, gate))))
         }
         Some(FakeResponse::Hang) => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -253,6 +239,18 @@ fn json_response(status: u16, headers: &[(String, String)], body: &Value) -> Res
         b = b.header(k.as_str(), v.as_str());
     }
     b.body(Body::from(body.to_string())).unwrap_or_default()
+}
+
+/// A `text/event-stream` answer carrying `stream`.
+fn sse_response(
+    stream: impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+) -> Response {
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_default()
 }
 
 /// Sends each event as its own chunk, with a short pause, so clients see them split.

@@ -33,22 +33,12 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
     let discord = strata_test_support::discord::fake().await;
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    common::write(
+    common::discord_overlay(
         d,
-        "config/config.yaml",
-        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
-            + &common::fake_discord(discord.port)
-            + "security:\n  access_control:\n    unknown_policy: safe_only\n"),
-    );
-    common::write(
-        d,
-        "config/agents.yaml",
+        (&llm.url, discord.port),
+        "security:\n  access_control:\n    unknown_policy: safe_only\n",
         "agents:\n  main:\n    routing:\n      discord:\n        account: main\n        \
          channels: ['100']\n        mentions: false\n",
-    );
-    common::write(
-        d,
-        "config/team.json",
         r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "staff",
             "role": "Finance lead", "timezone": "Europe/Berlin",
             "contacts": {"discord": "42"}}]}"#,
@@ -64,12 +54,7 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
         "# Runbook for outages\n\nFirst, breathe.\n",
     );
     let served = common::serve(d);
-    for _ in 0..200 {
-        if !discord.identified.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::gateway_up(&discord).await;
 
     discord.send(strata_test_support::discord::message(
         1_000_001,
@@ -147,12 +132,7 @@ async fn send_to_agent_finds_the_channel_a_wildcard_agent_last_talked_in() {
             "contacts": {"discord": "42"}}]}"#,
     );
     let served = common::serve(d);
-    for _ in 0..200 {
-        if !discord.identified.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::gateway_up(&discord).await;
     let url = format!("{}/api/invoke", served.base);
     let invoke = |msg: &str| {
         common::api(

@@ -35,21 +35,12 @@ async fn a_discord_reply_appears_as_it_is_written_and_ends_as_the_models_text() 
     let discord = strata_test_support::discord::fake().await;
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    common::write(
+    common::discord_overlay(
         d,
-        "config/config.yaml",
-        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
-            + &common::fake_discord(discord.port)),
-    );
-    common::write(
-        d,
-        "config/agents.yaml",
+        (&llm.url, discord.port),
+        "",
         "agents:\n  main:\n    routing:\n      discord:\n        account: main\n        \
          channels: ['100']\n        mentions: false\n",
-    );
-    common::write(
-        d,
-        "config/team.json",
         r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner",
             "contacts": {"discord": "42"}}]}"#,
     );

@@ -43,21 +43,10 @@ async fn a_scoped_tokens_chat_turn_cannot_use_a_tool_outside_its_scope() {
     assert_eq!(status, 200, "{body}");
     let reqs = llm.requests();
     // The model was shown only what the token may use …
-    let shown: Vec<&str> = reqs[0].body["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["function"]["name"].as_str())
-                .collect()
-        })
-        .unwrap_or_default();
+    let shown = common::tools_shown(&reqs[0]);
     assert_eq!(shown, ["read_file"]);
     // … and the call it made anyway was refused as the token's, not run.
-    let result = reqs[1].body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default();
+    let result = common::first_tool_result(&reqs[1]);
     assert!(result.contains("denied (layer 2)"), "{result}");
     assert!(!result.contains("secret-plan"), "{result}");
     drop(served);
@@ -78,21 +67,12 @@ async fn a_slash_prompt_skill_keeps_to_its_tools_and_long_answers_follow_up() {
     let discord = strata_test_support::discord::fake().await;
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
-    common::write(
+    common::discord_overlay(
         d,
-        "config/config.yaml",
-        &(common::fake_llm(&llm.url, "literal-test-key", "fake-model")
-            + &common::fake_discord(discord.port)),
-    );
-    common::write(
-        d,
-        "config/agents.yaml",
+        (&llm.url, discord.port),
+        "",
         "agents:\n  main:\n    tools: [list_files, read_file]\n    routing:\n      discord:\n        \
          account: main\n        channels: ['100']\n",
-    );
-    common::write(
-        d,
-        "config/team.json",
         r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner",
             "contacts": {"discord": "42"}}]}"#,
     );
@@ -103,12 +83,7 @@ async fn a_slash_prompt_skill_keeps_to_its_tools_and_long_answers_follow_up() {
          tools: [read_file]\nmax_rounds: 3\n",
     );
     let served = common::serve(d);
-    for _ in 0..200 {
-        if !discord.identified.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::gateway_up(&discord).await;
     discord
         .push
         .send(strata_test_support::discord::interaction(
@@ -143,20 +118,9 @@ async fn a_slash_prompt_skill_keeps_to_its_tools_and_long_answers_follow_up() {
     assert!(parts.iter().all(|p| p.chars().count() <= 2000));
     assert_eq!(parts.concat().split_whitespace().count(), 700);
     let reqs = llm.requests();
-    let shown: Vec<&str> = reqs[0].body["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["function"]["name"].as_str())
-                .collect()
-        })
-        .unwrap_or_default();
+    let shown = common::tools_shown(&reqs[0]);
     assert_eq!(shown, ["read_file"]);
-    let result = reqs[1].body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default();
+    let result = common::first_tool_result(&reqs[1]);
     assert!(result.contains("denied (layer 3)"), "{result}");
     drop(served);
 }
@@ -301,12 +265,7 @@ async fn api_state_reports_real_agent_and_connector_health() {
         assert_eq!(status, 200);
         v["value"].clone()
     };
-    for _ in 0..200 {
-        if !discord.identified.lock().expect("lock").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::gateway_up(&discord).await;
     let v = state().await;
     assert_eq!(v["agents"][0]["healthy"], true, "{v}");
     let find = |v: &serde_json::Value, name: &str| {

@@ -183,3 +183,54 @@ pub async fn pending(base: &str, token: &str) -> Vec<Value> {
     }
     panic!("no approval request appeared");
 }
+
+/// The names of the tools a model request (OpenAI wire format) showed the model.
+pub fn tools_shown(req: &strata_test_support::Recorded) -> Vec<String> {
+    req.body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the first tool result in a model request (OpenAI wire format) said.
+pub fn first_tool_result(req: &strata_test_support::Recorded) -> String {
+    req.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// An overlay in `d` whose agents talk to the fake LLM at `llm_url` and the fake Discord at
+/// `discord_port`: `config.yaml` (plus `extra` YAML), `agents.yaml` and `team.json`.
+pub fn discord_overlay(
+    d: &Path,
+    (llm_url, discord_port): (&str, u16),
+    extra: &str,
+    agents_yaml: &str,
+    team_json: &str,
+) {
+    write(
+        d,
+        "config/config.yaml",
+        &(fake_llm(llm_url, "literal-test-key", "fake-model")
+            + &fake_discord(discord_port)
+            + extra),
+    );
+    write(d, "config/agents.yaml", agents_yaml);
+    write(d, "config/team.json", team_json);
+}
+
+/// Waits (up to 10 s) until the fake Discord has seen a gateway session.
+pub async fn gateway_up(fake: &strata_test_support::discord::Fake) {
+    for _ in 0..500 {
+        if !fake.identified.lock().expect("lock").is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
