@@ -123,14 +123,20 @@ fn remote_commands_match_local_contracts() {
     let o = Command::new(BIN)
         .arg("--overlay")
         .arg(s.dir.path())
-        .args(["events", "--limit", "2"])
+        .args(["events", "--limit", "3"])
         .output()
         .expect("run");
     assert_eq!(o.status.code(), Some(0));
-    let local: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+    let mut local: Vec<Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("json"))
         .collect();
+    // The wrong token left a refusal record last.
+    let refusal = local.pop().expect("three records");
+    assert_eq!(
+        (refusal["event"].as_str(), refusal["kind"].as_str()),
+        (Some("refusal"), Some("unauthenticated"))
+    );
     assert_eq!(local.len(), 2);
     assert_eq!(
         (
