@@ -3,6 +3,7 @@
 //! Host and service health tools: `system_info` and `service_health`. Configured under
 //! `modules.ops` (defaults in `config/default.yaml`).
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,10 @@ pub struct Service {
     /// `http://` or `https://` URL to GET (up for 2xx and 3xx).
     #[serde(default)]
     pub http: Option<String>,
+    /// PEM file of certificate authorities to trust for this `https` service beside the
+    /// system's (an internal CA); relative to the overlay directory.
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 strata_engine::declare_module!("ops", OpsConfig);
@@ -208,9 +213,11 @@ async fn service_health(
         }
         None => cfg.services.clone(),
     };
-    let checks = selected
-        .into_iter()
-        .map(|s| async move { check(s, timeout).await });
+    let overlay = ctx.env.overlay_dir.clone();
+    let checks = selected.into_iter().map(|s| {
+        let ca = s.ca_file.as_ref().map(|f| overlay.join(f));
+        async move { check(s, ca, timeout).await }
+    });
     let mut out = Vec::new();
     // Run concurrently: a dead service must not delay the others' answers.
     let handles: Vec<_> = checks.map(tokio::spawn).collect();
@@ -223,11 +230,15 @@ async fn service_health(
     Ok(out)
 }
 
-async fn check(s: Service, timeout: Duration) -> Health {
+async fn check(s: Service, ca: Option<PathBuf>, timeout: Duration) -> Health {
     let started = Instant::now();
     let (target, result) = match (&s.tcp, &s.http) {
+        (Some(addr), None) if ca.is_some() => (
+            format!("tcp://{addr}"),
+            Err("`ca_file` applies to an `http` (https) service only".to_owned()),
+        ),
         (Some(addr), None) => (format!("tcp://{addr}"), tcp_check(addr, timeout).await),
-        (None, Some(url)) => (url.clone(), http_check(url, timeout).await),
+        (None, Some(url)) => (url.clone(), http_check(url, ca.as_deref(), timeout).await),
         _ => (
             String::new(),
             Err("configure exactly one of `tcp` or `http`".to_owned()),
@@ -263,8 +274,10 @@ async fn tcp_check(addr: &str, timeout: Duration) -> Result<String, String> {
 /// A GET with the workspace's HTTP client (reqwest with rustls: `http` and `https`, no
 /// proxy from the environment, no redirects followed — a redirect is an answer). Up for
 /// 2xx and 3xx. The targets are the operator's own services from config, not URLs from a
-/// model, so the SSRF guard (which refuses internal addresses) does not apply.
-async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
+/// model, so the SSRF guard (which refuses internal addresses) does not apply. Certificates
+/// are verified against the system's roots plus `ca` (never switched off: a service whose
+/// certificate does not verify is down, with the reason).
+async fn http_check(url: &str, ca: Option<&Path>, timeout: Duration) -> Result<String, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad URL `{url}`: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!(
@@ -272,11 +285,25 @@ async fn http_check(url: &str, timeout: Duration) -> Result<String, String> {
             parsed.scheme()
         ));
     }
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
-        .user_agent("strata-ops")
+        .user_agent("strata-ops");
+    if let Some(ca) = ca {
+        let pem = tokio::fs::read(ca)
+            .await
+            .map_err(|e| format!("cannot read ca_file {}: {e}", ca.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| format!("ca_file {} is not PEM certificates: {e}", ca.display()))?;
+        if certs.is_empty() {
+            return Err(format!("ca_file {} holds no PEM certificate", ca.display()));
+        }
+        for c in certs {
+            builder = builder.add_root_certificate(c);
+        }
+    }
+    let client = builder
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     match client.get(parsed).send().await {

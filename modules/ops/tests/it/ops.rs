@@ -30,6 +30,53 @@ async fn http_server(status: &'static str) -> String {
     format!("http://{addr}/health")
 }
 
+/// A test CA, and an HTTPS server on 127.0.0.1 with a certificate for `127.0.0.1` signed by
+/// it, answering every request 200. Returns the URL and the CA's PEM.
+async fn https_server() -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use tokio_rustls::rustls;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("key")).expect("ca");
+    let leaf_key = KeyPair::generate().expect("key");
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &ca)
+        .expect("leaf");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake: nothing to answer.
+                let Ok(mut s) = acceptor.accept(s).await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (format!("https://{addr}/health"), ca.pem())
+}
+
 fn invoker(services: Value) -> (Invoker, tempfile::TempDir) {
     assert_eq!(strata_mod_ops::link(), "ops");
     let dir = tempfile::tempdir().expect("tmp");
@@ -116,6 +163,64 @@ async fn service_health_reports_up_and_down() {
         .await;
     assert_eq!(r.status, Status::ValidationError);
     assert!(r.error.expect("msg").contains("no service `dbb`"));
+}
+
+/// HTTPS through the real client: verified against the service's `ca_file` (relative to the
+/// overlay), down with the verifier's reason without it — never trusted blindly.
+#[tokio::test]
+async fn service_health_checks_https_with_the_services_ca() {
+    let (url, ca_pem) = https_server().await;
+    let (inv, dir) = invoker(json!([
+        {"name": "trusted", "http": url, "ca_file": "certs/internal-ca.pem"},
+        {"name": "untrusted", "http": url},
+        {"name": "no-pem", "http": url, "ca_file": "certs/empty.pem"},
+        {"name": "missing", "http": url, "ca_file": "certs/nowhere.pem"},
+    ]));
+    std::fs::create_dir_all(dir.path().join("certs")).expect("mkdir");
+    std::fs::write(dir.path().join("certs/internal-ca.pem"), ca_pem).expect("write");
+    std::fs::write(dir.path().join("certs/empty.pem"), "not a certificate\n").expect("write");
+    let r = inv
+        .invoke(Invocation::new(
+            "service_health",
+            json!({}),
+            Principal::Operator,
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let by_name = |n: &str| {
+        r.value
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|h| h["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} missing"))
+    };
+    let trusted = by_name("trusted");
+    assert_eq!(trusted["up"], true, "{trusted}");
+    assert_eq!(trusted["detail"], "HTTP/1.1 200 OK");
+    let untrusted = by_name("untrusted");
+    assert_eq!(untrusted["up"], false, "{untrusted}");
+    let why = untrusted["detail"].as_str().expect("d").to_lowercase();
+    assert!(why.contains("certificate"), "{why}");
+    let no_pem = by_name("no-pem");
+    assert_eq!(no_pem["up"], false);
+    assert!(
+        no_pem["detail"]
+            .as_str()
+            .expect("d")
+            .contains("no PEM certificate"),
+        "{no_pem}"
+    );
+    let missing = by_name("missing");
+    assert_eq!(missing["up"], false);
+    assert!(
+        missing["detail"]
+            .as_str()
+            .expect("d")
+            .contains("cannot read ca_file"),
+        "{missing}"
+    );
 }
 
 #[tokio::test]
