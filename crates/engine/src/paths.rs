@@ -83,6 +83,20 @@ pub fn resolve_within(path: &Path, base: &Path, roots: &[PathBuf]) -> Result<Pat
     }
 }
 
+/// Creates `dir` and any missing parent as private directories (0700 on Unix): what the data
+/// directory and everything under it are made with, whichever part of Strata writes first.
+/// Directories that exist keep their mode (`strata doctor` reports a loose one).
+pub fn create_private_dir_all(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// Files that are never read or listed by tools or surfaces, wherever they sit: the vault
 /// (`secrets.enc`, `secrets.salt`, `secrets.kdf`), key files, `.env` files and API tokens.
 pub fn is_secret_file(path: &Path) -> bool {

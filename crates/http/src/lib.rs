@@ -1249,7 +1249,10 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
     let path = dir.join(format!("task_{task_id}_payload.json"));
     let text = serde_json::to_vec_pretty(&obj).unwrap_or_default();
     let write = async {
-        tokio::fs::create_dir_all(&dir).await?;
+        let private = dir.clone();
+        tokio::task::spawn_blocking(move || strata_engine::paths::create_private_dir_all(&private))
+            .await
+            .map_err(std::io::Error::other)??;
         let tmp = dir.join(format!(".task_{task_id}.tmp"));
         tokio::fs::write(&tmp, &text).await?;
         tokio::fs::rename(&tmp, &path).await

@@ -178,7 +178,7 @@ pub fn store(data_dir: &Path, b: &Baseline) -> Result<(), String> {
     let path = data_dir.join(BASELINE_FILE);
     let tmp = data_dir.join(format!("{BASELINE_FILE}.tmp"));
     let body = serde_json::to_vec_pretty(b).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(data_dir)
+    strata_engine::paths::create_private_dir_all(data_dir)
         .and_then(|()| std::fs::write(&tmp, body))
         .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|e| format!("{} cannot be written: {e}", path.display()))

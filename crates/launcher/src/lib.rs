@@ -37,6 +37,9 @@ use clap::Parser;
 
 pub use cli::Cli;
 
+// The launcher's own tools (`doctor`) are core tools.
+strata_engine::declare_core!();
+
 /// Exit codes (a contract for scripts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {

@@ -396,7 +396,7 @@ fn write_mcp_config(
 ) -> anyhow::Result<std::path::PathBuf> {
     use std::io::Write;
     let dir = cfg.data_dir.join("mcp");
-    std::fs::create_dir_all(&dir)?;
+    strata_engine::paths::create_private_dir_all(&dir)?;
     let path = dir.join(format!("{id}.json"));
     let doc = serde_json::json!({"mcpServers": {strata_llm::claude_code::MCP_SERVER: {
         "type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}
@@ -623,14 +623,7 @@ pub fn default_agent(cfg: &LoadedConfig) -> Result<String, String> {
 /// memory and the audit log live there. An existing directory is left as it is (`strata
 /// doctor` fails when others can read it).
 pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    strata_engine::paths::create_private_dir_all(dir)
 }
 
 /// Set by commands whose standard input is free (`serve`): the vault's passphrase may then

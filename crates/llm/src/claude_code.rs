@@ -210,7 +210,7 @@ impl BuiltinPolicy {
     pub fn write_settings(path: &std::path::Path, protected: &[PathBuf]) -> std::io::Result<()> {
         use std::io::Write;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            strata_engine::paths::create_private_dir_all(dir)?;
         }
         let tmp = path.with_extension("json.tmp");
         let mut opts = std::fs::OpenOptions::new();

@@ -75,7 +75,7 @@ impl JsonlAudit {
             source,
         };
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(err)?;
+            strata_engine::paths::create_private_dir_all(parent).map_err(err)?;
         }
         let mut file = open_append(path).map_err(err)?;
         let (tx, rx) = sync_channel::<Vec<u8>>(8192);

@@ -280,7 +280,7 @@ pub fn open_connection(path: &Path) -> Result<Connection, OpenError> {
         source,
     };
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io)?;
+        strata_engine::paths::create_private_dir_all(parent).map_err(io)?;
     }
     let conn = Connection::open(path).map_err(sql)?;
     #[cfg(unix)]

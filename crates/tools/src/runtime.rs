@@ -8,8 +8,9 @@ use strata_engine::access::Tier;
 use strata_engine::config::{Access, AgentTier};
 use strata_engine::{ToolContext, ToolError, tool};
 
-/// Owners (a person, a token, the operator) and coordinator or privileged agents.
-fn require_overseer(ctx: &ToolContext, what: &str) -> Result<(), ToolError> {
+/// Owners (a person, a token, the operator) and coordinator or privileged agents; anyone
+/// else is told so. For tools that show the deployment's insides (`state`, `events`, `doctor`).
+pub fn require_overseer(ctx: &ToolContext, what: &str) -> Result<(), ToolError> {
     match ctx.policy.tier(&ctx.principal) {
         Tier::Person(Access::Owner)
         | Tier::Agent(AgentTier::Coordinator | AgentTier::Privileged) => Ok(()),

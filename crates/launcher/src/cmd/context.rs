@@ -150,15 +150,35 @@ pub(crate) fn load(launcher: &Launcher, g: &GlobalArgs) -> anyhow::Result<Contex
         .map_or_else(std::env::current_dir, Ok)
         .context("cannot determine the overlay directory")?;
     let modules = Registry::module_sources(launcher.modules())?;
-    let config = LoadedConfig::load(&LoadOptions {
+    let options = LoadOptions {
         overlay_dir,
         profile: g.profile.clone(),
         modules,
         use_env: true,
         data_dir: g.data_dir.clone(),
         overrides: g.overrides.clone(),
-    })?;
-    let registry = Arc::new(Registry::from_inventory(launcher.modules())?);
+    };
+    let declared = launcher.modules().to_vec();
+    let context = load_with(&options, &declared)?;
+    // The `doctor` tool checks the files again the way this process read them.
+    let _ = LOADED.set((options, declared));
+    Ok(context)
+}
+
+/// How this process loaded its configuration (the first [`load`]), for loading it again.
+static LOADED: std::sync::OnceLock<(LoadOptions, Vec<String>)> = std::sync::OnceLock::new();
+
+/// The configuration, registry and skills as the files are now, loaded as this process
+/// loaded them; `None` when this process did not start through the launcher's command line.
+pub(crate) fn reload() -> Option<anyhow::Result<Context>> {
+    LOADED
+        .get()
+        .map(|(options, declared)| load_with(options, declared))
+}
+
+fn load_with(options: &LoadOptions, declared: &[String]) -> anyhow::Result<Context> {
+    let config = LoadedConfig::load(options)?;
+    let registry = Arc::new(Registry::from_inventory(declared)?);
     let skills = Arc::new(strata_engine::skills::SkillSet::load(
         strata_engine::skills::dirs_for(&config),
     ));

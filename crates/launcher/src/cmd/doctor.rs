@@ -6,7 +6,29 @@ use super::tools::layer_summary;
 use crate::Exit;
 
 pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
-    let mut fatal = false;
+    let findings = findings(l, online);
+    let text: Vec<String> = findings
+        .iter()
+        .map(|f| format!("{:<4} {}", f.level, f.message))
+        .collect();
+    let code = out(&text.join("\n"));
+    if findings.iter().any(|f| f.level == "FAIL") {
+        Exit::Failure
+    } else {
+        code
+    }
+}
+
+/// One line of the doctor's report: `level` is `ok`, `info`, `warn` or `FAIL`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Finding {
+    pub(crate) level: &'static str,
+    pub(crate) message: String,
+}
+
+/// Every check, in the order the report shows them: what holds and what is informational
+/// first, then warnings, then failures.
+pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
     let mut lines = Vec::new();
     let mut ok = |m: String| lines.push(format!("ok   {m}"));
     let c = &l.config;
@@ -162,11 +184,65 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
         lines.push(format!("warn {w}"));
     }
     for f in fails {
-        fatal = true;
         lines.push(format!("FAIL {f}"));
     }
-    let code = out(&lines.join("\n"));
-    if fatal { Exit::Failure } else { code }
+    // Each line above was made with its level's five-character prefix.
+    lines
+        .into_iter()
+        .map(|line| {
+            let (level, message) = line.split_at_checked(5).unwrap_or(("info", &line));
+            let level = match level.trim_end() {
+                "ok" => "ok",
+                "warn" => "warn",
+                "FAIL" => "FAIL",
+                _ => "info",
+            };
+            Finding {
+                level,
+                message: message.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// `strata doctor` as a tool an agent can run: the same checks, on the files as they are now,
+/// loaded as this process loaded them.
+#[strata_engine::tool(
+    name = "doctor",
+    capabilities = [read, network],
+    side_effects = none,
+    timeout_secs = 120
+)]
+async fn doctor_tool(
+    ctx: &strata_engine::ToolContext,
+    /// Also ask each agent's provider and each Discord account whether their credentials
+    /// work (network calls; default false).
+    online: Option<bool>,
+) -> Result<serde_json::Value, strata_engine::ToolError> {
+    // Tools from people and agents alike: who may see the deployment's insides.
+    strata_tools::runtime::require_overseer(ctx, "`doctor`")?;
+    let online = online.unwrap_or(false);
+    // The checks block (files, the vault's key derivation) and run their own runtime for
+    // storage and --online: off the async workers.
+    let findings = tokio::task::spawn_blocking(move || {
+        let l = super::context::reload().ok_or_else(|| {
+            "doctor runs inside the strata binary: this process did not load its \
+             configuration through the launcher"
+                .to_owned()
+        })?;
+        let l = l.map_err(|e| format!("the configuration does not load: {e:#}"))?;
+        Ok::<_, String>(findings(&l, online))
+    })
+    .await
+    .map_err(|e| strata_engine::ToolError::failed(format!("doctor stopped: {e}")))?
+    .map_err(strata_engine::ToolError::failed)?;
+    let count = |level: &str| findings.iter().filter(|f| f.level == level).count();
+    Ok(serde_json::json!({
+        "ok": count("FAIL") == 0,
+        "failures": count("FAIL"),
+        "warnings": count("warn"),
+        "findings": findings,
+    }))
 }
 
 /// PostgreSQL, when configured: reachable, migrated, at a version this binary knows.

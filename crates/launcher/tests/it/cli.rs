@@ -311,6 +311,26 @@ fn doctor_passes_and_fails() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL config"));
 }
 
+/// Whichever command writes first makes the data directory private: `strata invoke` on a fresh
+/// overlay used to create it with the umask's 0755 through the audit log and the store, and
+/// the next `doctor` failed on it.
+#[test]
+fn the_first_command_makes_the_data_dir_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let ov = Overlay::new();
+    let o = ov.run(&["invoke", "--tool", "current_time"], &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let data = ov.path().join("data");
+    let mode = std::fs::metadata(&data)
+        .expect("data dir")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    let o = ov.run(&["doctor"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!text.contains("readable by other users"), "{text}");
+}
+
 #[test]
 fn missing_overlay_is_an_operational_error() {
     let o = Command::new(BIN)

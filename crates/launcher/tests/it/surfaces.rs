@@ -348,8 +348,9 @@ async fn bad_query_strings_get_the_json_error_envelope() {
     drop(served);
 }
 
-/// `state` and `events` as tools: an owner sees the running deployment and the audit
-/// log's newest records; an admin is refused.
+/// `state`, `events` and `doctor` as tools: an owner sees the running deployment, the audit
+/// log's newest records and the preflight's findings on the files as they are now; an admin
+/// is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_and_events_are_tools_for_owners() {
     const BOSS: &str = "boss-token-0123456789";
@@ -388,13 +389,70 @@ async fn state_and_events_are_tools_for_owners() {
         "{events}"
     );
     assert!(records.iter().all(|r| r["tool"] == "current_time"));
-    let (_, refused) = common::api("POST", &url, ADMIN, Some(json!({"tool": "events"}))).await;
-    assert_eq!(refused["value"]["ok"], false, "{refused}");
-    assert!(
-        refused["value"]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("owners and coordinator agents")),
-        "{refused}"
+    let doctor = |token: &'static str| {
+        let url = url.clone();
+        async move {
+            common::api("POST", &url, token, Some(json!({"tool": "doctor"})))
+                .await
+                .1
+        }
+    };
+    let report = doctor(BOSS).await;
+    assert_eq!(report["value"]["ok"], true, "{report}");
+    let value = &report["value"]["value"];
+    assert_eq!(value["ok"], true, "{report}");
+    let findings = value["findings"].as_array().cloned().unwrap_or_default();
+    let has = |level: &str, part: &str| {
+        findings
+            .iter()
+            .any(|f| f["level"] == level && f["message"].as_str().is_some_and(|m| m.contains(part)))
+    };
+    assert!(has("ok", "config loads"), "{report}");
+    assert!(has("ok", "is writable"), "{report}");
+    assert!(has("warn", "no LLM provider configured"), "{report}");
+    assert!(!has("FAIL", ""), "{report}");
+    // The files as they are now, not as serve read them: a schedule naming a skill that
+    // does not exist is a failure the next call reports.
+    let config = std::fs::read_to_string(d.join("config/config.yaml")).expect("read");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!("{config}schedules:\n  nightly:\n    every: 1h\n    skill: no-such-skill\n"),
     );
+    let report = doctor(BOSS).await;
+    let value = &report["value"]["value"];
+    assert_eq!(value["ok"], false, "{report}");
+    assert!(
+        value["failures"].as_u64().is_some_and(|n| n >= 1),
+        "{report}"
+    );
+    assert!(
+        value["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| f["level"] == "FAIL"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no-such-skill"))),
+        "{report}"
+    );
+    for tool in ["events", "doctor"] {
+        let (_, refused) = common::api("POST", &url, ADMIN, Some(json!({"tool": tool}))).await;
+        assert_eq!(refused["value"]["ok"], false, "{refused}");
+        assert!(
+            refused["value"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("owners and coordinator agents")),
+            "{refused}"
+        );
+    }
     drop(served);
+    // The command line's Invoker runs it as the operator (an owner).
+    let out = common::strata(d)
+        .args(["invoke", "--tool", "doctor"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no-such-skill"), "{text}");
 }
