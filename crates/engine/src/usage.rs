@@ -224,12 +224,14 @@ pub struct ModelCall {
     pub input_parts: InputParts,
 }
 
-/// A starting time as people write it: `7d`, `24h` (that long before `now_ms`), a UTC date
-/// `2026-12-01`, or an RFC 3339 time. In milliseconds since the epoch.
+/// A starting time as people write it: a span back from `now_ms` made of one to four
+/// `<count><unit>` parts (`7d`, `24h`, `1h30m`; units s, m, h, d, w; counts up to six
+/// digits), a UTC date `2026-12-01`, or an RFC 3339 time. In milliseconds since the epoch.
+/// Exactly what the OpenAPI document's `since` says (its `SINCE_SPAN_PATTERN`).
 pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
     let t = text.trim();
-    if let Ok(d) = humantime::parse_duration(t) {
-        return Ok(now_ms - d.as_millis() as i64);
+    if let Some(ms) = span_ms(t) {
+        return Ok(now_ms - ms);
     }
     if let Ok(ts) = t.parse::<jiff::Timestamp>() {
         return Ok(ts.as_millisecond());
@@ -240,8 +242,43 @@ pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
         return Ok(z.timestamp().as_millisecond());
     }
     Err(format!(
-        "`{t}` is not a time (like 7d, 24h, 2026-12-01 or 2026-12-01T09:00:00Z)"
+        "`{t}` is not a time (like 7d, 24h, 1h30m, 2026-12-01 or 2026-12-01T09:00:00Z)"
     ))
+}
+
+/// The span `parse_since` accepts, as a JSON Schema (ECMA) pattern.
+pub const SINCE_SPAN_PATTERN: &str = "^([0-9]{1,6}[smhdw]){1,4}$";
+
+/// `1h30m` in milliseconds, or `None` when `t` is not such a span.
+fn span_ms(t: &str) -> Option<i64> {
+    let (mut total, mut parts, mut digits) = (0i64, 0, 0usize);
+    let mut count = 0i64;
+    for c in t.chars() {
+        if let Some(d) = c.to_digit(10) {
+            digits += 1;
+            if digits > 6 {
+                return None;
+            }
+            count = count * 10 + i64::from(d);
+            continue;
+        }
+        let unit: i64 = match c {
+            's' => 1_000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            'w' => 604_800_000,
+            _ => return None,
+        };
+        if digits == 0 {
+            return None;
+        }
+        parts += 1;
+        // Four parts of at most 999,999 weeks stay far inside i64.
+        total += count * unit;
+        (count, digits) = (0, 0);
+    }
+    ((1..=4).contains(&parts) && digits == 0).then_some(total)
 }
 
 /// The start of the day containing `now_ms` in time zone `tz` (`defaults.timezone`; UTC
@@ -562,6 +599,37 @@ mod tests {
             cached_input_tokens: cached,
             cache_write_tokens: written,
             cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn since_takes_exactly_the_documented_forms() {
+        let now = 10_000_000_000;
+        assert_eq!(parse_since("7d", now), Ok(now - 7 * 86_400_000));
+        assert_eq!(parse_since("1h30m", now), Ok(now - 5_400_000));
+        assert_eq!(parse_since("2w", now), Ok(now - 2 * 604_800_000));
+        assert_eq!(parse_since("1970-01-02", now), Ok(86_400_000));
+        assert_eq!(parse_since("1970-01-01T00:00:01Z", now), Ok(1_000));
+        for bad in [
+            "",
+            "d",
+            "7",
+            "7x",
+            "1234567d",
+            "1s1s1s1s1s",
+            "7 days",
+            "-7d",
+            "2026-13-01",
+        ] {
+            assert!(parse_since(bad, now).is_err(), "{bad:?}");
+        }
+        // The pattern the API documents matches the spans accepted, not the others.
+        let re = regex::Regex::new(SINCE_SPAN_PATTERN).expect("pattern");
+        for span in ["7d", "1h30m", "999999w", "1s2m3h4d"] {
+            assert!(re.is_match(span) && span_ms(span).is_some(), "{span}");
+        }
+        for bad in ["", "7", "1234567d", "1s1s1s1s1s", "7 d"] {
+            assert!(!re.is_match(bad) && span_ms(bad).is_none(), "{bad}");
         }
     }
 

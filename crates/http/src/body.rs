@@ -6,14 +6,15 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-/// A string with something in it.
+/// A string of at least one character (`minLength: 1` in the OpenAPI document: exactly what
+/// it says, so a lone space is a string like any other).
 #[derive(Debug, Clone)]
 pub struct NonEmpty(pub String);
 
 impl<'de> Deserialize<'de> for NonEmpty {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Value::deserialize(d)? {
-            Value::String(s) if !s.trim().is_empty() => Ok(NonEmpty(s)),
+            Value::String(s) if !s.is_empty() => Ok(NonEmpty(s)),
             _ => Err(D::Error::custom("must be a non-empty string")),
         }
     }
@@ -45,6 +46,9 @@ impl<'de> Deserialize<'de> for Object {
     }
 }
 
+/// The largest integer a JSON number keeps exactly in every client (2^53 - 1).
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
 /// A task id: a string or a number, written as text.
 #[derive(Debug, Clone)]
 pub struct TaskId(pub String);
@@ -53,7 +57,16 @@ impl<'de> Deserialize<'de> for TaskId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Value::deserialize(d)? {
             Value::String(s) => Ok(TaskId(s)),
-            Value::Number(n) => Ok(TaskId(n.to_string())),
+            // A whole number a JSON client keeps exactly (±(2^53 - 1)); JSON Schema's
+            // integers include `12.0`, written here as the integer it is.
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER as f64 => {
+                    Ok(TaskId(format!("{}", f as i64)))
+                }
+                _ => Err(D::Error::custom(format!(
+                    "must be a string or a whole number within ±{MAX_SAFE_INTEGER}"
+                ))),
+            },
             _ => Err(D::Error::custom("must be a string or a number")),
         }
     }
@@ -112,6 +125,12 @@ pub struct ExecuteBody {
     pub task_id: Option<TaskId>,
     /// The agent to run it.
     pub assigned_agent: Option<NonEmpty>,
+    /// Its title, put in the agent's prompt (a string or null).
+    #[serde(default)]
+    pub title: Option<Text>,
+    /// What to do, put in the agent's prompt (a string or null).
+    #[serde(default)]
+    pub description: Option<Text>,
 }
 
 /// Parses `bytes` as a JSON object of type `T`; the error says what is wrong and where.

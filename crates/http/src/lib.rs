@@ -1267,8 +1267,8 @@ async fn execute(State(st): State<Arc<HttpState>>, req: Request) -> Result<Respo
     if let Some(manager) = st.manager.clone() {
         let prompt = format!(
             "New task {task_id}: {}\n\n{}\n\nInput data:\n{}",
-            obj.get("title").and_then(Value::as_str).unwrap_or(""),
-            obj.get("description").and_then(Value::as_str).unwrap_or(""),
+            b.title.as_ref().map_or("", |t| t.0.as_str()),
+            b.description.as_ref().map_or("", |t| t.0.as_str()),
             obj.get("input_data").cloned().unwrap_or(Value::Null)
         );
         let session = format!("task-{task_id}");

@@ -67,7 +67,11 @@ pub fn openapi() -> Value {
     let usage_path = json!({"get": {"summary": "Model calls' tokens and cost, summed per agent, model, sender, UTC day or turn",
                 "parameters": [
                     {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn", "session"], "default": "agent"}},
-                    {"name": "since", "in": "query", "schema": {"type": "string"}, "description": "7d, 24h, 2026-12-01 or an RFC 3339 time"},
+                    {"name": "since", "in": "query", "schema": {"anyOf": [
+                        {"type": "string", "pattern": strata_engine::usage::SINCE_SPAN_PATTERN},
+                        {"type": "string", "format": "date"},
+                        {"type": "string", "format": "date-time"}]},
+                        "description": "A span back from now (7d, 24h, 1h30m: one to four parts, units s m h d w), a UTC date (2026-12-01) or an RFC 3339 time"},
                     {"name": "turn", "in": "query", "schema": {"type": "string"}, "description": "only this turn's calls"}],
                 "responses": with(json!({"200": resp("`rows`: key, calls, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd (of the priced calls), unpriced_calls", ok_value(json!({"type": "object"}))),
                     "503": resp("No usage kept here, or its store did not answer", err())}), std_errors.clone())}});
@@ -205,7 +209,7 @@ pub fn openapi() -> Value {
                 "responses": {"200": resp("OpenAPI 3.1", json!({"type": "object"}))}}},
             "/chat": {"post": {"summary": "Run one agent turn",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["message"], "properties": {
+                    "type": "object", "required": ["message"], "additionalProperties": false, "properties": {
                         "message": {"type": "string", "minLength": 1}, "agent": {"type": "string"},
                         "session_id": {"type": "string"}, "request_id": {"type": "string", "minLength": 1},
                         "stream": {"type": "boolean", "description": "Answer as server-sent events: token {text}, tool_start {id, tool}, tool_end {id, tool, status, elapsed_ms}, then final (the JSON answer) or error {code, message, status}"}}}}}},
@@ -213,12 +217,16 @@ pub fn openapi() -> Value {
                     "application/json": {"schema": {"type": "object", "properties": {
                         "response": {"type": "string"}, "session_id": {"type": "string"}}}},
                     "text/event-stream": {"schema": {"type": "string"}}}},
+                    "404": resp("No running agent by that name", err()),
                     "502": resp("The agent failed", err()), "503": resp("No agent running", err())}), std_errors.clone())}},
             "/execute": {"post": {"summary": "Queue a task for an agent", "security": [{"executeKey": []}],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["task_id", "assigned_agent"], "properties": {
-                        "task_id": {"type": ["string", "integer"]}, "title": {"type": "string"},
-                        "description": {"type": "string"}, "assigned_agent": {"type": "string"},
+                        "task_id": {"anyOf": [
+                            {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"},
+                            {"type": "integer", "minimum": -crate::body::MAX_SAFE_INTEGER, "maximum": crate::body::MAX_SAFE_INTEGER}]},
+                        "title": {"type": ["string", "null"]},
+                        "description": {"type": ["string", "null"]}, "assigned_agent": {"type": "string", "minLength": 1},
                         "priority": {}, "status": {}, "input_data": {}}}}}},
                 "responses": with(json!({"200": resp("Queued", json!({"type": "object", "properties": {
                     "message": {"type": "string"}, "status": {"const": "ok"}}}))}), std_errors)}}

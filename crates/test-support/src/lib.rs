@@ -589,6 +589,25 @@ pub fn python_has(module: &str, pip_package: &str) -> bool {
     ok
 }
 
+/// The path of `program` found on `PATH` (a tool the tests drive, installed by `.ci/run`
+/// with `install`). Under `CI` its absence fails the test; elsewhere the test says SKIPPED
+/// with `install` and passes.
+pub fn program_on_path(program: &str, install: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have `{program}`: {install}"
+        );
+        eprintln!("SKIPPED: no `{program}` on PATH; {install}");
+    }
+    found
+}
+
 /// The PostgreSQL server the storage tests use: `STRATA_TEST_POSTGRES_URL`, default
 /// `postgres://postgres@127.0.0.1:5432/test` (the project's machines and CI run one with
 /// trust auth). `None` when nothing answers there — the test says SKIPPED and passes —

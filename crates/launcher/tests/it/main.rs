@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod common;
 mod context;
+mod contract;
 mod dashboard;
 mod logs;
 mod mcp;

@@ -62,8 +62,8 @@ fn remote_commands_match_local_contracts() {
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(
         v["tools"].as_array().expect("tools").len(),
-        strata_tools::link().len(),
-        "every core tool, listed remotely"
+        strata_tools::link().len() + 1,
+        "every core tool (strata-tools' and the launcher's doctor), listed remotely"
     );
 
     let o = remote(&s, &["inspect", "--tool", "read_file"]);
