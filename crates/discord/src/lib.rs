@@ -74,6 +74,10 @@ pub struct DiscordAccount {
     name: String,
     account: String,
     http: Arc<twilight_http::Client>,
+    /// The agents routed through this account (what their history tools may read).
+    routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    /// The largest file posted (`connectors.discord.max_attachment_mb`).
+    max_file: u64,
 }
 
 impl DiscordAccount {
@@ -87,7 +91,84 @@ impl DiscordAccount {
             name: format!("discord:{account}"),
             account: account.to_owned(),
             http: Arc::new(b.build()),
+            routes: BTreeMap::new(),
+            max_file: cfg.max_attachment_mb.max(1) << 20,
         }
+    }
+
+    /// The agents routed through this account.
+    pub fn with_routes(
+        mut self,
+        routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
+    ) -> Self {
+        self.routes = routes;
+        self
+    }
+
+    fn error(&self, detail: String) -> ConnectorError {
+        ConnectorError {
+            connector: self.name.clone(),
+            detail,
+        }
+    }
+
+    fn channel_id(
+        &self,
+        channel_id: &str,
+    ) -> Result<Id<twilight_model::id::marker::ChannelMarker>, ConnectorError> {
+        channel_id
+            .parse::<u64>()
+            .ok()
+            .and_then(Id::new_checked)
+            .ok_or_else(|| self.error(format!("`{channel_id}` is not a Discord channel id")))
+    }
+
+    fn message_id(
+        &self,
+        message_id: &str,
+    ) -> Result<Id<twilight_model::id::marker::MessageMarker>, ConnectorError> {
+        message_id
+            .parse::<u64>()
+            .ok()
+            .and_then(Id::new_checked)
+            .ok_or_else(|| self.error(format!("`{message_id}` is not a Discord message id")))
+    }
+
+    /// Discord's refusal in words: 403 and 404 say what they mean.
+    fn refused(&self, what: &str, e: &twilight_http::Error) -> ConnectorError {
+        match e.kind() {
+            twilight_http::error::ErrorType::Response { status, .. } if status.get() == 403 => self
+                .error(format!(
+                    "{what}: the bot may not read there (403 Missing Access)"
+                )),
+            twilight_http::error::ErrorType::Response { status, .. } if status.get() == 404 => {
+                self.error(format!("{what}: not found (404)"))
+            }
+            _ => self.error(format!("{what}: {e}")),
+        }
+    }
+}
+
+/// A Discord message as the history tools show it.
+fn history_message(
+    m: twilight_model::channel::Message,
+) -> strata_engine::connector::HistoryMessage {
+    strata_engine::connector::HistoryMessage {
+        id: m.id.to_string(),
+        author_id: m.author.id.to_string(),
+        author: m
+            .author
+            .global_name
+            .clone()
+            .unwrap_or(m.author.name.clone()),
+        author_is_bot: m.author.bot,
+        text: m.content,
+        timestamp: m.timestamp.iso_8601().to_string(),
+        attachments: m.attachments.into_iter().map(|a| a.filename).collect(),
+        reply_to: m
+            .reference
+            .and_then(|r| r.message_id)
+            .map(|id| id.to_string()),
     }
 }
 
@@ -139,8 +220,16 @@ impl DiscordAccount {
                 twilight_model::http::attachment::Attachment::from_bytes(name, bytes, i as u64)
             })
             .collect();
-        for (i, part) in split_message(&message.text, MAX_MESSAGE).iter().enumerate() {
-            let mut req = self.http.create_message(channel).content(part);
+        let mut parts = split_message(&message.text, MAX_MESSAGE);
+        if parts.is_empty() && !attachments.is_empty() {
+            // A file on its own: a message without text.
+            parts.push(String::new());
+        }
+        for (i, part) in parts.iter().enumerate() {
+            let mut req = self.http.create_message(channel);
+            if !part.is_empty() {
+                req = req.content(part);
+            }
             if i == 0 {
                 if let Some(r) = reply_to {
                     // The original may be gone: then it is a plain message.
@@ -189,6 +278,122 @@ impl Connector for DiscordAccount {
 
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError> {
         self.send_with_files(message, Vec::new()).await
+    }
+
+    async fn agent_covers(&self, agent: &str, channel_id: &str) -> bool {
+        let Some(r) = self.routes.get(agent) else {
+            return false;
+        };
+        if r.home_channel.as_deref() == Some(channel_id)
+            || r.channels
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|c| c == channel_id))
+        {
+            return true;
+        }
+        let wildcard = r.channels.as_ref().is_some_and(Vec::is_empty);
+        if !wildcard && r.categories.is_empty() {
+            return false;
+        }
+        // A wildcard or category route covers a server channel it could answer in.
+        let Ok(id) = self.channel_id(channel_id) else {
+            return false;
+        };
+        let Ok(ch) = (match self.http.channel(id).await {
+            Ok(resp) => resp.model().await.map_err(|_| ()),
+            Err(_) => Err(()),
+        }) else {
+            return false;
+        };
+        let Some(guild) = ch.guild_id.map(|g| g.to_string()) else {
+            return false;
+        };
+        if !r.guilds.is_empty() && !r.guilds.contains(&guild) {
+            return false;
+        }
+        wildcard
+            || ch
+                .parent_id
+                .is_some_and(|p| r.categories.contains(&p.to_string()))
+    }
+
+    async fn history(
+        &self,
+        channel_id: &str,
+        limit: usize,
+        before: Option<&str>,
+    ) -> Result<Vec<strata_engine::connector::HistoryMessage>, ConnectorError> {
+        let channel = self.channel_id(channel_id)?;
+        let limit = limit.clamp(1, 100) as u16;
+        let what = format!("reading channel {channel_id}");
+        let resp = match before {
+            Some(b) => {
+                let b = self.message_id(b)?;
+                self.http
+                    .channel_messages(channel)
+                    .before(b)
+                    .limit(limit)
+                    .await
+            }
+            None => self.http.channel_messages(channel).limit(limit).await,
+        }
+        .map_err(|e| self.refused(&what, &e))?;
+        let messages = resp
+            .models()
+            .await
+            .map_err(|e| self.error(format!("{what}: unexpected answer: {e}")))?;
+        Ok(messages.into_iter().map(history_message).collect())
+    }
+
+    async fn message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<strata_engine::connector::HistoryMessage, ConnectorError> {
+        let channel = self.channel_id(channel_id)?;
+        let id = self.message_id(message_id)?;
+        let what = format!("reading message {message_id} in channel {channel_id}");
+        let resp = self
+            .http
+            .message(channel, id)
+            .await
+            .map_err(|e| self.refused(&what, &e))?;
+        let m = resp
+            .model()
+            .await
+            .map_err(|e| self.error(format!("{what}: unexpected answer: {e}")))?;
+        Ok(history_message(m))
+    }
+
+    async fn send_file(
+        &self,
+        channel_id: &str,
+        file_name: &str,
+        bytes: Vec<u8>,
+        text: Option<&str>,
+    ) -> Result<(), ConnectorError> {
+        if bytes.len() as u64 > self.max_file {
+            return Err(self.error(format!(
+                "{file_name} is {} bytes; files over {} MiB are not posted \
+                 (connectors.discord.max_attachment_mb)",
+                bytes.len(),
+                self.max_file >> 20
+            )));
+        }
+        self.channel_id(channel_id)?;
+        self.send_with_files(
+            OutboundMessage {
+                channel_id: channel_id.to_owned(),
+                text: text.unwrap_or_default().to_owned(),
+                reply_to: None,
+            },
+            vec![(file_name.to_owned(), bytes)],
+        )
+        .await
+    }
+
+    fn max_file_bytes(&self) -> u64 {
+        self.max_file
     }
 }
 
@@ -312,7 +517,19 @@ pub fn start(
                 continue;
             }
         };
-        let account = Arc::new(DiscordAccount::new(name, token.expose(), cfg));
+        let routes: BTreeMap<String, strata_engine::config::DiscordRouting> = config
+            .agents
+            .iter()
+            .filter_map(|(id, a)| {
+                a.routing
+                    .discord
+                    .clone()
+                    .filter(|r| r.account == *name)
+                    .map(|r| (id.clone(), r))
+            })
+            .collect();
+        let account =
+            Arc::new(DiscordAccount::new(name, token.expose(), cfg).with_routes(routes.clone()));
         hub.register(account.clone());
         for (agent, a) in &config.agents {
             if let Some(r) = a.routing.discord.as_ref().filter(|r| r.account == *name)
@@ -327,17 +544,6 @@ pub fn start(
                 );
             }
         }
-        let routes: BTreeMap<String, strata_engine::config::DiscordRouting> = config
-            .agents
-            .iter()
-            .filter_map(|(id, a)| {
-                a.routing
-                    .discord
-                    .clone()
-                    .filter(|r| r.account == *name)
-                    .map(|r| (id.clone(), r))
-            })
-            .collect();
         let mut gw =
             ConfigBuilder::new(token.expose().to_owned(), intents(acct.intents.as_deref()));
         if let Some(u) = &cfg.gateway_url {

@@ -38,6 +38,33 @@ pub struct OutboundMessage {
     pub reply_to: Option<String>,
 }
 
+/// A message from a channel's history, as the history tools return it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryMessage {
+    /// Message id.
+    pub id: String,
+    /// The author's id in the connector's terms.
+    pub author_id: String,
+    /// The author's display name.
+    pub author: String,
+    /// The author is a bot.
+    pub author_is_bot: bool,
+    /// The text.
+    pub text: String,
+    /// When it was posted (RFC 3339).
+    pub timestamp: String,
+    /// Attached files' names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
+    /// The message it replies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+}
+
+/// How many recent messages [`Connector::search`] looks through when the connector has no
+/// search of its own.
+pub const SEARCH_SCAN_LIMIT: usize = 500;
+
 /// Connector failures.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{connector}: {detail}")]
@@ -89,6 +116,104 @@ pub trait Connector: Send + Sync {
         let _ = channel_id;
         true
     }
+
+    /// Whether `agent`'s routing on this connector covers `channel_id` (it answers there, or
+    /// it is its home channel): the channels its history tools may read. The default: none.
+    async fn agent_covers(&self, agent: &str, channel_id: &str) -> bool {
+        let _ = (agent, channel_id);
+        false
+    }
+
+    /// Up to `limit` messages of `channel_id` (newest first), before message `before` when
+    /// given. The default: this connector keeps no history.
+    async fn history(
+        &self,
+        channel_id: &str,
+        limit: usize,
+        before: Option<&str>,
+    ) -> Result<Vec<HistoryMessage>, ConnectorError> {
+        let _ = (channel_id, limit, before);
+        Err(self.unsupported("reading a channel's history"))
+    }
+
+    /// One message of `channel_id`.
+    async fn message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<HistoryMessage, ConnectorError> {
+        let _ = (channel_id, message_id);
+        Err(self.unsupported("reading a message"))
+    }
+
+    /// Up to `limit` messages of `channel_id` containing `query` (any case), newest first. The
+    /// default looks through the [`SEARCH_SCAN_LIMIT`] most recent messages with
+    /// [`Connector::history`]; `scanned` says how many it saw.
+    async fn search(
+        &self,
+        channel_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<SearchResult, ConnectorError> {
+        let needle = query.to_lowercase();
+        let mut found = Vec::new();
+        let (mut scanned, mut before) = (0usize, None::<String>);
+        while scanned < SEARCH_SCAN_LIMIT && found.len() < limit {
+            let asked = 100.min(SEARCH_SCAN_LIMIT - scanned);
+            let page = self.history(channel_id, asked, before.as_deref()).await?;
+            let Some(last) = page.last() else { break };
+            before = Some(last.id.clone());
+            scanned += page.len();
+            // A short page is the channel's beginning.
+            let full = page.len() >= asked;
+            found.extend(
+                page.into_iter()
+                    .filter(|m| m.text.to_lowercase().contains(&needle)),
+            );
+            if !full {
+                break;
+            }
+        }
+        found.truncate(limit);
+        Ok(SearchResult {
+            messages: found,
+            scanned,
+        })
+    }
+
+    /// Posts `bytes` as a file named `file_name` in `channel_id`, with `text` when given.
+    async fn send_file(
+        &self,
+        channel_id: &str,
+        file_name: &str,
+        bytes: Vec<u8>,
+        text: Option<&str>,
+    ) -> Result<(), ConnectorError> {
+        let _ = (channel_id, file_name, bytes, text);
+        Err(self.unsupported("posting files"))
+    }
+
+    /// The largest file [`Connector::send_file`] takes, in bytes.
+    fn max_file_bytes(&self) -> u64 {
+        10 << 20
+    }
+
+    /// The error for an operation this connector does not offer.
+    fn unsupported(&self, what: &str) -> ConnectorError {
+        ConnectorError {
+            connector: self.name().to_owned(),
+            detail: format!("{what} is not something this connector can do"),
+        }
+    }
+}
+
+/// What [`Connector::search`] found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    /// The matching messages, newest first.
+    pub messages: Vec<HistoryMessage>,
+    /// How many messages were looked through.
+    pub scanned: usize,
 }
 
 /// A channel of a connector: `<connector>:<channel id>` in text (the connector name may hold

@@ -246,8 +246,8 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
     }
     let segments: Vec<&str> = path.split('/').collect();
     let channel = segments.get(4).copied().unwrap_or("1").to_owned();
-    // GET /channels/{id}/messages?after=&limit=: the channel's messages after an id, newest
-    // first; GET /channels/{id}/messages/{id}: one.
+    // GET /channels/{id}/messages?after=&before=&limit=: the channel's messages between ids,
+    // newest first; GET /channels/{id}/messages/{id}: one.
     if parts.method == axum::http::Method::GET && segments.get(5) == Some(&"messages") {
         let id_of = |m: &Value| {
             m["id"]
@@ -275,8 +275,11 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
             })
         };
         let after = query("after").unwrap_or(0);
+        let before = query("before").unwrap_or(u64::MAX);
         let limit = query("limit").unwrap_or(50) as usize;
-        let mut found: Vec<Value> = in_channel.filter(|m| id_of(m) > after).collect();
+        let mut found: Vec<Value> = in_channel
+            .filter(|m| id_of(m) > after && id_of(m) < before)
+            .collect();
         found.sort_by_key(|m| std::cmp::Reverse(id_of(m)));
         found.truncate(limit);
         return axum::Json(found).into_response();

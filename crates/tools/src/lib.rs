@@ -4,6 +4,7 @@
 //! so the linker keeps this crate (and with it the tools' `inventory` registrations).
 
 pub mod agents;
+pub mod channels;
 pub mod files;
 mod html;
 pub mod memory;
@@ -37,12 +38,16 @@ pub fn link() -> &'static [&'static str] {
         "memory_search",
         "memory_semantic_search",
         "memory_store",
+        "read_channel_history",
         "read_file",
+        "read_message",
         "read_url",
         "schedule_cancel",
         "schedule_create",
         "schedule_list",
+        "search_channel_history",
         "search_notes",
+        "send_discord_file",
         "send_message",
         "send_to_agent",
         "state",

@@ -4,6 +4,7 @@
 // Test code: a failed expectation should stop the test, with its message.
 #![allow(clippy::expect_used)]
 
+mod channels;
 mod chat;
 mod claude_mcp;
 mod cli;
