@@ -240,6 +240,8 @@ impl Invoker {
     /// An invoker over `registry`, auditing to `audit`. The default per-tool timeout is
     /// `tools.timeout_secs` from the config in `env`.
     pub fn new(registry: Arc<Registry>, env: Arc<Env>, audit: Arc<dyn AuditSink>) -> Self {
+        // Tools that record events of their own (a browser's refused requests) write here.
+        env.attach_audit(audit.clone());
         let default_timeout = Duration::from_secs(env.config.tools.timeout_secs.max(1));
         let sec = &env.config.security;
         Invoker {

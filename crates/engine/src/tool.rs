@@ -157,6 +157,7 @@ pub struct Env {
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
     schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
     usage: std::sync::OnceLock<Arc<crate::usage::UsageMeter>>,
+    audit: std::sync::OnceLock<Arc<dyn crate::audit::AuditSink>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::turns::TurnRegistry>,
     activity: Arc<crate::turns::ActivityBoard>,
@@ -185,6 +186,7 @@ impl Env {
             agents: std::sync::OnceLock::new(),
             schedules: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
+            audit: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
             activity: Arc::default(),
@@ -210,6 +212,19 @@ impl Env {
     /// Sets where model calls' usage is priced and kept (once; later calls are ignored).
     pub fn attach_usage(&self, meter: Arc<crate::usage::UsageMeter>) {
         let _ = self.usage.set(meter);
+    }
+
+    /// Sets the audit log tools write their own events to (once; the first Invoker does).
+    pub fn attach_audit(&self, audit: Arc<dyn crate::audit::AuditSink>) {
+        let _ = self.audit.set(audit);
+    }
+
+    /// Records an event of a tool's own in the audit log (a JSON object with an `event`
+    /// field); nothing when no Invoker was built on this environment.
+    pub fn audit_event(&self, event: &serde_json::Value) {
+        if let Some(a) = self.audit.get() {
+            a.event(event);
+        }
     }
 
     /// Where model calls' usage goes, once attached.

@@ -75,6 +75,8 @@ impl Launcher {
     pub fn new() -> Self {
         // Referencing the crate keeps its `inventory` registrations in the binary.
         let _ = strata_tools::link();
+        #[cfg(feature = "browser")]
+        let _ = strata_browser::link();
         Launcher {
             modules: Vec::new(),
             default_overlay: None,

@@ -481,13 +481,28 @@ impl NetGuard {
     /// Fetches through the guard, following redirects by hand.
     pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse, NetError> {
         let url0 = req.url.clone();
-        match tokio::time::timeout(self.timeout, self.fetch_inner(req)).await {
+        match tokio::time::timeout(self.timeout, self.fetch_inner(req, true)).await {
             Ok(r) => r,
             Err(_) => Err(NetError::Timeout(url0)),
         }
     }
 
-    async fn fetch_inner(&self, req: FetchRequest) -> Result<FetchResponse, NetError> {
+    /// One hop through the guard: a redirect is returned as the answer it is (for a client
+    /// that follows redirects itself and asks again — a browser whose every request comes
+    /// through here).
+    pub async fn fetch_once(&self, req: FetchRequest) -> Result<FetchResponse, NetError> {
+        let url0 = req.url.clone();
+        match tokio::time::timeout(self.timeout, self.fetch_inner(req, false)).await {
+            Ok(r) => r,
+            Err(_) => Err(NetError::Timeout(url0)),
+        }
+    }
+
+    async fn fetch_inner(
+        &self,
+        req: FetchRequest,
+        follow: bool,
+    ) -> Result<FetchResponse, NetError> {
         let mut url = self.check_static(&req.url)?;
         let origin_host = url.host_str().map(str::to_ascii_lowercase);
         let mut method = req.method.clone();
@@ -504,7 +519,8 @@ impl NetGuard {
             }
             let mut resp = rb.send().await.map_err(|e| map_err(url.as_str(), &e))?;
             let status = resp.status();
-            if status.is_redirection()
+            if follow
+                && status.is_redirection()
                 && let Some(loc) = resp.headers().get(reqwest::header::LOCATION)
             {
                 if redirects >= self.max_redirects {

@@ -12,7 +12,7 @@ use strata_net::{FetchRequest, NetError, NetGuard};
 use crate::html;
 
 /// One guard per process and network config (its HTTP client keeps connections warm).
-pub(crate) fn guard(cfg: &NetworkConfig) -> Result<Arc<NetGuard>, ToolError> {
+pub fn guard(cfg: &NetworkConfig) -> Result<Arc<NetGuard>, ToolError> {
     static CACHE: Mutex<Option<(NetworkConfig, Arc<NetGuard>)>> = Mutex::new(None);
     let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((k, g)) = c.as_ref()
@@ -50,6 +50,20 @@ fn cut(s: &str, max: usize) -> (String, bool) {
     match s.char_indices().nth(max) {
         Some((i, _)) => (s[..i].to_owned(), true),
         None => (s.to_owned(), false),
+    }
+}
+
+/// A rendered page's HTML as `read_url` returns a page (`browse_url` shares the shape).
+pub fn readable_page(html_text: &str, url: &str, status: u16, max_chars: usize) -> ReadUrlOutput {
+    let base = url::Url::parse(url).ok();
+    let (title, text) = html::to_text(html_text, base.as_ref());
+    let (content, truncated) = cut(&text, max_chars);
+    ReadUrlOutput {
+        url: url.to_owned(),
+        status,
+        title,
+        content,
+        truncated,
     }
 }
 

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod agents;
+mod browser;
 mod budget;
 mod cluster;
 mod connectors;
@@ -42,6 +43,7 @@ mod team;
 mod telemetry;
 mod tools;
 pub use agents::*;
+pub use browser::*;
 pub use budget::*;
 pub use cluster::*;
 pub use connectors::*;
@@ -100,6 +102,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// OpenTelemetry export.
     pub telemetry: TelemetryConfig,
+    /// The headless browser (`browse_url`, `browser`).
+    pub browser: BrowserConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -124,6 +128,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "pricing",
     "metrics",
     "telemetry",
+    "browser",
     "modules",
 ];
 

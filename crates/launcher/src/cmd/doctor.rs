@@ -177,6 +177,31 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
             "sandbox: no isolation available for tools.terminal.sandbox: {mode:?}; terminal_exec will refuse to run (install bubblewrap)"
         )),
     }
+    #[cfg(feature = "browser")]
+    match strata_browser::find_executable(&c.config.browser) {
+        Some(exe) if exe.is_file() => {
+            lines.push(format!(
+                "ok   browser: {} (browse_url, browser)",
+                exe.display()
+            ));
+            if rustix::process::geteuid().is_root() {
+                warns.push(
+                    "browser: running as root, Chromium runs without its own sandbox \
+                     (--no-sandbox); run strata as a service user to keep it"
+                        .into(),
+                );
+            }
+        }
+        Some(exe) => warns.push(format!(
+            "browser: browser.executable {} is not a file; browse_url and browser will fail",
+            exe.display()
+        )),
+        None => lines.push(
+            "info browser: no Chromium on PATH; browse_url and browser will say so \
+             (Debian: apt-get install chromium)"
+                .into(),
+        ),
+    }
     if provider_hint(c).is_some() {
         warns.push("no LLM provider configured: tools work, agents cannot answer yet (see README, \"Providers\")".into());
     }

@@ -60,11 +60,16 @@ fn remote_commands_match_local_contracts() {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(
-        v["tools"].as_array().expect("tools").len(),
-        strata_tools::link().len() + 1,
-        "every core tool (strata-tools' and the launcher's doctor), listed remotely"
+    let local = common::strata(s.dir.path())
+        .args(["tools", "--json"])
+        .output()
+        .expect("run");
+    let local: Value = serde_json::from_slice(&local.stdout).expect("json");
+    assert!(
+        v["tools"].as_array().expect("tools").len() > strata_tools::link().len(),
+        "every core tool (strata-tools', the launcher's, the browser's), listed remotely"
     );
+    assert_eq!(v["tools"], local["tools"], "the same list as locally");
 
     let o = remote(&s, &["inspect", "--tool", "read_file"]);
     assert_eq!(o.status.code(), Some(0));
