@@ -243,6 +243,9 @@ impl AccessPolicy {
         if self.is_inter_agent(name) && matches!(tier, Tier::Agent(AgentTier::Assistant)) {
             return deny2("assistant-tier agents cannot use inter-agent tools");
         }
+        if matches_any(&self.cfg.owner_tools, name) && tier != Tier::Person(Access::Owner) {
+            return deny2("only owners may (`security.access_control.owner_tools`)");
+        }
         let safe = self.is_safe(name);
         let base = match tier {
             Tier::Person(Access::Owner) => Decision::Allow,

@@ -74,7 +74,7 @@ pub use taint::Taint;
 #[deprecated(note = "renamed to `Env`")]
 pub type RuntimeEnv = Env;
 pub use tool::{
-    Capability, Component, ComponentKind, Env, Layer, SideEffects, Tool, ToolContext,
+    Capability, Component, ComponentKind, Env, Layer, McpHost, SideEffects, Tool, ToolContext,
     ToolDirectory, ToolError, ToolOutput, ToolRegistration, ToolSpec,
 };
 

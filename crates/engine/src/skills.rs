@@ -71,29 +71,29 @@ pub struct SkillDef {
     #[serde(default, with = "ordered")]
     pub parameters: Vec<(String, Param)>,
     /// Prompt template with `{param}` placeholders.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     /// Command template (run with `sh -c`, values shell-quoted).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Tools the agent may use while running it (intersected with the agent's own).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     /// Round limit.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rounds: Option<u32>,
     /// Provider pin.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmConfig>,
     /// Command timeout in seconds (default 60).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
     /// Command skills: every call waits for a human's approval (default `true`; `false` lets
     /// access control alone decide).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gated: Option<bool>,
     /// Command skills: the command may reach the network (default `false`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
 }
 
@@ -396,8 +396,13 @@ pub fn shell_quote(v: &str) -> String {
 /// Parses and checks one skill file.
 pub fn parse_file(path: &Path) -> Result<SkillDef, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_str(&text, path)
+}
+
+/// Parses and checks a skill's YAML text; errors name `path`.
+pub fn parse_str(text: &str, path: &Path) -> Result<SkillDef, String> {
     let def: SkillDef =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_yaml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
     let valid_name = !def.name.is_empty()
         && def
             .name

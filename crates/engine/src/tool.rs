@@ -141,6 +141,18 @@ impl ToolContext {
     }
 }
 
+/// Starts an external MCP server in the running process and registers its tools
+/// (`install_mcp`); `serve`'s MCP clients are one.
+#[async_trait::async_trait]
+pub trait McpHost: Send + Sync {
+    /// Connects `name` as `cfg` says; the names of the tools it registered.
+    async fn add_server(
+        &self,
+        name: &str,
+        cfg: crate::config::McpServerConfig,
+    ) -> Result<Vec<String>, String>;
+}
+
 /// Process-wide handles every tool call shares: config, resolved directories, and the vault
 /// and memory when the deployment has them. (The session store joins with the agent runtime.)
 pub struct Env {
@@ -158,6 +170,7 @@ pub struct Env {
     schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
     usage: std::sync::OnceLock<Arc<crate::usage::UsageMeter>>,
     audit: std::sync::OnceLock<Arc<dyn crate::audit::AuditSink>>,
+    mcp: std::sync::OnceLock<Arc<dyn McpHost>>,
     connectors: Arc<crate::connector::ConnectorHub>,
     turns: Arc<crate::turns::TurnRegistry>,
     activity: Arc<crate::turns::ActivityBoard>,
@@ -187,6 +200,7 @@ impl Env {
             schedules: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
+            mcp: std::sync::OnceLock::new(),
             connectors: Arc::default(),
             turns: Arc::default(),
             activity: Arc::default(),
@@ -225,6 +239,16 @@ impl Env {
         if let Some(a) = self.audit.get() {
             a.event(event);
         }
+    }
+
+    /// Sets what starts MCP servers at run time (`serve`'s clients; once).
+    pub fn attach_mcp(&self, host: Arc<dyn McpHost>) {
+        let _ = self.mcp.set(host);
+    }
+
+    /// What starts MCP servers at run time, when this process runs them (`serve`).
+    pub fn mcp(&self) -> Option<&Arc<dyn McpHost>> {
+        self.mcp.get()
     }
 
     /// Where model calls' usage goes, once attached.

@@ -82,19 +82,22 @@ impl Tool for RemoteTool {
 /// The running clients. [`McpClients::shutdown`] closes every server and waits for it;
 /// dropping it only aborts the supervisors (a stdio server is then killed in the background).
 pub struct McpClients {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    slots: HashMap<String, Slot>,
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    slots: std::sync::Mutex<HashMap<String, Slot>>,
     stop: tokio::sync::watch::Sender<bool>,
+    registry: Arc<Registry>,
+    vault: Option<Arc<dyn Vault>>,
 }
 
 impl McpClients {
     /// Stops every supervisor and closes its connection; a stdio server gets the MCP shutdown
     /// sequence (stdin closed, then SIGTERM, then SIGKILL) and has exited and been reaped when
     /// this returns. A supervisor that does not finish within 15 s is aborted.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        for t in &mut self.tasks {
-            if tokio::time::timeout(Duration::from_secs(15), &mut *t)
+    pub async fn shutdown(&self) {
+        self.stop.send_replace(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for mut t in tasks {
+            if tokio::time::timeout(Duration::from_secs(15), &mut t)
                 .await
                 .is_err()
             {
@@ -107,6 +110,8 @@ impl McpClients {
     /// Whether server `name` is connected now.
     pub fn connected(&self, name: &str) -> bool {
         self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .is_some_and(|s| s.read().unwrap_or_else(|p| p.into_inner()).is_some())
     }
@@ -114,9 +119,68 @@ impl McpClients {
 
 impl Drop for McpClients {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             t.abort();
         }
+    }
+}
+
+impl McpClients {
+    /// Starts supervising `name`; the receiver fires after its first attempt to connect.
+    fn spawn(&self, name: &str, cfg: McpServerConfig) -> tokio::sync::oneshot::Receiver<()> {
+        let slot: Slot = Arc::new(RwLock::new(None));
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), slot.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (name, registry, vault, stopped) = (
+            name.to_owned(),
+            self.registry.clone(),
+            self.vault.clone(),
+            self.stop.subscribe(),
+        );
+        let task = tokio::spawn(async move {
+            supervise(name, cfg, registry, vault, slot, tx, stopped).await;
+        });
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+        rx
+    }
+}
+
+#[async_trait]
+impl strata_engine::McpHost for McpClients {
+    /// Starts `name` beside the configured servers (`install_mcp`), waits up to 30 s for it
+    /// to connect, and names the tools it registered (`<name>__<tool>`).
+    async fn add_server(&self, name: &str, cfg: McpServerConfig) -> Result<Vec<String>, String> {
+        if self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(name)
+        {
+            return Err(format!(
+                "MCP server `{name}` is already running here; restart serve to replace it"
+            ));
+        }
+        let first = self.spawn(name, cfg);
+        let _ = tokio::time::timeout(Duration::from_secs(30), first).await;
+        if !self.connected(name) {
+            return Err(format!(
+                "MCP server `{name}` did not connect (serve keeps retrying; its log says why)"
+            ));
+        }
+        let prefix = format!("{name}{SEP}");
+        Ok(self
+            .registry
+            .list()
+            .into_iter()
+            .map(|t| t.spec().name.clone())
+            .filter(|n| n.starts_with(&prefix))
+            .collect())
     }
 }
 
@@ -184,30 +248,22 @@ pub async fn start(
     registry: Arc<Registry>,
     vault: Option<Arc<dyn Vault>>,
 ) -> McpClients {
-    let mut tasks = Vec::new();
-    let mut slots = HashMap::new();
-    let mut first = Vec::new();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    for (name, cfg) in servers {
-        let slot: Slot = Arc::new(RwLock::new(None));
-        slots.insert(name.clone(), slot.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        first.push(rx);
-        let (name, cfg, registry, vault, stopped) = (
-            name.clone(),
-            cfg.clone(),
-            registry.clone(),
-            vault.clone(),
-            stopped.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            supervise(name, cfg, registry, vault, slot, tx, stopped).await;
-        }));
-    }
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let clients = McpClients {
+        tasks: std::sync::Mutex::new(Vec::new()),
+        slots: std::sync::Mutex::new(HashMap::new()),
+        stop,
+        registry,
+        vault,
+    };
+    let first: Vec<_> = servers
+        .iter()
+        .map(|(name, cfg)| clients.spawn(name, cfg.clone()))
+        .collect();
     for rx in first {
         let _ = tokio::time::timeout(Duration::from_secs(30), rx).await;
     }
-    McpClients { tasks, slots, stop }
+    clients
 }
 
 async fn supervise(

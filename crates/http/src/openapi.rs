@@ -82,7 +82,7 @@ pub fn openapi() -> Value {
         "/api/session": {"get": {"summary": "Who the caller is: principal, tier, tool scope, whether it may approve; for a dashboard sign-in, its token's name and the CSRF token its changes must carry in X-Strata-CSRF",
             "responses": with(json!({"200": resp("The caller", ok_value(json!({"type": "object", "required": ["principal", "tier", "can_approve"]})))}), std_errors.clone())}},
         "/api/events/stream": {"get": {"summary": "Audit records as this instance writes them, as server-sent events (`event: audit`, one JSON record each; a comment every 15 s)",
-            "responses": with(json!({"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}}), std_errors.clone())}},
+            "responses": with(json!({"200": {"description": "text/event-stream", "content": {"text/event-stream": {"schema": sse_event(&["audit"])}}}}), std_errors.clone())}},
         "/api/audit/verify": {"get": {"summary": "The audit log's hash chain checked end to end (as `strata audit verify`)",
             "responses": with(json!({"200": resp("`intact: true` with `records`, `files`, `starts_mid_chain`; or `intact: false` with `file`, `line`, `reason` of the first broken link", ok_value(json!({"type": "object", "required": ["intact"]})))}), std_errors.clone())}},
         "/api/sessions": {"get": {"summary": "Sessions whose agent or session id contains `q`, most recently active first",
@@ -216,7 +216,7 @@ pub fn openapi() -> Value {
                 "responses": with(json!({"200": {"description": "The answer (or, with stream, its events)", "content": {
                     "application/json": {"schema": {"type": "object", "properties": {
                         "response": {"type": "string"}, "session_id": {"type": "string"}}}},
-                    "text/event-stream": {"schema": {"type": "string"}}}},
+                    "text/event-stream": {"schema": sse_event(&["token", "tool_start", "tool_end", "final", "error"])}}},
                     "404": resp("No running agent by that name", err()),
                     "502": resp("The agent failed", err()), "503": resp("No agent running", err())}), std_errors.clone())}},
             "/execute": {"post": {"summary": "Queue a task for an agent", "security": [{"executeKey": []}],
@@ -236,4 +236,12 @@ pub fn openapi() -> Value {
         paths.extend(more);
     }
     doc
+}
+
+/// One server-sent event of a stream (each is checked against this): its name, one of
+/// `names`, and its JSON data as text.
+fn sse_event(names: &[&str]) -> Value {
+    json!({"type": "object", "required": ["event", "data"], "properties": {
+        "event": {"enum": names}, "data": {"type": "string", "description": "A JSON object"},
+        "id": {"type": "string"}, "retry": {"type": "integer"}}})
 }

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod channels;
+pub mod extend;
 pub mod files;
 mod html;
 pub mod memory;
@@ -28,9 +29,11 @@ strata_engine::declare_core!();
 pub fn link() -> &'static [&'static str] {
     &[
         "ask_agent",
+        "create_skill",
         "current_time",
         "events",
         "http_request",
+        "install_mcp",
         "list_capabilities",
         "list_files",
         "memory_forget",

@@ -41,6 +41,9 @@ pub struct AccessControlConfig {
     pub safe_tools: Vec<String>,
     /// Tools that reach other agents; assistant-tier agents can never use them.
     pub inter_agent_tools: Vec<String>,
+    /// Tools only owners may call (in a turn: only when an owner is talking), refused to
+    /// everyone else before any approval is asked; names or `prefix*`.
+    pub owner_tools: Vec<String>,
     /// Capabilities an agent has when its `agents.<id>.capabilities` is unset.
     pub default_capabilities: Vec<crate::spec::Capability>,
 }
@@ -64,6 +67,7 @@ impl Default for AccessControlConfig {
             .map(String::from)
             .to_vec(),
             inter_agent_tools: ["ask_agent", "send_to_agent"].map(String::from).to_vec(),
+            owner_tools: ["create_skill", "install_mcp"].map(String::from).to_vec(),
             default_capabilities: vec![C::Read, C::FileWrite, C::Network, C::Memory, C::Messaging],
         }
     }

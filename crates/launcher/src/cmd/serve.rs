@@ -147,11 +147,13 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         let _rt = rt.enter();
         shutdown_signal()
     };
-    let mcp_clients = rt.block_on(strata_http::mcp_client::start(
+    let mcp_clients = std::sync::Arc::new(rt.block_on(strata_http::mcp_client::start(
         &c.config.mcp.servers,
         l.registry.clone(),
         wired.invoker.env().vault.clone(),
-    ));
+    )));
+    // `install_mcp` starts servers beside these while serve runs.
+    wired.invoker.env().attach_mcp(mcp_clients.clone());
     if !c.config.mcp.servers.is_empty() {
         tracing::info!(
             servers = c.config.mcp.servers.len(),

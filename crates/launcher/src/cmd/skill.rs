@@ -182,16 +182,59 @@ pub(crate) async fn run(
     }
 }
 
+/// The skill watcher; watching stops when it is dropped.
+pub struct SkillWatch {
+    _debouncer: Arc<std::sync::OnceLock<std::sync::Mutex<Watched>>>,
+}
+
+/// The debouncer and the directories it watches.
+struct Watched {
+    debouncer: notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>,
+    dirs: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+impl Watched {
+    /// Watches each skill directory that exists and, for one that does not yet, its parent
+    /// (so a `skills/` created later — by `create_skill` or by hand — is noticed and then
+    /// watched itself).
+    fn cover(&mut self, skills: &SkillSet) {
+        use notify::RecursiveMode;
+        for d in skills.dirs() {
+            let target = if d.path.is_dir() {
+                Some(d.path.clone())
+            } else {
+                d.path
+                    .parent()
+                    .filter(|p| p.is_dir())
+                    .map(std::path::Path::to_path_buf)
+            };
+            let Some(t) = target else { continue };
+            if self.dirs.contains(&t) {
+                continue;
+            }
+            match self
+                .debouncer
+                .watcher()
+                .watch(&t, RecursiveMode::NonRecursive)
+            {
+                Ok(()) => {
+                    self.dirs.insert(t);
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %t.display(), error = %e, "cannot watch skill directory")
+                }
+            }
+        }
+    }
+}
+
 /// Watches the skill directories and reloads on change (debounced), keeping the command
-/// skills' tools in `registry` in step. The returned guard
-/// stops the watcher when dropped.
-pub fn watch(
-    skills: Arc<SkillSet>,
-    registry: Arc<Registry>,
-) -> Option<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>> {
-    use notify::RecursiveMode;
+/// skills' tools in `registry` in step. The returned guard stops the watcher when dropped.
+pub fn watch(skills: Arc<SkillSet>, registry: Arc<Registry>) -> Option<SkillWatch> {
+    let cell: Arc<std::sync::OnceLock<std::sync::Mutex<Watched>>> = Arc::default();
+    let weak = Arc::downgrade(&cell);
     let s = skills.clone();
-    let mut debouncer = match notify_debouncer_mini::new_debouncer(
+    let debouncer = match notify_debouncer_mini::new_debouncer(
         Duration::from_millis(300),
         move |res: notify_debouncer_mini::DebounceEventResult| {
             if res.is_ok() {
@@ -202,6 +245,12 @@ pub fn watch(
                     errors = errors.len(),
                     "skills reloaded"
                 );
+                // A directory that appeared is watched from now on.
+                if let Some(cell) = weak.upgrade()
+                    && let Some(w) = cell.get()
+                {
+                    w.lock().unwrap_or_else(|p| p.into_inner()).cover(&s);
+                }
             }
         },
     ) {
@@ -211,14 +260,11 @@ pub fn watch(
             return None;
         }
     };
-    for d in skills.dirs() {
-        if d.path.is_dir()
-            && let Err(e) = debouncer
-                .watcher()
-                .watch(&d.path, RecursiveMode::NonRecursive)
-        {
-            tracing::warn!(dir = %d.path.display(), error = %e, "cannot watch skill directory");
-        }
-    }
-    Some(debouncer)
+    let mut watched = Watched {
+        debouncer,
+        dirs: std::collections::BTreeSet::new(),
+    };
+    watched.cover(&skills);
+    let _ = cell.set(std::sync::Mutex::new(watched));
+    Some(SkillWatch { _debouncer: cell })
 }

@@ -166,9 +166,15 @@ fn tools_json_lists_specs_with_layers() {
         .iter()
         .map(|t| t["name"].as_str().expect("name"))
         .collect();
-    // Exactly the core tools (`link()` names them, sorted), nothing else in this binary.
-    let core = strata_tools::link();
-    assert!(core.is_sorted());
+    // Exactly the core tools (strata-tools', the launcher's `doctor`, with the default
+    // `browser` feature the browser's), sorted, nothing else in this binary.
+    assert!(strata_tools::link().is_sorted());
+    let mut core: Vec<&str> = strata_tools::link().to_vec();
+    core.push("doctor");
+    if cfg!(feature = "browser") {
+        core.extend(["browse_url", "browser"]);
+    }
+    core.sort_unstable();
     assert_eq!(names, core, "sorted, core only in this binary");
     for t in tools {
         assert_eq!(t["layer"], "core");

@@ -13,6 +13,7 @@ mod common;
 mod context;
 mod contract;
 mod dashboard;
+mod extend;
 mod logs;
 mod mcp;
 mod memory;
