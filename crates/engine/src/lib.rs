@@ -32,6 +32,7 @@ pub mod approval;
 pub mod audit;
 pub mod budget;
 pub mod clock;
+pub mod compress;
 pub mod config;
 pub mod connector;
 pub mod invoker;

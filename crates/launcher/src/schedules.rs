@@ -102,6 +102,10 @@ impl RunSchedule for Runner {
                             .as_deref()
                             .ok_or_else(|| format!("`{name}` is a prompt skill: set `agent`"))?;
                         let to = s.deliver_to.as_deref().and_then(ChannelRef::parse);
+                        let prompt = match self.invoker.env().config.agents.get(agent) {
+                            Some(a) => a.compression.apply(prompt.to_owned()),
+                            None => prompt.to_owned(),
+                        };
                         self.turn(s, agent, &prompt, to).await
                     }
                     SkillAction::Command(_) => {

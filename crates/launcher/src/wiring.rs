@@ -222,11 +222,11 @@ fn build_agent_at(
     )
     .with_tools(filter)
     .with_max_rounds(overrides.max_rounds.or(agent.max_rounds).unwrap_or(10))
-    .with_knowledge_index(knowledge_index(
+    .with_knowledge_index(agent.compression.apply(knowledge_index(
         overlay_dir,
         id,
         agent.knowledge_index_tokens.unwrap_or(400) as usize * 4,
-    ))
+    )))
     .with_sampling(llm.max_tokens, llm.temperature)
     .with_streaming(llm.stream.unwrap_or(true)))
 }

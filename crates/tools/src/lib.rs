@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod channels;
+pub mod compress;
 pub mod extend;
 pub mod files;
 mod html;
@@ -29,8 +30,10 @@ strata_engine::declare_core!();
 pub fn link() -> &'static [&'static str] {
     &[
         "ask_agent",
+        "compress_context",
         "create_skill",
         "current_time",
+        "decompress_context",
         "events",
         "http_request",
         "install_mcp",

@@ -140,6 +140,10 @@ pub struct AgentConfig {
     /// `knowledgebase/_index.md` and `agents/<id>/knowledgebase/_index.md`, or the files'
     /// titles); default 400, `0` leaves it out.
     pub knowledge_index_tokens: Option<u32>,
+    /// Rule-based compression of the knowledge index and skill prompts for this agent's
+    /// context (`compression: {enabled: true, level: standard}`); off by default.
+    #[serde(default)]
+    pub compression: CompressionConfig,
     /// Working directory for CLI providers (default `agents/<id>`).
     pub project_dir: Option<PathBuf>,
     /// What the agent's tools may touch (layer 3 of access control); unset =
@@ -198,6 +202,7 @@ impl Default for AgentConfig {
             tools: None,
             max_rounds: None,
             knowledge_index_tokens: None,
+            compression: CompressionConfig::default(),
             project_dir: None,
             capabilities: None,
             routing: RoutingConfig::default(),
@@ -223,4 +228,25 @@ pub enum ToolSelection {
 pub enum AllTools {
     /// Every tool.
     All,
+}
+
+/// `agents.<id>.compression`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressionConfig {
+    /// Compress the knowledge index and skill prompts at load.
+    pub enabled: bool,
+    /// `lite` (whitespace) or `standard` (also filler words).
+    pub level: crate::compress::Level,
+}
+
+impl CompressionConfig {
+    /// `text` as this agent is shown it: compressed when enabled.
+    pub fn apply(&self, text: String) -> String {
+        if self.enabled {
+            crate::compress::compress(&text, self.level).0
+        } else {
+            text
+        }
+    }
 }

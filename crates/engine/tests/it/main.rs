@@ -5,6 +5,7 @@
 
 mod access;
 mod approval;
+mod compress;
 mod config;
 mod inbound;
 mod invoker;

@@ -267,7 +267,15 @@ const LADDER: &[(&str, &[&str])] = &[
     ("instruments", &["meters"]),
     (
         "plain data",
-        &["clock", "paths", "principal", "secret", "spec", "schema"],
+        &[
+            "clock",
+            "compress",
+            "paths",
+            "principal",
+            "secret",
+            "spec",
+            "schema",
+        ],
     ),
     (
         "config and pure decisions",

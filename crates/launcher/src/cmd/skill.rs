@@ -174,7 +174,7 @@ pub(crate) async fn run(
                 env,
             );
             agent
-                .handle(turn, Message::text(prompt))
+                .handle(turn, Message::text(a.compression.apply(prompt.to_owned())))
                 .await
                 .map(|r| r.text)
                 .map_err(|e| e.to_string())

@@ -936,3 +936,53 @@ fn on_a_terminal_the_vault_asks_for_its_passphrase_without_echo() {
         "the passphrase was echoed: {screen}"
     );
 }
+
+/// `compress_context` through the binary: `report` writes nothing; `standard` keeps the
+/// original beside the file and refuses a second time; `decompress_context` restores it
+/// byte for byte.
+#[test]
+fn compress_and_decompress_a_knowledge_file() {
+    let ov = Overlay::new();
+    let original = "---\ntitle: Guide\n---\n# Setup\n\nIt is important to note that you basically   need `cargo  build` first,\nin order to get https://example.com/very/just working.\n\n\n\nThat is really all.\n";
+    ov.write("knowledgebase/guide.md", original);
+    let path = ov.path().join("knowledgebase/guide.md");
+    let invoke = |tool: &str, args: &str| {
+        let o = ov.run(&["invoke", "--tool", tool, "--args", args], &[]);
+        let v = serde_json::from_slice::<Value>(&o.stdout)
+            .unwrap_or_else(|_| Value::String(stderr(&o)));
+        (code(&o), v)
+    };
+    let (c, v) = invoke(
+        "compress_context",
+        r#"{"path": "knowledgebase/guide.md", "level": "report"}"#,
+    );
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["written"], false, "{v}");
+    assert!(v["saved_bytes"].as_u64().is_some_and(|n| n > 0), "{v}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
+    let (c, v) = invoke("compress_context", r#"{"path": "knowledgebase/guide.md"}"#);
+    assert_eq!(c, 0, "{v}");
+    let compressed = std::fs::read_to_string(&path).expect("read");
+    assert_eq!(
+        compressed,
+        "---\ntitle: Guide\n---\n# Setup\n\nYou need `cargo  build` first,\nto get https://example.com/very/just working.\n\nThat is all.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ov.path().join("knowledgebase/guide.md.original"))
+            .expect("original"),
+        original
+    );
+    let (c, v) = invoke("compress_context", r#"{"path": "knowledgebase/guide.md"}"#);
+    assert_ne!(c, 0, "compressed twice: {v}");
+    assert!(v.to_string().contains("compressed already"), "{v}");
+    let (c, v) = invoke(
+        "decompress_context",
+        r#"{"path": "knowledgebase/guide.md"}"#,
+    );
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
+    assert!(!ov.path().join("knowledgebase/guide.md.original").exists());
+    // Outside the tool roots: refused.
+    let (c, _) = invoke("compress_context", r#"{"path": "config/config.yaml"}"#);
+    assert_ne!(c, 0);
+}

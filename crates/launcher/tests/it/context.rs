@@ -37,7 +37,7 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
         d,
         (&llm.url, discord.port),
         "security:\n  access_control:\n    unknown_policy: safe_only\n",
-        "agents:\n  main:\n    routing:\n      discord:\n        account: main\n        \
+        "agents:\n  main:\n    compression: {enabled: true}\n    routing:\n      discord:\n        account: main\n        \
          channels: ['100']\n        mentions: false\n",
         r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "staff",
             "role": "Finance lead", "timezone": "Europe/Berlin",
@@ -46,7 +46,7 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
     common::write(
         d,
         "knowledgebase/_index.md",
-        "# Team knowledge\n\n- pricing.md — the price list for 2027\n",
+        "# Team knowledge\n\n- pricing.md — basically the very latest price list for 2027\n",
     );
     common::write(
         d,
@@ -70,7 +70,8 @@ async fn the_model_knows_who_is_talking_where_and_what_the_team_knows() {
         "sender: Pat Example (person:discord:42; tier staff; role: Finance lead; timezone Europe/Berlin, local time ",
         "channel: discord:main:100 (a Discord server channel (server 9)",
         "[KNOWLEDGE INDEX]",
-        "knowledgebase/ (the team's):\n# Team knowledge\n- pricing.md — the price list for 2027",
+        // Compressed for this agent (`compression`): filler gone, the heading as it was.
+        "knowledgebase/ (the team's):\n# Team knowledge\n- pricing.md — the latest price list for 2027",
         "agents/main/knowledgebase/ (your own):\n- agents/main/knowledgebase/runbook.md — Runbook for outages",
     ] {
         assert!(system.contains(want), "missing `{want}` in:\n{system}");
