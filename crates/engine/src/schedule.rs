@@ -223,6 +223,7 @@ pub const JOBS: &[&str] = &[
     "vault_check",
     "health_check",
     "integrity_check",
+    "permission_check",
 ];
 
 /// One schedule, checked and ready to run.
@@ -294,6 +295,12 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
         // Hourly: a changed binary or identity file should not wait for a day.
         "integrity_check" => ScheduleConfig {
             cron: Some("40 * * * *".into()),
+            job,
+            ..ScheduleConfig::default()
+        },
+        // Rights gone wrong while running: every `security.permission_watch.interval`.
+        "permission_check" => ScheduleConfig {
+            every: Some(config.security.permission_watch.interval.clone()),
             job,
             ..ScheduleConfig::default()
         },

@@ -20,6 +20,7 @@ mod cmd;
 mod http;
 pub mod integrity;
 mod metrics;
+pub mod permissions;
 mod preflight;
 mod recent;
 mod remote;

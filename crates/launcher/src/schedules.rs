@@ -31,6 +31,8 @@ pub struct Runner {
     watch: crate::integrity::Watch,
     /// The differences `integrity_check` last alerted (alerted again only when they change).
     drift: std::sync::Mutex<Option<String>>,
+    /// When each `permission_check` finding was last reported (again after the cooldown).
+    reported: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 impl Runner {
@@ -50,6 +52,7 @@ impl Runner {
             skills,
             watch,
             drift: std::sync::Mutex::default(),
+            reported: std::sync::Mutex::default(),
         }
     }
 }
@@ -323,6 +326,61 @@ impl Runner {
                         }
                         Err(message)
                     }
+                }
+            }
+            "permission_check" => {
+                let env = self.invoker.env().clone();
+                let (overlay, data) = (env.overlay_dir.clone(), env.data_dir.clone());
+                let found =
+                    tokio::task::spawn_blocking(move || crate::permissions::sweep(&overlay, &data))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                let watch = &env.config.security.permission_watch;
+                let cooldown = humantime::parse_duration(&watch.cooldown)
+                    .unwrap_or(std::time::Duration::from_secs(6 * 3600));
+                let due: Vec<&crate::permissions::Finding> = {
+                    let mut last = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+                    let now = std::time::Instant::now();
+                    found
+                        .iter()
+                        .filter(|f| {
+                            let fresh = last
+                                .get(&f.key)
+                                .is_none_or(|t| now.duration_since(*t) >= cooldown);
+                            if fresh {
+                                last.insert(f.key.clone(), now);
+                            }
+                            fresh
+                        })
+                        .collect()
+                };
+                for f in &due {
+                    let text = format!("{} — fix: `{}`", f.message, f.fix);
+                    let rule = f.key.split(':').next().unwrap_or("permissions").to_owned();
+                    self.alert("permissions", &rule, &text);
+                    if let Some(agent) = &watch.notify_agent
+                        && let Some(home) = env.connectors().home(agent)
+                        && let Err(e) = env
+                            .connectors()
+                            .send(&home, &format!("⚠️ permissions: {text}"), None)
+                            .await
+                    {
+                        tracing::warn!(error = %e, "permission report not posted");
+                    }
+                }
+                if found.is_empty() {
+                    Ok("rights as they should be".into())
+                } else {
+                    Err(format!(
+                        "{} problem(s), {} reported now: {}",
+                        found.len(),
+                        due.len(),
+                        found
+                            .iter()
+                            .map(|f| format!("{} (fix: `{}`)", f.message, f.fix))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ))
                 }
             }
             other => Err(format!("no built-in job `{other}`")),

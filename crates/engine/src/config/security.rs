@@ -26,6 +26,31 @@ pub struct SecurityConfig {
     /// Where security alerts go besides the audit log (a connector channel, e.g. a Discord
     /// channel id; used by connectors that implement alert sinks).
     pub alert_channel: Option<String>,
+    /// Rights that go wrong while running (the `permission_check` job).
+    pub permission_watch: PermissionWatchConfig,
+}
+
+/// `security.permission_watch.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PermissionWatchConfig {
+    /// How often the `permission_check` job sweeps (`10m`, `1h`, …; default `10m`); the job
+    /// itself can be turned off under `schedules.permission_check`.
+    pub interval: String,
+    /// The same problem is reported again only after this long (default `6h`).
+    pub cooldown: String,
+    /// Also tell this agent's home channel (besides `security.alert_channel`).
+    pub notify_agent: Option<String>,
+}
+
+impl Default for PermissionWatchConfig {
+    fn default() -> Self {
+        PermissionWatchConfig {
+            interval: "10m".into(),
+            cooldown: "6h".into(),
+            notify_agent: None,
+        }
+    }
 }
 
 /// `security.access_control.*`

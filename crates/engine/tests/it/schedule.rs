@@ -201,6 +201,7 @@ fn config_problems_name_their_keys() {
             "health_check",
             "integrity_check",
             "memory_decay",
+            "permission_check",
             "session_retention",
             "vault_check"
         ]

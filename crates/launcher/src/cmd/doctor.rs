@@ -177,6 +177,12 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
             "sandbox: no isolation available for tools.terminal.sandbox: {mode:?}; terminal_exec will refuse to run (install bubblewrap)"
         )),
     }
+    // Rights: the data directory's mode, owners and readability under the overlay.
+    for f in crate::permissions::sweep(&c.overlay_dir, &c.data_dir) {
+        if f.key != "data_dir_mode" {
+            warns.push(format!("permissions: {} — fix: `{}`", f.message, f.fix));
+        }
+    }
     #[cfg(feature = "browser")]
     match strata_browser::find_executable(&c.config.browser) {
         Some(exe) if exe.is_file() => {
