@@ -211,6 +211,7 @@ fn build_agent_at(
                 .join("claude-code")
                 .join(format!("{id}.settings.json")),
         ),
+        alerts: Some(invoker.clone()),
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
     Ok(LlmAgent::new(

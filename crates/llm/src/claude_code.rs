@@ -230,7 +230,14 @@ impl BuiltinPolicy {
 /// The Claude Code provider.
 pub struct ClaudeCodeProvider {
     settings: ClaudeCodeSettings,
+    agent_id: String,
+    alerts: Option<std::sync::Arc<strata_engine::Invoker>>,
+    /// When each refused tool was last reported (again after [`DENIAL_COOLDOWN`]).
+    reported: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// A tool the CLI refused is reported again after this long.
+pub const DENIAL_COOLDOWN: Duration = Duration::from_secs(6 * 3600);
 
 /// The `provider_state` key holding the CLI's session id.
 const SESSION_KEY: &str = "claude_session_id";
@@ -243,7 +250,73 @@ enum Outcome {
 impl ClaudeCodeProvider {
     /// A provider with these settings.
     pub fn new(settings: ClaudeCodeSettings) -> Self {
-        ClaudeCodeProvider { settings }
+        Self::new_for(settings, "", None)
+    }
+
+    /// A provider for `agent_id` that reports the tools the CLI refuses to `alerts`.
+    pub fn new_for(
+        settings: ClaudeCodeSettings,
+        agent_id: &str,
+        alerts: Option<std::sync::Arc<strata_engine::Invoker>>,
+    ) -> Self {
+        ClaudeCodeProvider {
+            settings,
+            agent_id: agent_id.to_owned(),
+            alerts,
+            reported: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The tools the CLI refused in a turn (`permission_denials` of its result) as alerts,
+    /// each with what to change, once per [`DENIAL_COOLDOWN`].
+    fn report_denials(&self, result: &serde_json::Value) {
+        let Some(denied) = result["permission_denials"].as_array() else {
+            return;
+        };
+        let agent = &self.agent_id;
+        for d in denied {
+            let tool = d["tool_name"].as_str().unwrap_or("a tool").to_owned();
+            let fresh = {
+                let mut last = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+                let now = std::time::Instant::now();
+                let fresh = last
+                    .get(&tool)
+                    .is_none_or(|t| now.duration_since(*t) >= DENIAL_COOLDOWN);
+                if fresh {
+                    last.insert(tool.clone(), now);
+                }
+                fresh
+            };
+            if !fresh {
+                continue;
+            }
+            let fix = match tool.strip_prefix("mcp__strata__") {
+                Some(ours) => {
+                    format!("add `{ours}` to `agents.{agent}.tools` if the agent should have it")
+                }
+                None => format!(
+                    "if the agent should have it: `agents.{agent}.llm.builtins: all` (or \
+                     `read_only` for Read, Glob and Grep) and `{tool}` out of \
+                     `agents.{agent}.llm.disallow_builtins`"
+                ),
+            };
+            let message = format!(
+                "Claude Code refused `{tool}` to agent `{agent}` ({}) — {fix}",
+                self.settings.config_path
+            );
+            tracing::warn!(agent = %agent, tool = %tool, "Claude Code refused a tool");
+            if let Some(inv) = &self.alerts {
+                inv.alert(strata_engine::audit::Alert {
+                    kind: "permissions",
+                    rule: "claude_code_denied".into(),
+                    message,
+                    agent_id: Some(agent.clone()),
+                    tool: Some(tool),
+                    request_id: None,
+                    score: None,
+                });
+            }
+        }
     }
 
     fn err(&self, detail: impl Into<String>) -> LlmError {
@@ -448,6 +521,7 @@ impl ClaudeCodeProvider {
                 &format!("{sub}: {text}"),
             ));
         }
+        self.report_denials(&result);
         // The CLI's `usage` is Anthropic's (cache tokens apart from `input_tokens`), and
         // it reports what the whole exchange cost.
         let u = &result["usage"];

@@ -42,7 +42,7 @@ fn require_model(cfg: &LlmConfig, config_path: &str) -> Result<String, BuildErro
 
 /// What a provider may need to know about the agent it serves (CLI providers run in the
 /// agent's project directory with its tool policy).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentContext {
     /// Agent id.
     pub agent_id: String,
@@ -61,6 +61,21 @@ pub struct AgentContext {
     /// Where Claude Code's settings file for this agent is written; without one the
     /// settings go on the command line.
     pub settings_file: Option<std::path::PathBuf>,
+    /// Where a provider reports what goes wrong with rights while it runs (Claude Code's
+    /// refused tools): the Invoker's alerts.
+    pub alerts: Option<Arc<strata_engine::Invoker>>,
+}
+
+impl std::fmt::Debug for AgentContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentContext")
+            .field("agent_id", &self.agent_id)
+            .field("project_dir", &self.project_dir)
+            .field("mcp_config", &self.mcp_config)
+            .field("settings_file", &self.settings_file)
+            .field("alerts", &self.alerts.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentContext {
@@ -74,6 +89,7 @@ impl AgentContext {
             mcp_config: None,
             protected_paths: Vec::new(),
             settings_file: None,
+            alerts: None,
         }
     }
 }
@@ -220,7 +236,7 @@ pub fn build(
                     .to_string()
                     .into(),
             };
-            Ok(Arc::new(claude_code::ClaudeCodeProvider::new(
+            Ok(Arc::new(claude_code::ClaudeCodeProvider::new_for(
                 claude_code::ClaudeCodeSettings {
                     command: cfg
                         .command
@@ -239,6 +255,8 @@ pub fn build(
                     settings,
                     config_path: config_path.to_owned(),
                 },
+                &agent.agent_id,
+                agent.alerts.clone(),
             )))
         }
         other => Err(BuildError(format!(

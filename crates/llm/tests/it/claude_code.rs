@@ -59,6 +59,7 @@ impl Setup {
                 dir.path().join("config/secrets.enc"),
             ],
             settings_file: Some(dir.path().join("data/claude-code/main.settings.json")),
+            alerts: None,
         };
         edit(&mut c, &mut ctx);
         let provider = strata_llm::build(&c, None, "agents.main.llm", &ctx).expect("provider");
@@ -425,4 +426,58 @@ async fn check_runs_the_cli_and_says_what_is_wrong() {
     assert!(e.contains("defaults.llm.command"), "{e}");
     // A check never starts a conversation.
     assert!(ok.log().is_empty(), "{}", ok.log());
+}
+
+/// Keeps the audit log's events (the alerts).
+#[derive(Default)]
+struct Events(std::sync::Mutex<Vec<serde_json::Value>>);
+
+impl strata_engine::audit::AuditSink for Events {
+    fn record(&self, _r: &strata_engine::audit::AuditRecord) {}
+    fn event(&self, e: &serde_json::Value) {
+        self.0.lock().expect("lock").push(e.clone());
+    }
+}
+
+/// A tool the CLI refused is a permissions alert saying what to change, once per cooldown.
+#[tokio::test]
+async fn refused_tools_are_reported_once_with_the_setting_to_change() {
+    let events = std::sync::Arc::new(Events::default());
+    let env = std::sync::Arc::new(strata_engine::Env::new(
+        strata_engine::config::Config::default(),
+        ".".into(),
+        "./data".into(),
+    ));
+    let invoker = std::sync::Arc::new(strata_engine::Invoker::new(
+        std::sync::Arc::new(strata_engine::Registry::empty()),
+        env,
+        events.clone(),
+    ));
+    let s = Setup::with(30, |_, ctx| ctx.alerts = Some(invoker));
+    for _ in 0..2 {
+        let r = s.ask("DENIED please", None).await.expect("answer");
+        assert_eq!(r.message.content, "I could not run that.");
+    }
+    let alerts: Vec<serde_json::Value> = events
+        .0
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| e["kind"] == "permissions")
+        .cloned()
+        .collect();
+    assert_eq!(
+        alerts.len(),
+        2,
+        "one per refused tool, not per turn: {alerts:?}"
+    );
+    let text = serde_json::Value::Array(alerts).to_string();
+    assert!(
+        text.contains("`Bash`") && text.contains("agents.main.llm.builtins: all"),
+        "{text}"
+    );
+    assert!(
+        text.contains("add `write_file` to `agents.main.tools`"),
+        "{text}"
+    );
 }

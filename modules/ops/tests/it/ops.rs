@@ -77,6 +77,17 @@ async fn https_server() -> (String, String) {
     (format!("https://{addr}/health"), ca.pem())
 }
 
+/// The result `service_health` gave for service `name`.
+fn health_of(results: &Value, name: &str) -> Value {
+    results
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|h| h["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
 fn invoker(services: Value) -> (Invoker, tempfile::TempDir) {
     assert_eq!(strata_mod_ops::link(), "ops");
     let dir = tempfile::tempdir().expect("tmp");
@@ -116,15 +127,7 @@ async fn service_health_reports_up_and_down() {
         ))
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    let by_name = |n: &str| {
-        r.value
-            .as_array()
-            .expect("array")
-            .iter()
-            .find(|h| h["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("{n} missing"))
-    };
+    let by_name = |n: &str| health_of(&r.value, n);
     assert_eq!(by_name("web")["up"], true);
     assert_eq!(by_name("web")["detail"], "HTTP/1.1 200 OK");
     assert_eq!(by_name("broken")["up"], false);
@@ -187,15 +190,7 @@ async fn service_health_checks_https_with_the_services_ca() {
         ))
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    let by_name = |n: &str| {
-        r.value
-            .as_array()
-            .expect("array")
-            .iter()
-            .find(|h| h["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("{n} missing"))
-    };
+    let by_name = |n: &str| health_of(&r.value, n);
     let trusted = by_name("trusted");
     assert_eq!(trusted["up"], true, "{trusted}");
     assert_eq!(trusted["detail"], "HTTP/1.1 200 OK");
