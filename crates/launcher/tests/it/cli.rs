@@ -166,16 +166,13 @@ fn tools_json_lists_specs_with_layers() {
         .iter()
         .map(|t| t["name"].as_str().expect("name"))
         .collect();
-    // Exactly the core tools (strata-tools', the launcher's `doctor`, with the default
-    // `browser` feature the browser's), sorted, nothing else in this binary.
+    // Exactly the core tools, sorted, nothing else in this binary.
     assert!(strata_tools::link().is_sorted());
-    let mut core: Vec<&str> = strata_tools::link().to_vec();
-    core.push("doctor");
-    if cfg!(feature = "browser") {
-        core.extend(["browse_url", "browser"]);
-    }
-    core.sort_unstable();
-    assert_eq!(names, core, "sorted, core only in this binary");
+    assert_eq!(
+        names,
+        common::core_tools(),
+        "sorted, core only in this binary"
+    );
     for t in tools {
         assert_eq!(t["layer"], "core");
         assert_eq!(t["input_schema"]["type"], "object");

@@ -23,7 +23,7 @@ fn overlay() -> tempfile::TempDir {
 
 fn check(report: &Value) {
     assert_eq!(report["server"], "strata");
-    assert_eq!(report["tools"], serde_json::json!(strata_tools::link()));
+    assert_eq!(report["tools"], serde_json::json!(common::core_tools()));
     assert_eq!(report["schema_required"], serde_json::json!(["path"]));
     assert_eq!(report["ok"]["is_error"], false);
     let ok: Value =

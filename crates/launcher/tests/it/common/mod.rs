@@ -234,3 +234,15 @@ pub async fn gateway_up(fake: &strata_test_support::discord::Fake) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The core tools of the `strata` binary, sorted: strata-tools', the launcher's `doctor`,
+/// and with the default `browser` feature the browser's.
+pub fn core_tools() -> Vec<&'static str> {
+    let mut core: Vec<&str> = strata_tools::link().to_vec();
+    core.push("doctor");
+    if cfg!(feature = "browser") {
+        core.extend(["browse_url", "browser"]);
+    }
+    core.sort_unstable();
+    core
+}
