@@ -266,13 +266,17 @@ impl Instance {
         Ok(strata_tools::web::readable_page(&html, &url, status, max))
     }
 
-    pub(crate) async fn click_selector(&self, selector: &str) -> Result<(), String> {
+    /// The element `selector` matches, or the error that says none does.
+    async fn element(&self, selector: &str) -> Result<chromiumoxide::Element, String> {
         self.touch();
-        let el = self
-            .page
+        self.page
             .find_element(selector)
             .await
-            .map_err(|_| format!("nothing matches `{selector}`"))?;
+            .map_err(|_| format!("nothing matches `{selector}`"))
+    }
+
+    pub(crate) async fn click_selector(&self, selector: &str) -> Result<(), String> {
+        let el = self.element(selector).await?;
         el.click()
             .await
             .map(|_| ())
@@ -304,12 +308,7 @@ impl Instance {
     }
 
     pub(crate) async fn type_into(&self, selector: &str, text: &str) -> Result<(), String> {
-        self.touch();
-        let el = self
-            .page
-            .find_element(selector)
-            .await
-            .map_err(|_| format!("nothing matches `{selector}`"))?;
+        let el = self.element(selector).await?;
         el.click()
             .await
             .map_err(|e| format!("cannot focus `{selector}`: {e}"))?;

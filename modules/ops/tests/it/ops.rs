@@ -77,6 +77,19 @@ async fn https_server() -> (String, String) {
     (format!("https://{addr}/health"), ca.pem())
 }
 
+/// `service_health` of every configured service, as the operator; its results.
+async fn check_all(inv: &Invoker) -> Value {
+    let r = inv
+        .invoke(Invocation::new(
+            "service_health",
+            json!({}),
+            Principal::Operator,
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    r.value
+}
+
 /// The result `service_health` gave for service `name`.
 fn health_of(results: &Value, name: &str) -> Value {
     results
@@ -119,15 +132,8 @@ async fn service_health_reports_up_and_down() {
         {"name": "gone", "tcp": closed},
         {"name": "tls", "http": ok.replacen("http://", "https://", 1)},
     ]));
-    let r = inv
-        .invoke(Invocation::new(
-            "service_health",
-            json!({}),
-            Principal::Operator,
-        ))
-        .await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    let by_name = |n: &str| health_of(&r.value, n);
+    let results = check_all(&inv).await;
+    let by_name = |n: &str| health_of(&results, n);
     assert_eq!(by_name("web")["up"], true);
     assert_eq!(by_name("web")["detail"], "HTTP/1.1 200 OK");
     assert_eq!(by_name("broken")["up"], false);
@@ -182,15 +188,8 @@ async fn service_health_checks_https_with_the_services_ca() {
     std::fs::create_dir_all(dir.path().join("certs")).expect("mkdir");
     std::fs::write(dir.path().join("certs/internal-ca.pem"), ca_pem).expect("write");
     std::fs::write(dir.path().join("certs/empty.pem"), "not a certificate\n").expect("write");
-    let r = inv
-        .invoke(Invocation::new(
-            "service_health",
-            json!({}),
-            Principal::Operator,
-        ))
-        .await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    let by_name = |n: &str| health_of(&r.value, n);
+    let results = check_all(&inv).await;
+    let by_name = |n: &str| health_of(&results, n);
     let trusted = by_name("trusted");
     assert_eq!(trusted["up"], true, "{trusted}");
     assert_eq!(trusted["detail"], "HTTP/1.1 200 OK");
