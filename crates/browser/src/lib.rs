@@ -14,8 +14,14 @@
 //! session has a fresh profile in a temporary directory, downloads are refused, and sessions
 //! are capped (`browser.max_sessions`) and closed when idle (`browser.idle_secs`).
 //!
-//! Chromium's own sandbox is used where it can run; as root (where Chromium refuses it) it
-//! runs with `--no-sandbox`, and `doctor` says so.
+//! **Chromium runs in our jail and its own sandbox.** Strata starts it itself, through
+//! `strata_sandbox::host::jailed` where bubblewrap can run: the machine read-only, the data
+//! and overlay directories hidden, the session's profile the only writable place, and Chromium
+//! the unprivileged `nobody` of its own user namespace — so its own sandbox (namespaces and
+//! seccomp for every renderer) runs inside ours even when Strata runs as root, where Chromium
+//! alone would refuse it. Without bubblewrap it has its own sandbox, or as root none
+//! (`--no-sandbox`), and `doctor` warns. chromiumoxide only connects to the DevTools address
+//! Chromium prints; it never starts a process.
 
 mod session;
 
@@ -25,7 +31,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use strata_engine::{ToolContext, ToolError, tool};
 
-pub use session::{Blocked, find_executable};
+pub use session::{Blocked, confinement, find_executable};
 use session::{Instance, Sessions};
 
 strata_engine::declare_core!();

@@ -14,6 +14,8 @@ use chromiumoxide::cdp::browser_protocol::fetch::{
     FulfillRequestParams, HeaderEntry, RequestPattern, RequestStage,
 };
 use chromiumoxide::cdp::browser_protocol::network::{ErrorReason, ResourceType};
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::{Browser, Page};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -48,6 +50,146 @@ pub fn find_executable(cfg: &BrowserConfig) -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
+/// How Chromium is confined here: inside our bubblewrap jail (as an unprivileged user, so
+/// Chromium's own sandbox runs too, even when Strata runs as root), else Chromium's own
+/// sandbox alone, else — as root without bubblewrap — none (`doctor` warns).
+pub fn confinement() -> &'static str {
+    if strata_sandbox::probe().bwrap.is_some() {
+        "bubblewrap, with Chromium's own sandbox inside"
+    } else if rustix::process::geteuid().is_root() {
+        "none: running as root without bubblewrap, Chromium runs with --no-sandbox"
+    } else {
+        "Chromium's own sandbox"
+    }
+}
+
+/// The switches Chromium runs with (besides the profile and the jail's).
+const ARGS: &[&str] = &[
+    "--headless=new",
+    // The DevTools endpoint on the loopback, on a port of Chromium's choosing (it prints it).
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+    // Nothing leaves except what Strata fetches for the page: a request that is not
+    // intercepted meets a proxy that is not there.
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--dns-prefetch-disable",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-breakpad",
+    "--disable-client-side-phishing-detection",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-default-apps",
+    "--disable-hang-monitor",
+    "--disable-prompt-on-repost",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-features=HttpsUpgrades,MediaRouter,OptimizationHints,TranslateUI",
+    "--lang=en-US",
+];
+
+/// Starts Chromium with `profile` as its only writable place and returns it with its DevTools
+/// address. In bubblewrap where it can run (the data and overlay directories hidden, `HOME`
+/// the profile); as root without it, with `--no-sandbox`.
+async fn launch(
+    exe: &std::path::Path,
+    profile: &std::path::Path,
+    env: &Env,
+    timeout: Duration,
+) -> Result<(tokio::process::Child, String), String> {
+    use tokio::io::AsyncBufReadExt;
+    let jail = strata_sandbox::host::Jail {
+        writable: vec![profile.to_path_buf()],
+        // Never a directory the browser itself is installed in.
+        hidden: [&env.data_dir, &env.overlay_dir]
+            .into_iter()
+            .filter(|h| h.parent().is_some() && !exe.starts_with(h))
+            .cloned()
+            .collect(),
+    };
+    let mut cmd = match strata_sandbox::host::jailed(exe, &jail, &[]) {
+        Some(cmd) => cmd,
+        None => {
+            let mut cmd = strata_sandbox::host::command(exe, &[]);
+            if rustix::process::geteuid().is_root() {
+                // Chromium refuses its sandbox as root; `doctor` says so.
+                cmd.arg("--no-sandbox");
+            }
+            cmd
+        }
+    };
+    cmd.args(ARGS)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("about:blank")
+        .env("HOME", profile)
+        .env("TMPDIR", "/tmp")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let Some(stderr) = child.stderr.take() else {
+        stop(&mut child).await;
+        return Err(format!("cannot read what {} says", exe.display()));
+    };
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let mut said = Vec::new();
+    let found = tokio::time::timeout(timeout, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(ws) = line.split("DevTools listening on ").nth(1) {
+                return Some(ws.trim().to_owned());
+            }
+            if said.len() == 8 {
+                said.remove(0);
+            }
+            said.push(line);
+        }
+        None
+    })
+    .await;
+    match found {
+        Ok(Some(ws)) => {
+            // Keep reading, or Chromium blocks on a full pipe.
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::trace!(target: "strata_browser::chromium", "{line}");
+                }
+            });
+            Ok((child, ws))
+        }
+        Ok(None) => {
+            stop(&mut child).await;
+            Err(format!(
+                "{} exited before it was ready: {}",
+                exe.display(),
+                said.join(" | ")
+            ))
+        }
+        Err(_) => {
+            stop(&mut child).await;
+            Err(format!(
+                "{} was not ready within {} s",
+                exe.display(),
+                timeout.as_secs()
+            ))
+        }
+    }
+}
+
+/// Kills Chromium's process group and reaps it.
+async fn stop(child: &mut tokio::process::Child) {
+    strata_sandbox::host::kill_group(child.id());
+    let _ = child.kill().await;
+}
+
 /// Whose sessions these are: an agent's, or the caller's.
 pub(crate) fn owner(ctx: &ToolContext) -> String {
     match &ctx.agent_id {
@@ -71,6 +213,8 @@ pub(crate) struct Instance {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     seen: Arc<Mutex<Seen>>,
     last_used: Mutex<Instant>,
+    /// Chromium (inside bubblewrap where it can run), its process group killed on close.
+    child: tokio::sync::Mutex<Option<tokio::process::Child>>,
     // Removed after Chromium has exited (close), with everything the page stored.
     _profile: tempfile::TempDir,
 }
@@ -96,35 +240,20 @@ impl Instance {
             .tempdir()
             .map_err(|e| format!("cannot make the browser profile: {e}"))?;
         let timeout = Duration::from_secs(cfg.timeout_secs.clamp(1, 600));
-        let mut b = chromiumoxide::BrowserConfig::builder()
-            .chrome_executable(&exe)
-            .user_data_dir(profile.path())
-            .new_headless_mode()
-            .launch_timeout(timeout)
-            .request_timeout(timeout)
-            .args([
-                // Nothing leaves except what Strata fetches for the page: a request that is
-                // not intercepted meets a proxy that is not there.
-                "--proxy-server=http://127.0.0.1:9",
-                "--proxy-bypass-list=<-loopback>",
-                "--dns-prefetch-disable",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-dev-shm-usage",
-                "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-                "--disable-features=HttpsUpgrades,MediaRouter,OptimizationHints",
-            ]);
-        if rustix::process::geteuid().is_root() {
-            // Chromium refuses its sandbox as root; `doctor` says so.
-            b = b.no_sandbox();
-        }
-        let config = b.build()?;
-        let (browser, mut handler) = Browser::launch(config)
-            .await
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let (mut child, ws) = launch(&exe, profile.path(), &ctx.env, timeout).await?;
+        let handler_config = HandlerConfig {
+            ignore_https_errors: false,
+            viewport: Some(Viewport::default()),
+            request_timeout: timeout,
+            ..HandlerConfig::default()
+        };
+        let (browser, mut handler) = match Browser::connect_with_config(ws, handler_config).await {
+            Ok(b) => b,
+            Err(e) => {
+                stop(&mut child).await;
+                return Err(format!("cannot drive {}: {e}", exe.display()));
+            }
+        };
         let mut tasks = vec![tokio::spawn(async move {
             while let Some(event) = handler.next().await {
                 if event.is_err() {
@@ -174,6 +303,7 @@ impl Instance {
             tasks,
             seen,
             last_used: Mutex::new(Instant::now()),
+            child: tokio::sync::Mutex::new(Some(child)),
             _profile: profile,
         })
     }
@@ -352,9 +482,11 @@ impl Instance {
     /// Ends Chromium and removes its profile.
     pub(crate) async fn close(&self) {
         if let Some(mut b) = self.browser.lock().await.take() {
-            let _ = b.close().await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), b.wait()).await;
-            let _ = b.kill().await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), b.close()).await;
+        }
+        if let Some(mut c) = self.child.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.wait()).await;
+            stop(&mut c).await;
         }
         for t in &self.tasks {
             t.abort();

@@ -134,3 +134,52 @@ pub async fn output(
         stderr,
     })
 }
+
+/// What a jailed program may see of the file system besides a read-only view of the machine.
+#[derive(Debug, Clone, Default)]
+pub struct Jail {
+    /// Directories it may write (bound read-write, on top of everything else).
+    pub writable: Vec<std::path::PathBuf>,
+    /// Directories and files it must not see: an empty directory or `/dev/null` in their place.
+    pub hidden: Vec<std::path::PathBuf>,
+}
+
+/// The unprivileged user a jailed program runs as inside its user namespace (`nobody`).
+pub const JAIL_UID: u32 = 65534;
+
+/// `program` confined by bubblewrap, for a program that runs *beside* the sandbox proper
+/// because it needs the loopback network (a headless browser driven over its DevTools port):
+/// its own user namespace in which it is the unprivileged [`JAIL_UID`] with no capabilities
+/// (so a program that refuses its own sandbox as root keeps it), its own pid, IPC and UTS
+/// namespaces, the machine read-only with a private `/tmp`, `/dev` and `/proc`, the
+/// [`Jail::hidden`] paths replaced by empty ones and only [`Jail::writable`] writable; killed
+/// with its parent. The environment is [`command`]'s. `None` when bubblewrap cannot run here
+/// (`probe().bwrap_problem` says why).
+pub fn jailed(
+    program: &std::path::Path,
+    jail: &Jail,
+    allow: &[String],
+) -> Option<tokio::process::Command> {
+    let bwrap = crate::probe().bwrap.clone()?;
+    let mut cmd = command(bwrap, allow);
+    let uid = JAIL_UID.to_string();
+    cmd.args(["--die-with-parent", "--new-session"])
+        .args(["--unshare-user", "--uid", &uid, "--gid", &uid])
+        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
+        .args(["--unshare-cgroup-try", "--cap-drop", "ALL"])
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args(["--tmpfs", "/tmp"]);
+    // Later mounts go on top of earlier ones: hide first, then open what it may write.
+    for h in &jail.hidden {
+        if h.is_dir() {
+            cmd.arg("--tmpfs").arg(h);
+        } else if h.exists() {
+            cmd.arg("--ro-bind").arg("/dev/null").arg(h);
+        }
+    }
+    for w in &jail.writable {
+        cmd.arg("--bind").arg(w).arg(w);
+    }
+    cmd.arg("--").arg(program);
+    Some(cmd)
+}

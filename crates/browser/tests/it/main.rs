@@ -234,3 +234,151 @@ async fn pages_render_forms_submit_and_refused_addresses_never_load() {
     let r = call(&inv, "browse_url", json!({"url": "http://10.0.0.1/"})).await;
     assert_eq!(r.status, Status::Error, "{r:?}");
 }
+
+/// This process's descendants (their pids), however deep.
+fn descendants() -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: the name may hold spaces, so read after its closing ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![std::process::id()];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_runs_in_our_jail_with_its_own_sandbox_inside() {
+    if strata_test_support::program_on_path(
+        "chromium",
+        "apt-get install chromium (Debian's; .ci/run installs it)",
+    )
+    .is_none()
+        || strata_test_support::program_on_path(
+            "bwrap",
+            "apt-get install bubblewrap (.ci/run installs it)",
+        )
+        .is_none()
+    {
+        return;
+    }
+    let probe = strata_sandbox::probe();
+    assert!(
+        probe.bwrap.is_some(),
+        "bubblewrap cannot run here: {:?}",
+        probe.bwrap_problem
+    );
+    let base = site().await;
+    // Outside /tmp, which the jail replaces with its own anyway.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tmp");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data");
+    std::fs::write(data.join("sessions.db"), "DATA-SECRET").expect("secret");
+    let (inv, _) = invoker(dir.path());
+    let r = call(
+        &inv,
+        "browser",
+        json!({"session": "jail", "action": "open", "url": format!("{base}/script")}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+
+    let ours = std::fs::read_link("/proc/self/ns/user").expect("our user namespace");
+    let chromium: Vec<u32> = descendants()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|e| e.to_string_lossy().contains("chromium/chromium"))
+        })
+        .collect();
+    assert!(!chromium.is_empty(), "no Chromium among our children");
+    for &p in &chromium {
+        let line = cmdline(p);
+        assert!(!line.contains("--no-sandbox"), "{p}: {line}");
+        assert_ne!(
+            std::fs::read_link(format!("/proc/{p}/ns/user")).ok(),
+            Some(ours.clone()),
+            "{p} shares our user namespace: {line}"
+        );
+    }
+    // The browser process: nobody in its own user namespace, our data directory empty to it.
+    let browser = *chromium
+        .iter()
+        .find(|p| !cmdline(**p).contains("--type="))
+        .expect("the browser process");
+    let uid_map = std::fs::read_to_string(format!("/proc/{browser}/uid_map")).expect("uid_map");
+    assert!(
+        uid_map.split_whitespace().next() == Some("65534"),
+        "{uid_map}"
+    );
+    let seen = std::path::PathBuf::from(format!("/proc/{browser}/root"))
+        .join(data.strip_prefix("/").expect("absolute"))
+        .join("sessions.db");
+    assert!(
+        !seen.exists(),
+        "Chromium sees the data directory ({})",
+        seen.display()
+    );
+    // Chromium's own sandbox runs inside ours: its renderers are under a seccomp filter.
+    let renderers: Vec<u32> = chromium
+        .iter()
+        .copied()
+        .filter(|p| cmdline(*p).contains("--type=renderer"))
+        .collect();
+    assert!(!renderers.is_empty(), "no renderer");
+    for p in renderers {
+        let status = std::fs::read_to_string(format!("/proc/{p}/status")).expect("status");
+        assert!(
+            status.lines().any(|l| l == "Seccomp:\t2"),
+            "renderer {p} has no seccomp filter: {status}"
+        );
+    }
+    let r = call(
+        &inv,
+        "browser",
+        json!({"session": "jail", "action": "close"}),
+    )
+    .await;
+    assert_eq!(content(&r)["closed"], true, "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let left: Vec<u32> = chromium
+        .into_iter()
+        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        .filter(|p| {
+            // A zombie is gone in all but name.
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                !s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        })
+        .collect();
+    assert!(left.is_empty(), "Chromium still runs after close: {left:?}");
+}

@@ -187,13 +187,15 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
     match strata_browser::find_executable(&c.config.browser) {
         Some(exe) if exe.is_file() => {
             lines.push(format!(
-                "ok   browser: {} (browse_url, browser)",
-                exe.display()
+                "ok   browser: {} (browse_url, browser), confined by {}",
+                exe.display(),
+                strata_browser::confinement()
             ));
-            if rustix::process::geteuid().is_root() {
+            if strata_sandbox::probe().bwrap.is_none() && rustix::process::geteuid().is_root() {
                 warns.push(
-                    "browser: running as root, Chromium runs without its own sandbox \
-                     (--no-sandbox); run strata as a service user to keep it"
+                    "browser: running as root without bubblewrap, Chromium runs without any \
+                     sandbox (--no-sandbox); install bubblewrap (apt-get install bubblewrap) \
+                     or run strata as a service user"
                         .into(),
                 );
             }

@@ -16,7 +16,10 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Fixture::new_in(&std::env::temp_dir())
+    }
+    fn new_in(base: &Path) -> Fixture {
+        let dir = tempfile::tempdir_in(base).expect("tempdir");
         let root = dir.path();
         std::fs::create_dir_all(root.join("config")).expect("config");
         std::fs::write(root.join("config/secrets.enc"), "VAULT-SECRET-0123").expect("vault");
@@ -404,5 +407,63 @@ async fn bad_specs_are_refused() {
             .expect_err("refused")
             .to_string()
             .contains("absolute")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jailed_program_is_nobody_sees_no_hidden_path_and_writes_only_where_allowed() {
+    if !modes().contains(&Mode::Bubblewrap) {
+        return;
+    }
+    // Outside /tmp, which the jail replaces with its own.
+    let f = Fixture::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let writable = f.root().join("profile");
+    std::fs::create_dir_all(&writable).expect("profile");
+    let jail = strata_sandbox::host::Jail {
+        writable: vec![writable.clone()],
+        hidden: vec![f.root().join("data"), f.root().join("config/secrets.enc")],
+    };
+    let script = format!(
+        "id -u; cat {data}/sessions.db; echo; cat {vault}; echo; \
+         echo made > {w}/made.txt && echo wrote-profile; \
+         echo no > {outside} 2>/dev/null && echo wrote-outside; \
+         cat /proc/self/status | grep CapEff",
+        data = f.root().join("data").display(),
+        vault = f.root().join("config/secrets.enc").display(),
+        w = writable.display(),
+        outside = f.root().join("outside.txt").display(),
+    );
+    let mut cmd = strata_sandbox::host::jailed(Path::new("/bin/sh"), &jail, &[])
+        .expect("bubblewrap runs here");
+    cmd.args(["-c", &script]);
+    let out = strata_sandbox::host::output(cmd, None, Duration::from_secs(20), 64 * 1024)
+        .await
+        .expect("run");
+    let text = out.stdout;
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{text} / {}",
+        out.stderr
+    );
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("65534"), "runs as nobody: {text}");
+    assert!(
+        !text.contains("DATA-SECRET"),
+        "the data dir is hidden: {text}"
+    );
+    assert!(
+        !text.contains("VAULT-SECRET"),
+        "the vault is hidden: {text}"
+    );
+    assert!(text.contains("wrote-profile"), "{text}");
+    assert!(!text.contains("wrote-outside"), "{text}");
+    assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(writable.join("made.txt")).expect("made"),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.root().join("outside.txt")).expect("outside"),
+        "keep me too"
     );
 }
