@@ -479,6 +479,90 @@ async fn the_permission_check_reports_loosened_rights_once_with_the_fix() {
     drop(served);
 }
 
+/// A file the service's user cannot read: the sweep names it with the fix. Root reads
+/// everything, so the service runs as another user here (root hands the overlay to uid 4242
+/// and keeps one knowledge file to itself; `setpriv` drops to 4242 for `strata doctor`).
+#[test]
+fn an_unreadable_knowledge_file_is_reported_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: run as root (to serve as another user and keep a file from it)");
+        return;
+    }
+    let Some(setpriv) = strata_test_support::program_on_path(
+        "setpriv",
+        "apt-get install util-linux (Debian's base system has it)",
+    ) else {
+        return;
+    };
+    // In the target directory, which uid 4242 can reach (handed to it below).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tmp");
+    let d = dir.path();
+    common::write(d, "config/config.yaml", "log:\n  level: warn\n");
+    common::write(d, "knowledgebase/open.md", "# Open\n");
+    common::write(d, "knowledgebase/closed.md", "# Closed\n");
+    for entry in walk(d) {
+        std::os::unix::fs::lchown(&entry, Some(4242), Some(4242)).expect("chown");
+    }
+    let closed = d.join("knowledgebase/closed.md");
+    std::os::unix::fs::chown(&closed, Some(0), Some(0)).expect("chown");
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let cmd = common::strata(d);
+    let program = cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(ToOwned::to_owned).collect();
+    let out = std::process::Command::new(&setpriv)
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups", "--"])
+        .arg(program)
+        .args(args)
+        .arg("doctor")
+        .env("HOME", d)
+        .output()
+        .expect("doctor as uid 4242");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("closed.md cannot be read by the service"))
+        .unwrap_or_else(|| {
+            panic!(
+                "not reported: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        line.contains(&format!("chown 4242:4242 {}", closed.display()))
+            && line.contains("chmod u+rX"),
+        "{line}"
+    );
+    assert!(!text.contains("open.md cannot be read"), "{text}");
+    // Handing the file back is the fix.
+    std::os::unix::fs::chown(&closed, Some(4242), Some(4242)).expect("chown");
+    let mut again = std::process::Command::new(&setpriv);
+    again
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .arg("doctor")
+        .env("HOME", d);
+    let text = String::from_utf8_lossy(&again.output().expect("doctor").stdout).into_owned();
+    assert!(!text.contains("cannot be read by the service"), "{text}");
+}
+
+/// Every entry under `d`, `d` included.
+fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![d.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if out[i].is_dir()
+            && let Ok(rd) = std::fs::read_dir(&out[i])
+        {
+            let kids: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+            out.extend(kids);
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Every recorded run of `job` (newest first), as `strata schedule history --json` gives them.
 fn job_history(d: &std::path::Path, job: &str) -> Vec<serde_json::Value> {
     let out = common::strata(d)
