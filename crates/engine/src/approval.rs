@@ -477,3 +477,40 @@ fn outcome_of(r: &ApprovalRecord) -> ApprovalOutcome {
         ApprovalStatus::Pending => ApprovalOutcome::Failed("still pending".into()),
     }
 }
+
+#[async_trait]
+impl crate::goals::Gate for Approvals {
+    async fn approve(
+        &self,
+        request_id: &str,
+        agent_id: Option<&str>,
+        principal: &str,
+        args: Value,
+        description: &str,
+    ) -> Result<String, String> {
+        let record = ApprovalRecord {
+            id: format!("goal-{request_id}"),
+            agent_id: agent_id.map(str::to_owned),
+            tool: "goal_decide".into(),
+            principal: principal.to_owned(),
+            args,
+            description: description.to_owned(),
+            status: ApprovalStatus::Pending,
+            approver: None,
+            reason: None,
+            created_at: now_secs(),
+            decided_at: None,
+        };
+        match self.request(record).await {
+            ApprovalOutcome::Approved { by } => Ok(by),
+            ApprovalOutcome::Denied { by, reason } => Err(format!(
+                "{by} refused the decision{}",
+                reason.map(|r| format!(": {r}")).unwrap_or_default()
+            )),
+            ApprovalOutcome::TimedOut => {
+                Err("nobody approved the decision in time; it stays open".into())
+            }
+            other => Err(format!("the decision was not approved: {other:?}")),
+        }
+    }
+}

@@ -35,6 +35,8 @@ pub mod clock;
 pub mod compress;
 pub mod config;
 pub mod connector;
+pub mod goal;
+pub mod goals;
 pub mod invoker;
 pub mod llm;
 pub mod manager;

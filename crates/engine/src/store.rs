@@ -55,7 +55,12 @@ pub struct StoreStatus {
 /// Every store a running Strata needs, in one backend.
 #[async_trait]
 pub trait StateStore:
-    SessionStore + ApprovalStore + RateLog + crate::schedule::ScheduleStore + crate::usage::UsageStore
+    SessionStore
+    + ApprovalStore
+    + RateLog
+    + crate::schedule::ScheduleStore
+    + crate::usage::UsageStore
+    + crate::goal::GoalStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

@@ -168,6 +168,7 @@ pub struct Env {
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
     schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
+    goals: std::sync::OnceLock<Arc<crate::goals::Goals>>,
     usage: std::sync::OnceLock<Arc<crate::usage::UsageMeter>>,
     audit: std::sync::OnceLock<Arc<dyn crate::audit::AuditSink>>,
     mcp: std::sync::OnceLock<Arc<dyn McpHost>>,
@@ -198,6 +199,7 @@ impl Env {
             memory: None,
             agents: std::sync::OnceLock::new(),
             schedules: std::sync::OnceLock::new(),
+            goals: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
             mcp: std::sync::OnceLock::new(),
@@ -216,6 +218,16 @@ impl Env {
     /// The running agents, when there are any.
     pub fn agents(&self) -> Option<Arc<dyn crate::turns::AgentDirectory>> {
         self.agents.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Attaches the goal service (once; later calls are ignored).
+    pub fn attach_goals(&self, goals: Arc<crate::goals::Goals>) {
+        let _ = self.goals.set(goals);
+    }
+
+    /// The goal service, once attached (`serve` and the CLI attach it).
+    pub fn goals(&self) -> Option<&Arc<crate::goals::Goals>> {
+        self.goals.get()
     }
 
     /// Attaches the schedules' store (once; later calls are ignored).

@@ -18,6 +18,7 @@
 mod batch;
 mod db;
 mod events;
+mod goals;
 mod leases;
 mod members;
 mod memory;

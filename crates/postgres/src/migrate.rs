@@ -216,6 +216,25 @@ pub const MIGRATIONS: &[&str] = &[
         ADD COLUMN in_tool_outputs BIGINT NOT NULL DEFAULT 0;",
     // 12: `storage migrate` copies model calls keyed by their SQLite row id.
     "ALTER TABLE model_calls ADD COLUMN source_id BIGINT UNIQUE;",
+    // 13: goal workstreams: each goal as a versioned JSON document, and its append-only log.
+    "CREATE TABLE goals (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        doc TEXT NOT NULL
+    );
+    CREATE TABLE goal_events (
+        goal TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        actor TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        reason TEXT,
+        PRIMARY KEY (goal, seq)
+    );",
 ];
 
 /// The newest schema version this binary knows.

@@ -128,12 +128,32 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE model_calls ADD COLUMN in_memory INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE model_calls ADD COLUMN in_history INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE model_calls ADD COLUMN in_tool_outputs INTEGER NOT NULL DEFAULT 0;",
+    // 9: goal workstreams: each goal as a versioned JSON document, and its append-only log.
+    "CREATE TABLE goals (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        doc TEXT NOT NULL
+    );
+    CREATE TABLE goal_events (
+        goal TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        reason TEXT,
+        PRIMARY KEY (goal, seq)
+    );",
 ];
 
 /// The newest schema version this binary knows (the number of migrations).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub mod dump;
+mod goals;
 mod schedules;
 mod security;
 mod usage;

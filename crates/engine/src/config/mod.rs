@@ -29,6 +29,7 @@ mod browser;
 mod budget;
 mod cluster;
 mod connectors;
+mod goals;
 mod loader;
 mod mcp;
 mod memory;
@@ -47,6 +48,7 @@ pub use browser::*;
 pub use budget::*;
 pub use cluster::*;
 pub use connectors::*;
+pub use goals::*;
 pub use loader::*;
 pub use mcp::*;
 pub use memory::*;
@@ -104,6 +106,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// The headless browser (`browse_url`, `browser`).
     pub browser: BrowserConfig,
+    /// Goal workstreams: their channels, who may create them, budgets and windows.
+    pub goals: GoalsConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -129,6 +133,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "metrics",
     "telemetry",
     "browser",
+    "goals",
     "modules",
 ];
 

@@ -295,6 +295,8 @@ const LADDER: &[(&str, &[&str])] = &[
             "audit",
             "schedule",
             "usage",
+            "goal",
+            "goals",
         ],
     ),
     ("the environment a tool sees", &["tool"]),

@@ -4,6 +4,7 @@
 // Test code: a failed expectation should stop the test, with its message.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod goals;
 mod harness;
 mod memory;
 mod postgres;
