@@ -105,6 +105,9 @@ pub(crate) async fn run_account(
         guards,
         directory: directory.clone(),
         progress,
+        goals: command_runner
+            .as_ref()
+            .and_then(|i| i.env().goals().cloned()),
     };
     // (Gateway closes are always delivered.)
     let wanted = EventTypeFlags::READY
@@ -285,6 +288,9 @@ struct Inbox {
     guards: Arc<Mutex<guards::Guards>>,
     directory: Arc<dyn AgentDirectory>,
     progress: Option<Progress>,
+    /// Goal channels: their participants are routed there, and their turn budget replaces
+    /// the bot-chain limit.
+    goals: Option<Arc<strata_engine::goals::Goals>>,
 }
 
 impl Inbox {
@@ -344,13 +350,20 @@ impl Inbox {
                 .took(m.id.get(), m.channel_id.get());
         }
         let mentions_me = my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
+        // A goal's channel: its agents (those this account speaks for) answer there.
+        let channel_key = format!("{}:{}", self.account.name, m.channel_id);
+        let goal = self
+            .goals
+            .as_ref()
+            .and_then(|g| g.channel(&channel_key).map(|c| (g.clone(), c)));
         // Bots are heard when they mention us or write in a watched channel (one an
-        // agent of this account lists exactly).
+        // agent of this account lists exactly, or a goal's).
         let channel_s = m.channel_id.to_string();
-        let watched = self
-            .routes
-            .values()
-            .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
+        let watched = goal.is_some()
+            || self
+                .routes
+                .values()
+                .any(|r| r.channels.as_ref().is_some_and(|c| c.contains(&channel_s)));
         if m.author.bot && !mentions_me && !watched {
             return;
         }
@@ -369,16 +382,26 @@ impl Inbox {
             guild_id: m.guild_id.map(|g| g.to_string()),
             mentions_me,
         };
-        // The channel's category, when some agent routes by category.
-        let category = match m.guild_id {
-            Some(_) if self.uses_categories => {
-                self.categories
-                    .lookup(&self.account.http, m.channel_id.get())
-                    .await
+        let mut agents = match &goal {
+            Some((_, ch)) => ch
+                .agents
+                .iter()
+                .filter(|a| self.routes.contains_key(*a))
+                .cloned()
+                .collect(),
+            None => {
+                // The channel's category, when some agent routes by category.
+                let category = match m.guild_id {
+                    Some(_) if self.uses_categories => {
+                        self.categories
+                            .lookup(&self.account.http, m.channel_id.get())
+                            .await
+                    }
+                    _ => None,
+                };
+                route(&msg, category.as_deref(), &self.routes)
             }
-            _ => None,
         };
-        let agents = route(&msg, category.as_deref(), &self.routes);
         if agents.is_empty() {
             return;
         }
@@ -386,16 +409,27 @@ impl Inbox {
             .guards
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .inbound(
+            .inbound_in(
                 std::time::Instant::now(),
                 &msg.channel_id,
                 &msg.sender_id,
                 msg.sender_is_bot,
                 &msg.text,
+                goal.is_none(),
             );
         if let Err(why) = verdict {
             tracing::info!(account = %self.account.account, channel = %msg.channel_id, sender = %msg.sender_id, reason = ?why, "Discord message not answered (loop guard)");
             return;
+        }
+        if let Some((goals, ch)) = &goal {
+            if !msg.sender_is_bot {
+                goals.human_spoke(&channel_key);
+            }
+            agents.retain(|_| goals.take_turn(&channel_key));
+            if agents.is_empty() {
+                tracing::info!(account = %self.account.account, channel = %msg.channel_id, goal = %ch.goal, budget = ch.turn_budget, "goal channel's turn budget is spent until a person writes");
+                return;
+            }
         }
         let files = self.files.clone();
         let (account, guards, directory, progress) = (

@@ -80,6 +80,20 @@ impl Guards {
         is_bot: bool,
         text: &str,
     ) -> Result<(), Drop> {
+        self.inbound_in(now, channel, author, is_bot, text, true)
+    }
+
+    /// [`Guards::inbound`]; without `chain` (a goal's channel, whose turn budget stands in
+    /// for the chain breaker) only the repeat/rate mute applies.
+    pub fn inbound_in(
+        &mut self,
+        now: Instant,
+        channel: &str,
+        author: &str,
+        is_bot: bool,
+        text: &str,
+        chain: bool,
+    ) -> Result<(), Drop> {
         if !is_bot {
             self.chains.remove(channel);
             return Ok(());
@@ -110,6 +124,9 @@ impl Guards {
             bot.repeats = 0;
             tracing::warn!(bot = %author, "Discord bot muted for 600 s (repeat or rate)");
             return Err(Drop::Muted);
+        }
+        if !chain {
+            return Ok(());
         }
         let chain = self.chains.entry(channel.to_owned()).or_default();
         if chain

@@ -395,6 +395,40 @@ impl Connector for DiscordAccount {
     fn max_file_bytes(&self) -> u64 {
         self.max_file
     }
+
+    async fn create_channel(
+        &self,
+        name: &str,
+        category: &str,
+        topic: &str,
+    ) -> Result<String, ConnectorError> {
+        let parent = self.channel_id(category)?;
+        // The category's server is the new channel's.
+        let what = format!("category {category}");
+        let cat = self
+            .http
+            .channel(parent)
+            .await
+            .map_err(|e| self.refused(&what, &e))?
+            .model()
+            .await
+            .map_err(|e| self.error(format!("{what}: unexpected answer: {e}")))?;
+        let guild = cat
+            .guild_id
+            .ok_or_else(|| self.error(format!("{what} is not in a server (goals.category)")))?;
+        let made = self
+            .http
+            .create_guild_channel(guild, name)
+            .kind(twilight_model::channel::ChannelType::GuildText)
+            .parent_id(parent)
+            .topic(topic)
+            .await
+            .map_err(|e| self.refused(&format!("a channel under {what}"), &e))?
+            .model()
+            .await
+            .map_err(|e| self.error(format!("the new channel: unexpected answer: {e}")))?;
+        Ok(made.id.to_string())
+    }
 }
 
 /// Ids seen recently (the gateway replays after a resume).

@@ -193,6 +193,18 @@ pub trait Connector: Send + Sync {
         Err(self.unsupported("posting files"))
     }
 
+    /// Makes a text channel `name` under `category` (a Discord category id) with `topic`;
+    /// its id. The default: this connector cannot.
+    async fn create_channel(
+        &self,
+        name: &str,
+        category: &str,
+        topic: &str,
+    ) -> Result<String, ConnectorError> {
+        let _ = (name, category, topic);
+        Err(self.unsupported("making channels"))
+    }
+
     /// The largest file [`Connector::send_file`] takes, in bytes.
     fn max_file_bytes(&self) -> u64 {
         10 << 20

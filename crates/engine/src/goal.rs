@@ -587,6 +587,23 @@ impl Goal {
         }
     }
 
+    /// The goal in a line: id, title, state, owner, participants, channel, how many tasks
+    /// and proposals are open, when it last changed (`goal_status`, `strata goal list`,
+    /// `GET /api/goals`).
+    pub fn summary(&self) -> Value {
+        json!({
+            "id": self.id,
+            "title": self.title,
+            "state": self.state,
+            "owner": self.owner,
+            "participants": self.participants.iter().map(|p| &p.id).collect::<Vec<_>>(),
+            "channel": self.channel,
+            "open_tasks": self.tasks.iter().filter(|t| matches!(t.status, TaskStatus::Open | TaskStatus::Doing)).count(),
+            "open_proposals": self.proposals.iter().filter(|p| p.status == ProposalStatus::Open).count(),
+            "updated_ms": self.updated_ms,
+        })
+    }
+
     /// Whether `who` takes part.
     pub fn has(&self, who: &str) -> bool {
         self.participants.iter().any(|p| p.id == who)

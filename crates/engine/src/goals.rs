@@ -454,3 +454,215 @@ impl std::fmt::Debug for Goals {
         f.debug_struct("Goals").finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::goal::{Change, Choice, ProposalKind};
+    use crate::session::StoreError;
+
+    /// The nudges need no store.
+    struct NoStore;
+
+    #[async_trait]
+    impl GoalStore for NoStore {
+        async fn insert_goal(&self, _: &Goal, _: &GoalEvent) -> Result<bool, StoreError> {
+            Err(StoreError("none".into()))
+        }
+        async fn goal(&self, _: &str) -> Result<Option<Goal>, StoreError> {
+            Ok(None)
+        }
+        async fn goals(&self) -> Result<Vec<Goal>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn save_goal(&self, _: &Goal, _: &[GoalEvent]) -> Result<bool, StoreError> {
+            Err(StoreError("none".into()))
+        }
+        async fn goal_events(
+            &self,
+            _: &str,
+            _: u64,
+            _: usize,
+        ) -> Result<Vec<GoalEvent>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    const H: i64 = 3_600_000;
+
+    fn apply(g: &mut Goal, c: Change, at: i64) {
+        g.apply("agent:coord", c, at)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn each_nudge_comes_once_and_the_stand_up_daily() {
+        let goals = Goals::new(Arc::new(NoStore), &GoalsConfig::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut g, _) = Goal::create("Ship it", "", "agent:coord", &[], 30, 86_400, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for to in [
+            GoalState::Brainstorm,
+            GoalState::Strategy,
+            GoalState::Executing,
+        ] {
+            apply(
+                &mut g,
+                Change::SetState {
+                    to,
+                    reason: "on".into(),
+                },
+                0,
+            );
+        }
+        let due = crate::goal::parse_due("1970-01-01T05:00:00Z").unwrap_or(0);
+        apply(
+            &mut g,
+            Change::AddTask {
+                title: "Write notes".into(),
+                assignee: None,
+                due: Some("1970-01-01T05:00:00Z".into()),
+            },
+            0,
+        );
+        apply(
+            &mut g,
+            Change::Propose {
+                title: "Friday".into(),
+                detail: String::new(),
+                kind: ProposalKind::Plan,
+            },
+            0,
+        );
+        let what = |n: &[Nudge]| n.iter().map(|n| n.what.clone()).collect::<Vec<_>>();
+        // Early on: nothing is due.
+        assert!(goals.nudges(std::slice::from_ref(&g), H).is_empty());
+        // The task is past due: said once.
+        let at = due + 1;
+        let n = goals.nudges(std::slice::from_ref(&g), at);
+        assert_eq!(what(&n), ["task_due"]);
+        assert!(n[0].text.contains("Write notes"), "{}", n[0].text);
+        apply(
+            &mut g,
+            Change::Nudged {
+                what: "task_due".into(),
+                item: Some(1),
+            },
+            at,
+        );
+        assert!(goals.nudges(std::slice::from_ref(&g), at + H).is_empty());
+        // The window closes within the hour; then a day has passed: a stand-up too.
+        let n = goals.nudges(std::slice::from_ref(&g), 24 * H - H / 2);
+        assert_eq!(what(&n), ["window_closing"]);
+        apply(
+            &mut g,
+            Change::Nudged {
+                what: "window_closing".into(),
+                item: Some(1),
+            },
+            23 * H,
+        );
+        let n = goals.nudges(std::slice::from_ref(&g), 24 * H);
+        assert_eq!(what(&n), ["standup"]);
+        assert!(n[0].text.contains("#1 Write notes"), "{}", n[0].text);
+        apply(
+            &mut g,
+            Change::Nudged {
+                what: "standup".into(),
+                item: None,
+            },
+            24 * H,
+        );
+        assert!(goals.nudges(std::slice::from_ref(&g), 47 * H).is_empty());
+        assert_eq!(
+            what(&goals.nudges(std::slice::from_ref(&g), 48 * H)),
+            ["standup"]
+        );
+        // Blocked on a person: no stand-up, a reminder after a day, again after another.
+        apply(
+            &mut g,
+            Change::Block {
+                person: "person:fin".into(),
+                question: "Revenue?".into(),
+            },
+            48 * H,
+        );
+        assert!(goals.nudges(std::slice::from_ref(&g), 60 * H).is_empty());
+        assert_eq!(
+            what(&goals.nudges(std::slice::from_ref(&g), 72 * H)),
+            ["blocked_too_long"]
+        );
+        apply(
+            &mut g,
+            Change::Nudged {
+                what: "blocked_too_long".into(),
+                item: None,
+            },
+            72 * H,
+        );
+        assert!(goals.nudges(std::slice::from_ref(&g), 80 * H).is_empty());
+        assert_eq!(
+            what(&goals.nudges(std::slice::from_ref(&g), 96 * H)),
+            ["blocked_too_long"]
+        );
+        // A final goal is left alone.
+        apply(
+            &mut g,
+            Change::Vote {
+                proposal: 1,
+                choice: Choice::Yes,
+                reason: None,
+            },
+            96 * H,
+        );
+        apply(
+            &mut g,
+            Change::SetState {
+                to: GoalState::Abandoned,
+                reason: "no".into(),
+            },
+            96 * H,
+        );
+        assert!(goals.nudges(std::slice::from_ref(&g), 200 * H).is_empty());
+    }
+
+    #[test]
+    fn a_goal_channel_has_its_budget_until_a_person_writes() {
+        let goals = Goals::new(Arc::new(NoStore), &GoalsConfig::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut g, _) = Goal::create("Ship it", "", "agent:coord", &[], 2, 60, 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(goals.take_turn("discord:main:1"), "not a goal channel");
+        apply(
+            &mut g,
+            Change::SetChannel {
+                channel: "discord:main:1".into(),
+            },
+            0,
+        );
+        goals.remember(&g);
+        assert_eq!(
+            goals.channel("discord:main:1").map(|c| c.agents),
+            Some(vec!["coord".to_owned()])
+        );
+        assert!(goals.take_turn("discord:main:1"));
+        assert!(goals.take_turn("discord:main:1"));
+        assert!(
+            !goals.take_turn("discord:main:1"),
+            "the budget of 2 is spent"
+        );
+        goals.human_spoke("discord:main:1");
+        assert!(goals.take_turn("discord:main:1"));
+        // A finished goal's channel is an ordinary channel again.
+        apply(
+            &mut g,
+            Change::SetState {
+                to: GoalState::Abandoned,
+                reason: "x".into(),
+            },
+            1,
+        );
+        goals.remember(&g);
+        assert_eq!(goals.channel("discord:main:1"), None);
+    }
+}

@@ -224,6 +224,7 @@ pub const JOBS: &[&str] = &[
     "health_check",
     "integrity_check",
     "permission_check",
+    "goal_nudge",
 ];
 
 /// One schedule, checked and ready to run.
@@ -304,6 +305,13 @@ pub fn builtin(name: &str, config: &Config) -> Option<ScheduleConfig> {
             job,
             ..ScheduleConfig::default()
         },
+        // Goals' stand-ups, due tasks, closing windows, long waits: every
+        // `goals.nudge_interval`.
+        "goal_nudge" => ScheduleConfig {
+            every: Some(config.goals.nudge_interval.clone()),
+            job,
+            ..ScheduleConfig::default()
+        },
         // Needs a `service_health` tool (the ops module) and services to check.
         "health_check" => ScheduleConfig {
             every: Some("5m".into()),
@@ -338,6 +346,9 @@ pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {
         all.insert(name.clone(), merged);
     }
     let (mut out, mut problems) = (Vec::new(), Vec::new());
+    if let Err(e) = config.goals.check() {
+        problems.push(e);
+    }
     for (name, c) in &all {
         match one(name, c, config, default_tz) {
             Ok(s) => out.push(s),

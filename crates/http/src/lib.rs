@@ -10,6 +10,7 @@
 
 pub mod auth;
 mod body;
+mod goals;
 pub mod mcp;
 pub mod mcp_client;
 mod openapi;
@@ -139,6 +140,9 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/status", get(status::api_status))
         .route("/api/cluster", get(api_cluster))
         .route("/api/schedules", get(schedules_list))
+        .route("/api/goals", get(goals::list))
+        .route("/api/goals/{id}", get(goals::show))
+        .route("/api/goals/{id}/events", get(goals::events))
         .route("/api/usage", get(usage))
         .route("/api/schedules/{name}/{action}", post(schedules_act))
         .route("/api/openapi.json", get(openapi_doc))

@@ -162,6 +162,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// Goal workstreams (docs/GOALS.md): `list`, `show ID`, `events ID`.
+    Goal {
+        #[command(subcommand)]
+        command: GoalCommand,
+    },
     /// The integrity baseline (SHA-256 of the binary, config, units, agent identity and
     /// skill files): `check` compares, `accept` takes a new one.
     Integrity {
@@ -262,6 +267,33 @@ pub enum ScheduleCommand {
         name: String,
         /// How many (1–1000).
         #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `strata goal …`: goals as the store `serve` uses keeps them.
+#[derive(Debug, Subcommand)]
+pub enum GoalCommand {
+    /// Every goal: id, state, title, participants, open tasks and proposals.
+    List {
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One goal in full (JSON): participants, tasks, proposals with their votes.
+    Show {
+        /// The goal's id.
+        id: String,
+    },
+    /// A goal's log: every change, who made it, when and why (oldest first).
+    Events {
+        /// The goal's id.
+        id: String,
+        /// How many of the newest (1–10000).
+        #[arg(long, default_value_t = 100)]
         limit: usize,
         /// Prints JSON.
         #[arg(long)]

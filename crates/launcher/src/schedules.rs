@@ -181,6 +181,85 @@ impl Runner {
         Ok(reply.text)
     }
 
+    /// The `goal_nudge` job: each nudge the goal service finds is recorded on the goal
+    /// (so it is said once) and then put to the goal's first agent as a turn in the goal's
+    /// channel (its session is the channel's), the answer posted there.
+    async fn goal_nudge(&self) -> Result<String, String> {
+        use strata_engine::goal::Change;
+        let env = self.invoker.env().clone();
+        let Some(goals) = env.goals().cloned() else {
+            return Ok("goals are off in this process".into());
+        };
+        let all = goals.list().await.map_err(|e| e.to_string())?;
+        let nudges = goals.nudges(&all, goals.now());
+        let mut failed = Vec::new();
+        for n in &nudges {
+            let recorded = goals
+                .change(
+                    &n.goal,
+                    "scheduler",
+                    Change::Nudged {
+                        what: n.what.clone(),
+                        item: n.item,
+                    },
+                )
+                .await;
+            let goal = match recorded {
+                Ok((g, _)) => g,
+                Err(e) => {
+                    failed.push(format!("{}: {e}", n.goal));
+                    continue;
+                }
+            };
+            let Some(agent) = goal.agents().next().map(str::to_owned) else {
+                continue;
+            };
+            let to = goal.channel.as_deref().and_then(ChannelRef::parse);
+            let session = to
+                .as_ref()
+                .map(ChannelRef::session_id)
+                .unwrap_or_else(|| format!("goal-{}", goal.id));
+            let turn = self
+                .directory
+                .run_turn(TurnRequest {
+                    agent_id: agent.clone(),
+                    session_id: session,
+                    stream: None,
+                    scopes: Vec::new(),
+                    channel_kind: None,
+                    channel_id: to
+                        .as_ref()
+                        .map(ChannelRef::to_string)
+                        .unwrap_or_else(|| format!("goal:{}", goal.id)),
+                    sender: strata_engine::Principal::Operator,
+                    message: Message::text(&n.text),
+                    depth: 0,
+                    taint: None,
+                    turn_id: None,
+                })
+                .await;
+            match (turn, &to) {
+                (Ok(reply), Some(to)) if !is_no_reply(&reply.text) => {
+                    if let Err(e) = env.connectors().send(to, &reply.text, None).await {
+                        failed.push(format!("{}: not posted to {to}: {e}", goal.id));
+                    }
+                }
+                (Ok(_), _) => {}
+                (Err(e), _) => failed.push(format!("{} ({agent}): {e}", goal.id)),
+            }
+        }
+        if failed.is_empty() {
+            Ok(format!("{} nudge(s)", nudges.len()))
+        } else {
+            Err(format!(
+                "{} nudge(s), {} failed: {}",
+                nudges.len(),
+                failed.len(),
+                failed.join("; ")
+            ))
+        }
+    }
+
     fn alert(&self, kind: &'static str, rule: &str, message: &str) {
         self.invoker.alert(strata_engine::audit::Alert {
             kind,
@@ -328,6 +407,7 @@ impl Runner {
                     }
                 }
             }
+            "goal_nudge" => self.goal_nudge().await,
             "permission_check" => {
                 let env = self.invoker.env().clone();
                 let (overlay, data) = (env.overlay_dir.clone(), env.data_dir.clone());

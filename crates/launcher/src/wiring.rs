@@ -564,7 +564,16 @@ pub fn invoker(
             ch,
         )));
     }
-    let approvals = Arc::new(Approvals::new(store, inv.policy().clone()));
+    let approvals = Arc::new(Approvals::new(store.clone(), inv.policy().clone()));
+    // Goal workstreams over the same store; their gated decisions wait on these approvals.
+    // (A bad `goals.*` is refused at start by the schedules' check, which names the key.)
+    match strata_engine::goals::Goals::new(store, &env.config.goals) {
+        Ok(goals) => {
+            goals.attach_gate(approvals.clone());
+            env.attach_goals(Arc::new(goals));
+        }
+        Err(e) => tracing::error!("goals are off: {e}"),
+    }
     (Arc::new(inv.with_approvals(approvals.clone())), approvals)
 }
 

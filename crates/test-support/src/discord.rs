@@ -245,6 +245,21 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         .into_response();
     }
     let segments: Vec<&str> = path.split('/').collect();
+    // POST /guilds/{guild}/channels: a new channel with a fresh id, as asked.
+    if parts.method == axum::http::Method::POST
+        && segments.get(3) == Some(&"guilds")
+        && segments.get(5) == Some(&"channels")
+    {
+        static NEXT_CHANNEL: std::sync::atomic::AtomicU64 =
+            std::sync::atomic::AtomicU64::new(61000);
+        let id = NEXT_CHANNEL.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        return axum::Json(json!({
+            "id": id.to_string(), "type": 0, "guild_id": segments[4], "name": v["name"],
+            "topic": v["topic"], "position": 0, "parent_id": v["parent_id"],
+            "permission_overwrites": []
+        }))
+        .into_response();
+    }
     let channel = segments.get(4).copied().unwrap_or("1").to_owned();
     // GET /channels/{id}/messages?after=&before=&limit=: the channel's messages between ids,
     // newest first; GET /channels/{id}/messages/{id}: one.

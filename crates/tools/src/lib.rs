@@ -8,6 +8,7 @@ pub mod channels;
 pub mod compress;
 pub mod extend;
 pub mod files;
+pub mod goals;
 mod html;
 pub mod memory;
 pub mod notes;
@@ -35,6 +36,16 @@ pub fn link() -> &'static [&'static str] {
         "current_time",
         "decompress_context",
         "events",
+        "goal_block",
+        "goal_create",
+        "goal_decide",
+        "goal_join",
+        "goal_propose",
+        "goal_resume",
+        "goal_set",
+        "goal_status",
+        "goal_task",
+        "goal_vote",
         "http_request",
         "install_mcp",
         "list_capabilities",

@@ -198,6 +198,7 @@ fn config_problems_name_their_keys() {
         names,
         [
             "audit_verify",
+            "goal_nudge",
             "health_check",
             "integrity_check",
             "memory_decay",
@@ -208,9 +209,9 @@ fn config_problems_name_their_keys() {
     );
     assert!(!all[0].enabled);
     // No ops services configured: the health check is there, switched off.
-    assert!(!all[1].enabled);
-    assert_eq!(all[3].action, Action::Job("memory_decay".into()));
-    assert_eq!(all[3].when.describe(), "cron 0 1 * * * (UTC)");
+    assert!(!all[2].enabled);
+    assert_eq!(all[4].action, Action::Job("memory_decay".into()));
+    assert_eq!(all[4].when.describe(), "cron 0 1 * * * (UTC)");
 }
 
 /// A runner that counts runs and answers as told.

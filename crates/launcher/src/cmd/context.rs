@@ -321,3 +321,15 @@ impl LivePrinter {
         let _ = stdout.flush();
     }
 }
+
+/// A mistake in the command (an unknown schedule or goal): exit code 2.
+#[derive(Debug)]
+pub(crate) struct Usage(pub(crate) String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}

@@ -7,6 +7,7 @@ mod cluster;
 mod config;
 pub(crate) mod context;
 mod doctor;
+mod goal;
 mod integrity;
 mod mcp;
 pub(crate) mod memory;
@@ -123,6 +124,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Storage { command } => storage::run(&loaded, command),
         Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Schedule { command } => schedule::run(&loaded, command),
+        Command::Goal { command } => goal::run(&loaded, command),
         Command::Integrity { command } => integrity::run(&loaded, command),
         Command::Status { remote, json } => status::run(&loaded, &remote, json),
         Command::Usage {

@@ -150,15 +150,3 @@ fn line(r: &Value) -> String {
         }
     )
 }
-
-/// A mistake in the command (an unknown schedule): exit code 2.
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}

@@ -223,6 +223,25 @@ pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
         .and_then(crate::cluster::Member::discord_lease);
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // Goal channels (routed to their participants): read before the connectors start,
+        // then every 30 s for the channels other instances make.
+        if let Some(goals) = env.goals().cloned() {
+            if let Err(e) = goals.refresh_channels().await {
+                tracing::warn!(error = %e, "goal channels not read");
+            }
+            let mut stop = stop_rx.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                    }
+                    if let Err(e) = goals.refresh_channels().await {
+                        tracing::warn!(error = %e, "goal channels not read");
+                    }
+                }
+            });
+        }
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
         let discord = strata_discord::start(
             &discord_cfg,

@@ -14,6 +14,7 @@ mod context;
 mod contract;
 mod dashboard;
 mod extend;
+mod goals;
 mod logs;
 mod mcp;
 mod memory;

@@ -20,61 +20,7 @@ use common::api;
 
 const BOSS: &str = "boss-token-0123456789";
 
-/// A schema of its own, dropped when the test ends.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Option<Schema> {
-        Some(Schema {
-            url: strata_test_support::postgres_url()?,
-            name: strata_test_support::unique_schema(),
-        })
-    }
-
-    async fn client(&self) -> tokio_postgres::Client {
-        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(conn);
-        c.batch_execute(&format!("SET search_path TO {}", self.name))
-            .await
-            .expect("search path");
-        c
-    }
-
-    async fn count(&self, sql: &str) -> i64 {
-        self.client()
-            .await
-            .query_one(sql, &[])
-            .await
-            .expect("count")
-            .get(0)
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                    tokio::spawn(conn);
-                    let _ = c
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
+use common::Schema;
 
 /// An overlay keeping everything in `schema`, with a fake provider, an owner token,
 /// `memory_search` gated and `current_time` limited to 60 calls a minute.

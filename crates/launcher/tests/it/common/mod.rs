@@ -246,3 +246,62 @@ pub fn core_tools() -> Vec<&'static str> {
     core.sort_unstable();
     core
 }
+
+/// A schema of its own, dropped when the test ends.
+#[cfg(feature = "postgres")]
+pub struct Schema {
+    pub url: String,
+    pub name: String,
+}
+
+#[cfg(feature = "postgres")]
+impl Schema {
+    pub fn new() -> Option<Schema> {
+        Some(Schema {
+            url: strata_test_support::postgres_url()?,
+            name: strata_test_support::unique_schema(),
+        })
+    }
+
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        c.batch_execute(&format!("SET search_path TO {}", self.name))
+            .await
+            .expect("search path");
+        c
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.client()
+            .await
+            .query_one(sql, &[])
+            .await
+            .expect("count")
+            .get(0)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = c
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
