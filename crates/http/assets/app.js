@@ -384,6 +384,41 @@ pages.schedules = async () => {
   render('Schedules', body);
   await load();
 };
+pages.goals = async (id) => {
+  if (id) return goalPage(id);
+  const v = await api('GET', '/api/goals');
+  render('Goals', el('p', { class: 'muted' }, 'Long-running goals agents and people pursue together (docs/GOALS.md); agents change them with the goal_* tools.'),
+    table('Goals', ['Goal', 'State', 'Participants', 'Open tasks', 'Open proposals', 'Updated'],
+      (v.goals || []).map((g) => [
+        el('a', { href: `#goals/${encodeURIComponent(g.id)}` }, text(g.title)), text(g.state),
+        (g.participants || []).join(', '), text(g.open_tasks), text(g.open_proposals), when(g.updated_ms)]),
+      'No goals yet.'));
+};
+async function goalPage(id) {
+  const [v, ev] = await Promise.all([
+    api('GET', `/api/goals/${encodeURIComponent(id)}`),
+    api('GET', `/api/goals/${encodeURIComponent(id)}/events?limit=200`)]);
+  const g = v.goal;
+  const votes = (p) => (p.votes || []).map((x) => `${x.voter}: ${x.choice}${x.reason ? ` (${x.reason})` : ''}`).join('; ');
+  render(text(g.title),
+    el('p', {}, el('a', { href: '#goals' }, '← all goals')),
+    el('div', { class: 'cards' }, card(g.state, 'state'), card((g.participants || []).length, 'participants'),
+      card(g.turn_budget, 'turn budget'), card(g.channel || '–', 'channel')),
+    g.description ? el('p', {}, g.description) : null,
+    el('p', { class: 'muted' }, `Owner ${text(g.owner)} · participants ${(g.participants || []).map((p) => p.id).join(', ')}`),
+    g.blocked ? el('p', { class: 'notice' }, `Waiting for ${text(g.blocked.person)}: ${text(g.blocked.question)}`) : null,
+    el('h2', {}, 'Tasks'),
+    table('Tasks', ['#', 'Task', 'Assignee', 'Status', 'Due'], (g.tasks || []).map((t) => [
+      text(t.id), text(t.title), text(t.assignee), text(t.status), text(t.due)]), 'No tasks.'),
+    el('h2', {}, 'Proposals'),
+    table('Proposals', ['#', 'Proposal', 'Kind', 'By', 'Votes', 'Window closes', 'Status'], (g.proposals || []).map((p) => [
+      text(p.id), text(p.title), text(p.kind), text(p.by), votes(p), when(p.closes_ms),
+      p.outcome ? `${text(p.status)}: ${text(p.outcome)}` : text(p.status)]), 'No proposals.'),
+    el('h2', {}, 'Log'),
+    table('Log', ['#', 'When', 'Who', 'What', 'Details', 'Why'], (ev.events || []).slice().reverse().map((e) => [
+      text(e.seq), when(e.at_ms), text(e.actor), text(e.kind), text(e.detail), text(e.reason)]), 'Nothing logged.'));
+}
+
 function act(name, action, label, after) {
   return el('button', { type: 'button', onclick: async (ev) => {
     try { await api('POST', `/api/schedules/${encodeURIComponent(name)}/${action}`, {}); await after(); }

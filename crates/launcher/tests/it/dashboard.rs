@@ -476,6 +476,32 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     .await;
     assert_eq!(v["value"]["value"]["memories"], json!([]), "{v}");
 
+    // Goals: the list and one goal with its log, markup in the title shown as text.
+    let (_, v) = invoke_as_boss(
+        &base,
+        "goal_create",
+        json!({"title": format!("Board pack {XSS}"), "description": "Slides for the board"}),
+    )
+    .await;
+    assert_eq!(v["value"]["status"], "ok", "{v}");
+    let (_, v) = invoke_as_boss(
+        &base,
+        "goal_task",
+        json!({"goal": v["value"]["value"]["goal"]["id"], "action": "add", "title": "Revenue by region"}),
+    )
+    .await;
+    assert_eq!(v["value"]["status"], "ok", "{v}");
+    open(c, &base, "goals", "Goals").await;
+    wait_text(c, "main table", "Board pack <script>").await;
+    nothing_ran(c).await;
+    click(c, Locator::Css("main table a")).await;
+    wait_text(c, "main h1", "Board pack").await;
+    wait_text(c, "main", "Revenue by region").await;
+    let log = wait_text(c, "main", "created").await;
+    assert!(log.contains("token:boss"), "{log}");
+    nothing_ran(c).await;
+    shot(c, "goal").await;
+
     // The remaining pages render.
     for (hash, title) in [
         ("agents", "Agents"),
