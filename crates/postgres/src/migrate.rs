@@ -248,6 +248,8 @@ pub const TABLES: &[&str] = &[
     "approvals",
     "rate_events",
     "model_calls",
+    "goals",
+    "goal_events",
     "memories",
     "memory_vectors",
     "memory_log",

@@ -166,6 +166,8 @@ pub const TABLES: &[&str] = &[
     "approvals",
     "rate_events",
     "model_calls",
+    "goals",
+    "goal_events",
 ];
 
 /// Opening or migrating the database failed.

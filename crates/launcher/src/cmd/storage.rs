@@ -235,6 +235,22 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
         }
     }
     counts.push(("model_calls", c));
+    // Goals, each with its whole log.
+    let (mut g, mut ge) = (Count::default(), Count::default());
+    {
+        use strata_engine::goal::GoalStore;
+        for goal in src.goals().await? {
+            let events = src.goal_events(&goal.id, 0, usize::MAX).await?;
+            g.read += 1;
+            ge.read += events.len() as u64;
+            if !dry_run && dst.restore_goal(&goal, &events).await? {
+                g.copied += 1;
+                ge.copied += events.len() as u64;
+            }
+        }
+    }
+    counts.push(("goals", g));
+    counts.push(("goal_events", ge));
     // Memories (with their vectors) and their change log.
     let (mut m, mut ml) = (Count::default(), Count::default());
     if let Some(sm) = &src_mem {

@@ -388,6 +388,25 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
                 .collect();
             store.record_calls(&calls).await.expect("usage");
         }
+        {
+            // A goal with a log of four changes.
+            use strata_engine::goal::{Change, Goal, GoalState, GoalStore};
+            let (mut g, ev) =
+                Goal::create("Migrate the CRM", "", "operator", &[], 30, 60, 1).expect("goal");
+            assert!(store.insert_goal(&g, &ev).await.expect("insert"));
+            for to in [
+                GoalState::Brainstorm,
+                GoalState::Strategy,
+                GoalState::Executing,
+            ] {
+                let reason = format!("on to {to}");
+                let e = g
+                    .apply("operator", Change::SetState { to, reason }, 2)
+                    .expect("move");
+                g.version += 1;
+                assert!(store.save_goal(&g, &[e]).await.expect("save"));
+            }
+        }
         store.flush().await.expect("flush");
         let mem = strata_memory::SqliteMemory::open(&data.join("memory.db"), &cfg).expect("mem");
         let words = [
@@ -463,6 +482,8 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         ("approvals", 5),
         ("rate_events", 30),
         ("model_calls", 12),
+        ("goals", 1),
+        ("goal_events", 4),
         ("memories", 9_999),
     ];
     for (table, n) in expect {
@@ -488,6 +509,19 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
             .count("SELECT COUNT(*) FROM model_calls WHERE cost_usd IS NULL")
             .await,
         4
+    );
+    // The goal as it was, its log in order.
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM goals WHERE state = 'executing' AND version = 3")
+            .await,
+        1
+    );
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM goal_events WHERE seq = 4 AND reason = 'on to executing'")
+            .await,
+        1
     );
     // Every memory-log entry (10,000 bulk inserts are not logged by SQLite; the forget is).
     assert!(schema.count("SELECT COUNT(*) FROM memory_log").await >= 1);
