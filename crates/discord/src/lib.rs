@@ -78,6 +78,8 @@ pub struct DiscordAccount {
     routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
     /// The largest file posted (`connectors.discord.max_attachment_mb`).
     max_file: u64,
+    /// Goal channels: a goal's agents read its channel too.
+    goals: Option<Arc<strata_engine::goals::Goals>>,
 }
 
 impl DiscordAccount {
@@ -93,7 +95,14 @@ impl DiscordAccount {
             http: Arc::new(b.build()),
             routes: BTreeMap::new(),
             max_file: cfg.max_attachment_mb.max(1) << 20,
+            goals: None,
         }
+    }
+
+    /// The goals whose channels this account's agents take part in.
+    pub fn with_goals(mut self, goals: Option<Arc<strata_engine::goals::Goals>>) -> Self {
+        self.goals = goals;
+        self
     }
 
     /// The agents routed through this account.
@@ -284,6 +293,15 @@ impl Connector for DiscordAccount {
         let Some(r) = self.routes.get(agent) else {
             return false;
         };
+        // A goal's channel, for the goal's agents.
+        if let Some(ch) = self
+            .goals
+            .as_ref()
+            .and_then(|g| g.channel(&format!("{}:{channel_id}", self.name)))
+            && ch.agents.iter().any(|a| a == agent)
+        {
+            return true;
+        }
         if r.home_channel.as_deref() == Some(channel_id)
             || r.channels
                 .as_ref()
@@ -562,8 +580,15 @@ pub fn start(
                     .map(|r| (id.clone(), r))
             })
             .collect();
-        let account =
-            Arc::new(DiscordAccount::new(name, token.expose(), cfg).with_routes(routes.clone()));
+        let account = Arc::new(
+            DiscordAccount::new(name, token.expose(), cfg)
+                .with_routes(routes.clone())
+                .with_goals(
+                    command_runner
+                        .as_ref()
+                        .and_then(|i| i.env().goals().cloned()),
+                ),
+        );
         hub.register(account.clone());
         for (agent, a) in &config.agents {
             if let Some(r) = a.routing.discord.as_ref().filter(|r| r.account == *name)

@@ -51,7 +51,7 @@ fn overlay(d: &Path, llm: &str, discord: &Fake, storage: &str) {
              goals:\n  connector: \"discord:main\"\n  category: \"777000\"\n  turn_budget: 4\n  \
              objection_window: 2s\n{storage}"
         ),
-        "agents:\n  coord:\n    tools: [\"goal_*\"]\n    routing:\n      discord:\n        account: main\n        channels: [\"300\"]\n        mentions: false\n  \
+        "agents:\n  coord:\n    tools: [\"goal_*\", read_channel_history]\n    routing:\n      discord:\n        account: main\n        channels: [\"300\"]\n        mentions: false\n  \
          analyst:\n    tools: [goal_status]\n    routing:\n      discord:\n        account: main\n        channels: [\"301\"]\n        mentions: false\n",
         r#"{"people": [
             {"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}},
@@ -364,7 +364,6 @@ async fn a_goal_lives_through_a_turn_a_channel_votes_and_a_restart_on_postgres()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clock_asks_for_a_stand_up_and_raises_a_late_task_in_the_channel() {
     let llm = FakeServer::start().await.expect("fake llm");
-    llm.script((0..40).map(|i| openai::text(&format!("stand-up answer {i}"))));
     let discord = strata_test_support::discord::fake().await;
     let dir = tempfile::tempdir().expect("tmp");
     let d = dir.path();
@@ -390,6 +389,13 @@ async fn the_clock_asks_for_a_stand_up_and_raises_a_late_task_in_the_channel() {
         .and_then(|c| c.rsplit(':').next())
         .expect("channel")
         .to_owned();
+    // The stand-up turn first reads the goal's channel (a goal's agents may), then answers.
+    llm.script([openai::tool_calls(&[(
+        "c1",
+        "read_channel_history",
+        json!({"channel": goal["channel"], "limit": 5}),
+    )])]);
+    llm.script((0..40).map(|i| openai::text(&format!("stand-up answer {i}"))));
     for state in ["brainstorm", "strategy", "executing"] {
         let r = invoke(
             &served.base,
@@ -418,6 +424,17 @@ async fn the_clock_asks_for_a_stand_up_and_raises_a_late_task_in_the_channel() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(asked("[GOAL STAND-UP]"), "no stand-up turn");
+    let read: Vec<String> = llm.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        read.len() == 1 && read[0].contains("Goal: Migrate the CRM") && !read[0].contains("denied"),
+        "the goal's agent reads the goal's channel: {read:?}"
+    );
     assert!(
         asked("[GOAL TASK DUE] Task #1 \\\"Export contacts\\\""),
         "no late-task turn"
