@@ -40,8 +40,9 @@ async fn insert_events(
 }
 
 impl PgStore {
-    /// Copies a goal with its whole log as it is (`storage migrate`); a goal already here is
-    /// left as it is. Returns whether it was new.
+    /// Stores a goal with its log so far (a new goal's first event, or — for `storage
+    /// migrate` — its whole log as it is); a goal already here is left as it is. Returns
+    /// whether it was new.
     pub async fn restore_goal(
         &self,
         goal: &Goal,
@@ -78,33 +79,7 @@ impl PgStore {
 #[async_trait]
 impl GoalStore for PgStore {
     async fn insert_goal(&self, goal: &Goal, event: &GoalEvent) -> Result<bool, StoreError> {
-        let db = self.db();
-        let json = serde_json::to_string(goal).map_err(fail)?;
-        let version = i64::try_from(goal.version).map_err(fail)?;
-        let mut c = db.client().await?;
-        let tx = c.transaction().await.map_err(|e| db.fail(e))?;
-        let n = tx
-            .execute(
-                "INSERT INTO goals (id, state, version, created_ms, updated_ms, doc) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-                &[
-                    &goal.id,
-                    &goal.state.as_str(),
-                    &version,
-                    &goal.created_ms,
-                    &goal.updated_ms,
-                    &json,
-                ],
-            )
-            .await
-            .map_err(|e| db.fail(e))?;
-        if n == 1 {
-            insert_events(&tx, std::slice::from_ref(event))
-                .await
-                .map_err(|e| db.fail(e))?;
-        }
-        tx.commit().await.map_err(|e| db.fail(e))?;
-        Ok(n == 1)
+        self.restore_goal(goal, std::slice::from_ref(event)).await
     }
 
     async fn goal(&self, id: &str) -> Result<Option<Goal>, StoreError> {

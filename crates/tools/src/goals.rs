@@ -113,6 +113,26 @@ async fn tell(ctx: &ToolContext, goal: &Goal, text: &str) {
     }
 }
 
+/// A change to `goal` by someone taking part, announced in the goal's channel with what
+/// `say` makes of the result (nothing when it gives `None`).
+async fn part_change(
+    ctx: &ToolContext,
+    goal: &str,
+    change: Change,
+    say: impl Fn(&Goal, &GoalEvent) -> Option<String>,
+) -> Result<Changed, ToolError> {
+    let goals = service(ctx)?;
+    require_part(ctx, &goals.get(goal).await.map_err(fail)?)?;
+    let done = goals
+        .change(goal, &actor(ctx), change)
+        .await
+        .map_err(fail)?;
+    if let Some(text) = say(&done.0, &done.1) {
+        tell(ctx, &done.0, &text).await;
+    }
+    Ok(changed(done))
+}
+
 /// Makes the goal's channel on `goals.connector` under `goals.category`, posts the charter
 /// and records the channel; `Err` says why there is none (the goal stands either way).
 async fn open_channel(ctx: &ToolContext, goals: &Goals, goal: &Goal) -> Result<Goal, String> {
@@ -265,7 +285,6 @@ async fn goal_set(
     /// Why.
     reason: String,
 ) -> Result<Changed, ToolError> {
-    let goals = service(ctx)?;
     let to = GoalState::parse(&state).ok_or_else(|| {
         ToolError::invalid(
             "state",
@@ -275,20 +294,16 @@ async fn goal_set(
             ),
         )
     })?;
-    require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
-    let done = goals
-        .change(
-            &goal,
-            &actor(ctx),
-            Change::SetState {
-                to,
-                reason: reason.clone(),
-            },
-        )
-        .await
-        .map_err(fail)?;
-    tell(ctx, &done.0, &format!("🔀 Now {to}: {reason}")).await;
-    Ok(changed(done))
+    part_change(
+        ctx,
+        &goal,
+        Change::SetState {
+            to,
+            reason: reason.clone(),
+        },
+        |_, _| Some(format!("🔀 Now {to}: {reason}")),
+    )
+    .await
 }
 
 /// A goal's tasks: `add` (title, assignee, due), `update` (task and any of title, assignee,
@@ -313,8 +328,6 @@ async fn goal_task(
     /// `open`, `doing`, `done` or `dropped` (for `update`).
     status: Option<String>,
 ) -> Result<Changed, ToolError> {
-    let goals = service(ctx)?;
-    require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
     let need_task = || ToolError::invalid("task", format!("`{action}` needs the task's number"));
     let change = match action.as_str() {
         "add" => Change::AddTask {
@@ -361,11 +374,7 @@ async fn goal_task(
             ));
         }
     };
-    goals
-        .change(&goal, &actor(ctx), change)
-        .await
-        .map(changed)
-        .map_err(fail)
+    part_change(ctx, &goal, change, |_, _| None).await
 }
 
 /// Proposes a decision to a goal's participants: it stays open for objections for
@@ -384,7 +393,6 @@ async fn goal_propose(
     /// `plan`, `spend` or `team`.
     kind: Option<String>,
 ) -> Result<Changed, ToolError> {
-    let goals = service(ctx)?;
     let kind = match kind.as_deref().unwrap_or("plan") {
         "plan" => ProposalKind::Plan,
         "spend" => ProposalKind::Spend,
@@ -396,29 +404,22 @@ async fn goal_propose(
             ));
         }
     };
-    require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
-    let done = goals
-        .change(
-            &goal,
-            &actor(ctx),
-            Change::Propose {
-                title: title.clone(),
-                detail: detail.unwrap_or_default(),
-                kind,
-            },
-        )
-        .await
-        .map_err(fail)?;
-    let id = done.1.detail["proposal"].clone();
-    tell(
+    part_change(
         ctx,
-        &done.0,
-        &format!(
-            "🗳️ Proposal #{id}: {title} — vote with goal_vote (yes, no, or object with a reason)."
-        ),
+        &goal,
+        Change::Propose {
+            title: title.clone(),
+            detail: detail.unwrap_or_default(),
+            kind,
+        },
+        |_, ev| {
+            Some(format!(
+                "🗳️ Proposal #{}: {title} — vote with goal_vote (yes, no, or object with a reason).",
+                ev.detail["proposal"]
+            ))
+        },
     )
-    .await;
-    Ok(changed(done))
+    .await
 }
 
 /// Votes on a goal's proposal: `yes`, `no`, or `object` (with a reason: an objection blocks
@@ -503,26 +504,16 @@ async fn goal_block(
     /// The question.
     question: String,
 ) -> Result<Changed, ToolError> {
-    let goals = service(ctx)?;
-    require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
-    let done = goals
-        .change(
-            &goal,
-            &actor(ctx),
-            Change::Block {
-                person: person.clone(),
-                question: question.clone(),
-            },
-        )
-        .await
-        .map_err(fail)?;
-    tell(
+    part_change(
         ctx,
-        &done.0,
-        &format!("⏸️ Waiting for {person}: {question}"),
+        &goal,
+        Change::Block {
+            person: person.clone(),
+            question: question.clone(),
+        },
+        |_, _| Some(format!("⏸️ Waiting for {person}: {question}")),
     )
-    .await;
-    Ok(changed(done))
+    .await
 }
 
 /// Takes a paused or blocked goal back to where it was, with the reason (for a blocked one:
@@ -535,25 +526,15 @@ async fn goal_resume(
     /// Why (the answer that unblocks it).
     reason: String,
 ) -> Result<Changed, ToolError> {
-    let goals = service(ctx)?;
-    require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
-    let done = goals
-        .change(
-            &goal,
-            &actor(ctx),
-            Change::Resume {
-                reason: reason.clone(),
-            },
-        )
-        .await
-        .map_err(fail)?;
-    tell(
+    part_change(
         ctx,
-        &done.0,
-        &format!("▶️ Resumed ({}): {reason}", done.0.state),
+        &goal,
+        Change::Resume {
+            reason: reason.clone(),
+        },
+        |g, _| Some(format!("▶️ Resumed ({}): {reason}", g.state)),
     )
-    .await;
-    Ok(changed(done))
+    .await
 }
 
 /// A goal with its tasks, proposals, votes and newest events (`events`, default 20), or

@@ -333,3 +333,18 @@ impl std::fmt::Display for Usage {
 }
 
 impl std::error::Error for Usage {}
+
+/// Prints what a command's work made, or its error: a [`Usage`] mistake exits 2, anything
+/// else 1.
+pub(crate) fn finish(done: anyhow::Result<String>) -> Exit {
+    match done {
+        Ok(text) => out(&text),
+        Err(e) => match e.downcast_ref::<Usage>() {
+            Some(u) => {
+                eprintln!("error: {}", u.0);
+                Exit::Usage
+            }
+            None => fail(&e),
+        },
+    }
+}

@@ -91,14 +91,5 @@ pub(crate) fn run(l: &Context, command: GoalCommand) -> Exit {
         };
         anyhow::Ok(text)
     };
-    match rt.block_on(work) {
-        Ok(text) => out(&text),
-        Err(e) => match e.downcast_ref::<Usage>() {
-            Some(u) => {
-                eprintln!("error: {}", u.0);
-                Exit::Usage
-            }
-            None => fail(&e),
-        },
-    }
+    finish(rt.block_on(work))
 }
