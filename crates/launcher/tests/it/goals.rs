@@ -15,6 +15,7 @@ use strata_test_support::{FakeServer, openai};
 use crate::common;
 
 const OWNER: &str = "owner-token-0123456789";
+const ADMIN: &str = "admin-token-0123456789";
 
 async fn invoke(base: &str, tool: &str, args: Value) -> Value {
     let (_, v) = common::api(
@@ -47,7 +48,8 @@ fn overlay(d: &Path, llm: &str, discord: &Fake, storage: &str) {
         d,
         (llm, discord.port),
         &format!(
-            "server:\n  tokens:\n    - {{name: boss, token: {OWNER}, tier: owner}}\n\
+            "server:\n  tokens:\n    - {{name: boss, token: {OWNER}, tier: owner}}\n    \
+             - {{name: helper, token: {ADMIN}, tier: admin}}\n\
              goals:\n  connector: \"discord:main\"\n  category: \"777000\"\n  turn_budget: 4\n  \
              objection_window: 2s\n{storage}"
         ),
@@ -174,6 +176,20 @@ async fn a_goal_lives_through_a_turn_a_channel_votes_and_a_restart(storage: &str
         "a person resets it"
     );
 
+    // Creating is for goals.create_tiers: an admin token is refused (by the tool, not layer 2).
+    let (_, refused) = common::api(
+        "POST",
+        &format!("{}/api/invoke", served.base),
+        ADMIN,
+        Some(json!({"tool": "goal_create", "args": {"title": "Mine"}})),
+    )
+    .await;
+    assert!(
+        refused["value"]["error"].as_str().is_some_and(
+            |e| e.contains("denied: creating goals is for owner, coordinator, privileged")
+        ),
+        "{refused}"
+    );
     // An illegal move is refused and names the allowed ones.
     let r = invoke(
         &served.base,
