@@ -9,9 +9,12 @@
 //! made under an exclusive lock on `secrets.lock` after re-reading the file, so two writers
 //! never lose each other's keys.
 //!
-//! Legacy vaults without `secrets.salt` used one constant salt for every vault. Strata ships
-//! no copy of it: give its bytes in `STRATA_VAULT_LEGACY_SALT` (text, or `hex:…` /
-//! `base64:…`) to open such a vault once, then `strata vault rekey` writes a random salt.
+//! Legacy vaults without `secrets.salt` (written by the older Python tooling) used one
+//! constant salt for every vault, the ASCII bytes [`LEGACY_SALT`]: such a vault opens with it
+//! unless `STRATA_VAULT_LEGACY_SALT` gives another (text, or `hex:…` / `base64:…`), and
+//! `strata vault doctor` recommends `strata vault rekey`, which writes a random salt. (A salt
+//! is not a secret: it only makes one passphrase's key differ between vaults — which a
+//! constant salt does not, hence the rekey.)
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -70,15 +73,14 @@ pub struct FileVault {
 /// The variable holding a legacy vault's constant salt.
 pub const LEGACY_SALT_VAR: &str = "STRATA_VAULT_LEGACY_SALT";
 
-/// The legacy constant salt from [`LEGACY_SALT_VAR`]: plain text, `hex:…` or `base64:…`.
-fn legacy_salt(dir: &Path) -> Result<Vec<u8>, VaultError> {
+/// The constant salt of vaults written by the older Python tooling without `secrets.salt`.
+pub const LEGACY_SALT: &[u8] = b"kagents-vault-salt";
+
+/// The legacy constant salt: [`LEGACY_SALT_VAR`] (plain text, `hex:…` or `base64:…`) when
+/// set, else [`LEGACY_SALT`]; and whether it came from the variable.
+fn legacy_salt() -> Result<(Vec<u8>, bool), VaultError> {
     let Some(raw) = std::env::var_os(LEGACY_SALT_VAR) else {
-        return Err(VaultError::Format(format!(
-            "{} has no secrets.salt: a legacy vault, encrypted with the old constant salt. \
-             Set {LEGACY_SALT_VAR} to that salt (text, hex:… or base64:…) to open it, then run \
-             `strata vault rekey` to give it a random salt",
-            dir.display()
-        )));
+        return Ok((LEGACY_SALT.to_vec(), false));
     };
     let raw = raw.to_string_lossy().into_owned();
     let bad = |what: &str| VaultError::Format(format!("{LEGACY_SALT_VAR}: not valid {what}"));
@@ -99,6 +101,7 @@ fn legacy_salt(dir: &Path) -> Result<Vec<u8>, VaultError> {
     } else {
         Ok(raw.into_bytes())
     }
+    .map(|salt| (salt, true))
 }
 
 /// An exclusive lock on `secrets.lock`, released when dropped (the descriptor closes).
@@ -188,11 +191,15 @@ impl FileVault {
         legacy: Option<&[u8]>,
     ) -> Result<Self, VaultError> {
         let salt_path = dir.join("secrets.salt");
-        let (salt, legacy_salt) = match std::fs::read(&salt_path) {
-            Ok(s) => (s, false),
+        // (salt, a legacy vault's, whose salt it is: for the message when it does not open)
+        let (salt, legacy_salt, whose) = match std::fs::read(&salt_path) {
+            Ok(s) => (s, false, ""),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => match legacy {
-                Some(l) => (l.to_vec(), true),
-                None => (self::legacy_salt(dir)?, true),
+                Some(l) => (l.to_vec(), true, "the legacy salt given"),
+                None => match self::legacy_salt()? {
+                    (s, true) => (s, true, "the salt in STRATA_VAULT_LEGACY_SALT"),
+                    (s, false) => (s, true, "the legacy constant salt `kagents-vault-salt`"),
+                },
             },
             Err(e) => return Err(io(&salt_path)(e)),
         };
@@ -213,7 +220,15 @@ impl FileVault {
             Err(e) => return Err(io(&kdf_path)(e)),
         };
         let key = derive_key(passphrase, &salt, iterations);
-        let values = read_values(dir, &key)?;
+        let values = read_values(dir, &key).map_err(|e| match e {
+            VaultError::WrongPassphrase(p) if legacy_salt => VaultError::Format(format!(
+                "{} does not open: wrong passphrase, or — as it has no secrets.salt, a legacy \
+                 vault — it was written with another salt than {whose} (set \
+                 {LEGACY_SALT_VAR} to it: text, hex:… or base64:…); nothing was unlocked",
+                p.display()
+            )),
+            other => other,
+        })?;
         Ok(FileVault {
             dir: dir.to_path_buf(),
             values,

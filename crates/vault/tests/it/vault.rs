@@ -115,17 +115,50 @@ fn a_wrong_passphrase_unlocks_nothing_and_files_stay_private() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().all(|n| !n.contains("tmp")), "{names:?}");
-    // A second create refuses to overwrite; no salt is the legacy format, which needs its
-    // constant salt (the message says where to give it).
+    // A second create refuses to overwrite; no salt is the legacy format, tried with the
+    // legacy constant salt — which is not this vault's: the message says where to give it.
     assert!(FileVault::create_with_iterations(d.path(), "x", 1000).is_err());
     std::fs::remove_file(d.path().join("secrets.salt")).expect("rm salt");
     let e = FileVault::open_with_legacy_salt(d.path(), "right", None).expect_err("legacy");
     if std::env::var_os(strata_vault::LEGACY_SALT_VAR).is_none() {
         assert!(
-            e.to_string().contains("legacy") && e.to_string().contains("STRATA_VAULT_LEGACY_SALT"),
+            e.to_string().contains("kagents-vault-salt")
+                && e.to_string().contains("STRATA_VAULT_LEGACY_SALT")
+                && e.to_string().contains("nothing was unlocked"),
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_legacy_vault_with_the_old_tooling_s_constant_salt_opens_without_help() {
+    if !python_crypto() {
+        return;
+    }
+    if std::env::var_os(strata_vault::LEGACY_SALT_VAR).is_some() {
+        eprintln!("SKIPPED: STRATA_VAULT_LEGACY_SALT is set here and would be used instead");
+        return;
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    // Python's cryptography, the constant salt, 100,000 iterations, no secrets.salt/.kdf.
+    py_legacy("write", d.path(), "old pass", "kagents-vault-salt");
+    let v = FileVault::open(d.path(), "old pass").expect("opens with the default legacy salt");
+    assert!(v.is_legacy());
+    assert_eq!(
+        v.get("old-key").map(|s| s.expose().to_owned()).as_deref(),
+        Some("from-a-legacy-vault")
+    );
+    assert!(
+        v.doctor()
+            .iter()
+            .any(|(ok, m)| !ok && m.contains("legacy") && m.contains("rekey")),
+        "{:?}",
+        v.doctor()
+    );
+    assert!(matches!(
+        FileVault::open(d.path(), "wrong pass"),
+        Err(VaultError::Format(m)) if m.contains("wrong passphrase")
+    ));
 }
 
 const PY_LEGACY: &str = r#"
