@@ -156,6 +156,9 @@ pub struct InvocationResult {
     /// read it).
     #[serde(skip)]
     pub out_of_scope: bool,
+    /// For `rate_limited`: seconds until the window that refused the call has room again
+    /// (a refused call is not counted, so a retry after this is let through).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl InvocationResult {
@@ -175,6 +178,9 @@ impl Serialize for InvocationResult {
         st.serialize_field("tool", &self.tool)?;
         st.serialize_field("request_id", &self.request_id)?;
         st.serialize_field("ok", &self.ok())?;
+        if let Some(secs) = self.retry_after_secs {
+            st.serialize_field("retry_after_secs", &secs)?;
+        }
         st.end()
     }
 }
@@ -452,6 +458,15 @@ impl Invoker {
             ),
             (Some(tool), None) => self.run(tool, &call, &request_id).await,
         };
+        // The rate-limit stage hands its retry time over in the value, which a refused call
+        // does not otherwise have.
+        let (value, retry_after_secs) = match status {
+            Status::RateLimited => (
+                Value::Null,
+                value.get("retry_after_secs").and_then(Value::as_u64),
+            ),
+            _ => (value, None),
+        };
         let took = started.elapsed();
         let elapsed_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
         // Labels stay bounded: a name the registry does not know is not a label value.
@@ -486,6 +501,7 @@ impl Invoker {
             tool: call.tool,
             request_id,
             out_of_scope: out_of_scope.is_some(),
+            retry_after_secs,
         }
     }
 
@@ -571,14 +587,18 @@ impl Invoker {
             }
             RateVerdict::Refuse(e) => {
                 crate::meters::rate_limited(&call.tool, e.window);
-                let msg = format!("{e} for {key} on `{}`; try again later", call.tool);
+                let msg = format!("{e} for {key} on `{}`", call.tool);
                 self.alert(mk_alert(
                     "rate_limit",
                     e.window.to_owned(),
                     msg.clone(),
                     None,
                 ));
-                return (Status::RateLimited, Value::Null, Some(msg));
+                return (
+                    Status::RateLimited,
+                    serde_json::json!({"retry_after_secs": e.retry_after_secs}),
+                    Some(msg),
+                );
             }
             RateVerdict::LogOnly(e) => {
                 let msg = format!("{e} for {key} on `{}` (mode: log, call allowed)", call.tool);

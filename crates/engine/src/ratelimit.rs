@@ -1,7 +1,10 @@
 //! Rate limits: sliding windows per (principal or agent, tool) over a minute, an hour and a
 //! day.
 //!
-//! A call is recorded *before* the tool runs, so failed runs count too. With a local log
+//! A call is recorded *before* the tool runs, so failed runs count too — but only a call that
+//! is let through: a refused call is not counted, so a client that keeps retrying gets back
+//! in as soon as the window has room, and the refusal says when (`retry_after_secs`). With a
+//! local log
 //! (SQLite in `strata-store`) counting happens in memory (one deque of timestamps per key and
 //! tool that has a limit); every recorded call is also handed to the [`RateLog`] and its last
 //! day is loaded before the first check, so counters survive a restart. With a shared log (a
@@ -50,10 +53,34 @@ pub trait RateLog: Send + Sync {
     fn shared(&self) -> bool {
         false
     }
-    /// Records `event` and returns how many events of its key and tool the log holds newer
-    /// than `event.ts_ms - span` for each of [`WINDOWS`] (this one included), as one step
-    /// no other recorder can interleave with.
-    async fn record(&self, event: RateEvent) -> Result<[u32; 3], crate::session::StoreError>;
+    /// Records `event` unless that would take one of [`WINDOWS`] over its cap in `caps`
+    /// (`None`: no cap), and returns, per window, the events of its key and tool newer than
+    /// `event.ts_ms - span` with this one counted (recorded or not) and the oldest recorded
+    /// one — as one step no other recorder can interleave with.
+    async fn record(
+        &self,
+        event: RateEvent,
+        caps: [Option<u32>; 3],
+    ) -> Result<RateCounts, crate::session::StoreError>;
+}
+
+/// What a [`RateLog::record`] saw, per window of [`WINDOWS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateCounts {
+    /// Calls in the window, the one asked about included.
+    pub counts: [u32; 3],
+    /// The oldest recorded call in the window (Unix ms).
+    pub oldest: [Option<i64>; 3],
+}
+
+impl RateCounts {
+    /// Whether the call fits every cap (then it is recorded).
+    pub fn fits(&self, caps: [Option<u32>; 3]) -> bool {
+        self.counts
+            .iter()
+            .zip(caps)
+            .all(|(n, cap)| cap.is_none_or(|c| *n <= c))
+    }
 }
 
 /// An exceeded window.
@@ -65,14 +92,16 @@ pub struct Exceeded {
     pub count: u32,
     /// The limit.
     pub limit: u32,
+    /// Seconds until the window has room again (its oldest counted call leaves it).
+    pub retry_after_secs: u64,
 }
 
 impl std::fmt::Display for Exceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "rate limit: {} calls in the last {} (limit {})",
-            self.count, self.window, self.limit
+            "rate limit: {} calls in the last {} (limit {}); room again in {} s",
+            self.count, self.window, self.limit, self.retry_after_secs
         )
     }
 }
@@ -100,19 +129,25 @@ pub struct RateLimiter {
     windows: Mutex<HashMap<(String, String), VecDeque<i64>>>,
 }
 
-/// The first window whose count is over its limit.
-fn over(limits: Limits, counts: [u32; 3]) -> Option<Exceeded> {
-    let caps = [limits.per_minute, limits.per_hour, limits.per_day];
+fn caps(limits: Limits) -> [Option<u32>; 3] {
+    [limits.per_minute, limits.per_hour, limits.per_day]
+}
+
+/// The first window whose count is over its limit, at `now_ms`.
+fn over(limits: Limits, seen: RateCounts, now_ms: i64) -> Option<Exceeded> {
     WINDOWS
         .iter()
-        .zip(caps)
-        .zip(counts)
-        .find_map(|(((window, _), limit), count)| {
+        .zip(caps(limits))
+        .zip(seen.counts.iter().zip(seen.oldest))
+        .find_map(|(((window, span), limit), (count, oldest))| {
             let limit = limit?;
-            (count > limit).then_some(Exceeded {
+            let until = oldest.map_or(1, |t| t + span - now_ms);
+            let retry_after_secs = u64::try_from(until.max(1)).unwrap_or(1).div_ceil(1000);
+            (*count > limit).then_some(Exceeded {
                 window,
-                count,
+                count: *count,
                 limit,
+                retry_after_secs,
             })
         })
 }
@@ -192,8 +227,8 @@ impl RateLimiter {
                     tool: tool.to_owned(),
                     ts_ms,
                 };
-                match log.record(event).await {
-                    Ok(counts) => self.verdict(over(limits, counts)),
+                match log.record(event, self.enforced(limits)).await {
+                    Ok(seen) => self.verdict(over(limits, seen, ts_ms)),
                     Err(e) => RateVerdict::Unavailable(e),
                 }
             }
@@ -202,6 +237,15 @@ impl RateLimiter {
                 self.check_at(key, agent, tool, ts_ms)
             }
             None => self.check_at(key, agent, tool, ts_ms),
+        }
+    }
+
+    /// The caps a call is refused at (none in `mode: log`, where every call runs and counts).
+    fn enforced(&self, limits: Limits) -> [Option<u32>; 3] {
+        if self.cfg.mode == RateLimitMode::Log {
+            [None; 3]
+        } else {
+            caps(limits)
         }
     }
 
@@ -220,25 +264,35 @@ impl RateLimiter {
         if limits.is_unlimited() {
             return RateVerdict::Ok;
         }
-        let counts = {
+        let (seen, fits) = {
             let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
             let q = w.entry((key.to_owned(), tool.to_owned())).or_default();
             while q.front().is_some_and(|&t| t <= ts_ms - DAY) {
                 q.pop_front();
             }
-            let at = q.partition_point(|&t| t <= ts_ms);
-            q.insert(at, ts_ms);
-            // The deque is in time order: a binary search finds each window's start.
-            WINDOWS.map(|(_, span)| (q.len() - q.partition_point(|&t| t <= ts_ms - span)) as u32)
+            // The deque is in time order: a binary search finds each window's start; this
+            // call counts as if it were recorded.
+            let end = q.partition_point(|&t| t <= ts_ms);
+            let mut seen = RateCounts::default();
+            for (i, (_, span)) in WINDOWS.iter().enumerate() {
+                let start = q.partition_point(|&t| t <= ts_ms - span);
+                seen.counts[i] = (end - start + 1) as u32;
+                seen.oldest[i] = q.get(start).copied().filter(|_| start < end);
+            }
+            let fits = seen.fits(self.enforced(limits));
+            if fits {
+                q.insert(end, ts_ms);
+            }
+            (seen, fits)
         };
-        if let Some(log) = &self.log {
+        if fits && let Some(log) = &self.log {
             log.append(RateEvent {
                 key: key.to_owned(),
                 tool: tool.to_owned(),
                 ts_ms,
             });
         }
-        self.verdict(over(limits, counts))
+        self.verdict(over(limits, seen, ts_ms))
     }
 
     /// Whether any limit is configured at all (the Invoker skips the stage otherwise).
@@ -322,18 +376,70 @@ mod tests {
             panic!("third call in a minute must be refused")
         };
         assert_eq!((e.window, e.count, e.limit), ("minute", 3, 2));
+        assert_eq!(
+            e.retry_after_secs, 60,
+            "the first call leaves the minute at t0 + 60 s"
+        );
         // Other keys and tools have their own windows.
         assert_eq!(r.check_at("other", None, "t", t0 + 3), RateVerdict::Ok);
         assert_eq!(r.check_at("k", None, "u", t0 + 3), RateVerdict::Ok);
-        // A minute later the minute window is clear, but the hour holds 4 calls (refused
-        // ones count: they were recorded before the tool would have run).
-        let RateVerdict::Refuse(e) = r.check_at("k", None, "t", t0 + MINUTE + 10) else {
+        // A minute later the minute window is clear and the hour holds the two calls that
+        // ran (the refused one was not counted): one more fits, the next does not.
+        assert_eq!(
+            r.check_at("k", None, "t", t0 + MINUTE + 10),
+            RateVerdict::Ok
+        );
+        let RateVerdict::Refuse(e) = r.check_at("k", None, "t", t0 + MINUTE + 11) else {
             panic!("hour limit")
         };
         assert_eq!((e.window, e.count, e.limit), ("hour", 4, 3));
+        assert_eq!(
+            e.retry_after_secs,
+            ((HOUR - MINUTE - 11) as u64).div_ceil(1000)
+        );
         // An hour later everything has slid out.
         assert_eq!(
             r.check_at("k", None, "t", t0 + HOUR + MINUTE + 11),
+            RateVerdict::Ok
+        );
+    }
+
+    #[test]
+    fn a_client_retrying_in_a_loop_is_let_back_in_when_the_window_has_room() {
+        let cfg = RateLimitsConfig {
+            defaults: lim(Some(60), None, None),
+            ..Default::default()
+        };
+        let r = RateLimiter::new(cfg, None);
+        let t0 = 1_000_000_000;
+        for i in 0..60 {
+            assert_eq!(
+                r.check_at("k", None, "t", t0 + i * 100),
+                RateVerdict::Ok,
+                "{i}"
+            );
+        }
+        // Retrying every 10 ms for the rest of the minute: refused, never counted.
+        let mut t = t0 + 6_000;
+        while t < t0 + MINUTE {
+            match r.check_at("k", None, "t", t) {
+                RateVerdict::Refuse(e) => {
+                    assert_eq!((e.count, e.limit), (61, 60), "at {t}");
+                    let due = ((t0 + MINUTE - t) as u64).div_ceil(1000);
+                    assert_eq!(e.retry_after_secs, due.max(1), "at {t}");
+                }
+                other => panic!("at {t}: {other:?}"),
+            }
+            t += 10;
+        }
+        // 60 s after the first call it has left the window: the client is back in.
+        assert_eq!(r.check_at("k", None, "t", t0 + MINUTE + 1), RateVerdict::Ok);
+        assert!(matches!(
+            r.check_at("k", None, "t", t0 + MINUTE + 2),
+            RateVerdict::Refuse(_)
+        ));
+        assert_eq!(
+            r.check_at("k", None, "t", t0 + MINUTE + 101),
             RateVerdict::Ok
         );
     }

@@ -94,6 +94,8 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// `Retry-After` (seconds), for a 429.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -102,7 +104,13 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+    /// With `Retry-After: secs`.
+    fn retry_after(mut self, secs: Option<u64>) -> Self {
+        self.retry_after = secs;
+        self
     }
     fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
@@ -111,11 +119,16 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
+        let mut r = (
             self.status,
             Json(json!({"ok": false, "code": self.code, "error": self.message})),
         )
-            .into_response()
+            .into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        r
     }
 }
 
@@ -769,11 +782,12 @@ async fn artifact_call(
         strata_engine::Status::Denied | strata_engine::Status::ApprovalDenied => {
             Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message))
         }
-        strata_engine::Status::RateLimited => Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            message,
-        )),
+        strata_engine::Status::RateLimited => {
+            Err(
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+                    .retry_after(r.retry_after_secs),
+            )
+        }
         strata_engine::Status::ValidationError => Err(ApiError::bad_request(message)),
         strata_engine::Status::UnknownTool => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

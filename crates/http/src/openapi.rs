@@ -64,6 +64,10 @@ pub fn openapi() -> Value {
         }
         m
     };
+    // A rate-limited file-tool call (`security.rate_limits`): when to try again.
+    let limited = json!({"description": "Rate limited; `Retry-After` says in how many seconds the call would be let through",
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+        "content": {"application/json": {"schema": err()}}});
     let status_path = json!({"get": {"summary": "One screen for an operator (`strata status`): cluster instances, agents and their health, connectors up or down, pending approvals, today's spend by agent (in `defaults.timezone`), budgets, the last warnings and errors",
         "responses": with(json!({"200": resp("Status", ok_value(json!({"type": "object",
             "required": ["version", "uptime_secs", "agents", "connectors", "approvals", "spend_today", "budgets", "errors"]})))}), std_errors.clone())}});
@@ -130,7 +134,8 @@ pub fn openapi() -> Value {
                     "properties": {
                         "status": {"enum": ["ok", "error", "unknown_tool", "validation_error", "denied", "rate_limited", "approval_denied"]},
                         "value": {}, "error": {"type": ["string", "null"]}, "elapsed_ms": {"type": "number"},
-                        "tool": {"type": "string"}, "request_id": {"type": "string"}, "ok": {"type": "boolean"}}},
+                        "tool": {"type": "string"}, "request_id": {"type": "string"}, "ok": {"type": "boolean"},
+                        "retry_after_secs": {"type": "integer", "minimum": 1, "description": "With `rate_limited`: seconds until the call would be let through (refused calls are not counted)"}}},
                 "Approval": {"type": "object",
                     "required": ["id", "tool", "principal", "args", "description", "status", "created_at"],
                     "properties": {
@@ -184,13 +189,15 @@ pub fn openapi() -> Value {
                     {"name": "under", "in": "query", "schema": {"type": "string"}},
                     {"name": "glob", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 5000}}],
-                "responses": with(json!({"200": resp("Entries", ok_value(json!({"type": "object"}))), "403": resp("Outside the roots", err())}), std_errors.clone())}},
+                "responses": with(json!({"200": resp("Entries", ok_value(json!({"type": "object"}))), "403": resp("Outside the roots", err()),
+                    "429": limited.clone()}), std_errors.clone())}},
             "/api/artifacts/{path}": {"get": {"summary": "Read one artifact",
                 "parameters": [
                     {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}},
                     {"name": "max_bytes", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1048576}}],
                 "responses": with(json!({"200": resp("Content", ok_value(json!({"type": "object"}))),
-                    "403": resp("Outside the roots, or a secret file", err()), "404": resp("No such file", err())}), std_errors.clone())}},
+                    "403": resp("Outside the roots, or a secret file", err()), "404": resp("No such file", err()),
+                    "429": limited.clone()}), std_errors.clone())}},
             "/api/state": {"get": {"summary": "Runtime state: agents, sessions, connectors",
                 "responses": with(json!({"200": resp("State", ok_value(json!({"type": "object"})))}), std_errors.clone())}},
             "/api/cluster": {"get": {"summary": "The cluster: members, their heartbeats and turns, the queue's depth",

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
 use strata_engine::llm::ChatMessage;
-use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
+use strata_engine::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
 use strata_engine::session::{
     SessionInfo, SessionKey, SessionState, SessionStore, StoreError, StoredSession, StoredTurn,
     ToolLogEntry,
@@ -747,7 +747,7 @@ impl RateLog for PgStore {
     fn append(&self, e: RateEvent) {
         let me = self.clone();
         tokio::spawn(async move {
-            if let Err(err) = me.record(e).await {
+            if let Err(err) = me.record(e, [None; 3]).await {
                 tracing::error!(error = %err, "a rate-limit event was not stored");
             }
         });
@@ -757,7 +757,7 @@ impl RateLog for PgStore {
         true
     }
 
-    async fn record(&self, e: RateEvent) -> Result<[u32; 3], StoreError> {
+    async fn record(&self, e: RateEvent, caps: [Option<u32>; 3]) -> Result<RateCounts, StoreError> {
         let mut c = self.db.client().await?;
         let tx = c.transaction().await.map_err(|e| self.db.fail(e))?;
         // One key and tool at a time across every instance: the count below must see every
@@ -772,16 +772,32 @@ impl RateLog for PgStore {
         let [(_, m), (_, h), (_, d)] = WINDOWS;
         let row = tx
             .query_one(
-                "WITH ins AS (INSERT INTO rate_events (key, tool, ts_ms) VALUES ($1, $2, $3) RETURNING ts_ms)
-                 SELECT 1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $4),
-                        1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $5),
-                        1 + COUNT(*) FILTER (WHERE ts_ms > $3 - $6),
-                        (SELECT COUNT(*) FROM ins)
-                 FROM rate_events WHERE key = $1 AND tool = $2 AND ts_ms > $3 - $6",
+                "SELECT 1 + COUNT(*) FILTER (WHERE ts_ms > $3::BIGINT - $4::BIGINT),
+                        1 + COUNT(*) FILTER (WHERE ts_ms > $3::BIGINT - $5::BIGINT),
+                        1 + COUNT(*),
+                        MIN(ts_ms) FILTER (WHERE ts_ms > $3::BIGINT - $4::BIGINT),
+                        MIN(ts_ms) FILTER (WHERE ts_ms > $3::BIGINT - $5::BIGINT),
+                        MIN(ts_ms)
+                 FROM rate_events WHERE key = $1 AND tool = $2 AND ts_ms > $3::BIGINT - $6::BIGINT",
                 &[&e.key, &e.tool, &e.ts_ms, &m, &h, &d],
             )
             .await
             .map_err(|err| self.db.fail(err))?;
+        let n = |i: usize| u32::try_from(row.get::<_, i64>(i)).unwrap_or(u32::MAX);
+        let seen = RateCounts {
+            counts: [n(0), n(1), n(2)],
+            oldest: [row.get(3), row.get(4), row.get(5)],
+        };
+        // Only a call let through counts: a client retrying in a loop gets back in when the
+        // window has room.
+        if seen.fits(caps) {
+            tx.execute(
+                "INSERT INTO rate_events (key, tool, ts_ms) VALUES ($1, $2, $3)",
+                &[&e.key, &e.tool, &e.ts_ms],
+            )
+            .await
+            .map_err(|err| self.db.fail(err))?;
+        }
         if RECORDS.fetch_add(1, Ordering::Relaxed).is_multiple_of(1024) {
             tx.execute(
                 "DELETE FROM rate_events WHERE ts_ms <= $1",
@@ -791,8 +807,7 @@ impl RateLog for PgStore {
             .map_err(|err| self.db.fail(err))?;
         }
         tx.commit().await.map_err(|err| self.db.fail(err))?;
-        let n = |i: usize| u32::try_from(row.get::<_, i64>(i)).unwrap_or(u32::MAX);
-        Ok([n(0), n(1), n(2)])
+        Ok(seen)
     }
 }
 

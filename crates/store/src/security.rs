@@ -6,7 +6,7 @@ use strata_engine::session::StoreError;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
-use strata_engine::ratelimit::{RateEvent, RateLog, WINDOWS};
+use strata_engine::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
 
 use crate::SqliteStore;
 
@@ -32,24 +32,32 @@ impl RateLog for SqliteStore {
         .await
     }
 
-    /// Inserts and counts in one write (SQLite's writer lock orders it against every other
-    /// process). The limiter does not use it for SQLite — a local log counts in memory — but
-    /// the store answers it the same way PostgreSQL does.
-    async fn record(&self, e: RateEvent) -> Result<[u32; 3], StoreError> {
+    /// Counts and (when the call fits `caps`) inserts in one write (SQLite's writer lock
+    /// orders it against every other process). The limiter does not use it for SQLite — a
+    /// local log counts in memory — but the store answers it the same way PostgreSQL does.
+    async fn record(&self, e: RateEvent, caps: [Option<u32>; 3]) -> Result<RateCounts, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.write(move |c| {
-            c.prepare_cached("INSERT INTO rate_events (key, tool, ts_ms) VALUES (?1, ?2, ?3)")?
-                .execute(params![e.key, e.tool, e.ts_ms])?;
-            let mut counts = [0u32; 3];
+            let mut seen = RateCounts::default();
             let mut st = c.prepare_cached(
-                "SELECT COUNT(*) FROM rate_events WHERE key = ?1 AND tool = ?2 AND ts_ms > ?3",
+                "SELECT COUNT(*), MIN(ts_ms) FROM rate_events WHERE key = ?1 AND tool = ?2 \
+                 AND ts_ms > ?3",
             )?;
-            for (n, (_, span)) in counts.iter_mut().zip(WINDOWS) {
-                let k: i64 = st.query_row(params![e.key, e.tool, e.ts_ms - span], |r| r.get(0))?;
-                *n = u32::try_from(k).unwrap_or(u32::MAX);
+            for (i, (_, span)) in WINDOWS.iter().enumerate() {
+                let (k, oldest): (i64, Option<i64>) = st
+                    .query_row(params![e.key, e.tool, e.ts_ms - span], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?;
+                seen.counts[i] = u32::try_from(k + 1).unwrap_or(u32::MAX);
+                seen.oldest[i] = oldest;
             }
-            let _ = tx.send(counts);
-            Ok(1)
+            let fits = seen.fits(caps);
+            if fits {
+                c.prepare_cached("INSERT INTO rate_events (key, tool, ts_ms) VALUES (?1, ?2, ?3)")?
+                    .execute(params![e.key, e.tool, e.ts_ms])?;
+            }
+            let _ = tx.send(seen);
+            Ok(usize::from(fits))
         })
         .await?;
         rx.await

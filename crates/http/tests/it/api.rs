@@ -46,6 +46,11 @@ fn write(dir: &Path, rel: &str, text: &str) {
 }
 
 async fn server() -> Server {
+    server_with(Config::default()).await
+}
+
+/// [`server`] with `config` (the Invoker's security stages read it).
+async fn server_with(config: Config) -> Server {
     // The core file tools serve /api/artifacts.
     let _ = strata_tools::link();
     let dir = tempfile::tempdir().expect("tmp");
@@ -59,7 +64,7 @@ async fn server() -> Server {
     #[cfg(unix)]
     std::os::unix::fs::symlink(d.join("outside.txt"), d.join("tmp/link")).expect("symlink");
 
-    let env = Arc::new(Env::new(Config::default(), d.to_path_buf(), d.join("data")));
+    let env = Arc::new(Env::new(config, d.to_path_buf(), d.join("data")));
     let reg = Arc::new(Registry::from_inventory(&[]).expect("registry"));
     let audit = Arc::new(JsonlAudit::open(&d.join("data/audit.jsonl")).expect("audit"));
     let invoker = Arc::new(Invoker::new(reg, env.clone(), audit.clone()));
@@ -381,6 +386,59 @@ async fn events_after_invocations() {
         let (st, _, _) = get(&s, &format!("/api/events?limit={bad}"), Some(FULL)).await;
         assert_eq!(st, 400, "limit={bad}");
     }
+}
+
+#[tokio::test]
+async fn a_rate_limited_read_says_when_to_try_again() {
+    let mut cfg = Config::default();
+    cfg.security.rate_limits.tools.insert(
+        "read_file".into(),
+        strata_engine::config::Limits {
+            per_minute: Some(2),
+            ..Default::default()
+        },
+    );
+    let s = server_with(cfg).await;
+    for _ in 0..2 {
+        let (st, v, _) = get(&s, "/api/artifacts/tmp/report.txt", Some(FULL)).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    for _ in 0..3 {
+        let (st, v, h) = get(&s, "/api/artifacts/tmp/report.txt", Some(FULL)).await;
+        assert_eq!(st, 429, "{v}");
+        assert_eq!(v["code"], "rate_limited", "{v}");
+        let after: u64 = h
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!((1..=60).contains(&after), "Retry-After {after}");
+    }
+    // The same through /api/invoke: the result carries it.
+    let (st, v) = post(
+        &s,
+        "/api/invoke",
+        Some(FULL),
+        r#"{"tool": "read_file", "args": {"path": "tmp/report.txt"}}"#,
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["value"]["status"], "rate_limited", "{v}");
+    assert!(
+        v["value"]["retry_after_secs"]
+            .as_u64()
+            .is_some_and(|n| (1..=60).contains(&n)),
+        "{v}"
+    );
+    // A call that ran carries no such field.
+    let (_, v) = post(
+        &s,
+        "/api/invoke",
+        Some(FULL),
+        r#"{"tool": "echo", "args": {"text": "hi"}}"#,
+    )
+    .await;
+    assert!(v["value"].get("retry_after_secs").is_none(), "{v}");
 }
 
 #[tokio::test]

@@ -125,11 +125,23 @@ async fn two_instances_share_sessions_counters_and_approvals() {
         let (_, v) = r.expect("join");
         match v["value"]["status"].as_str() {
             Some("ok") => ok += 1,
-            Some("rate_limited") => limited += 1,
+            Some("rate_limited") => {
+                limited += 1;
+                // When to try again: the oldest counted call leaves the minute.
+                let after = v["value"]["retry_after_secs"].as_u64().unwrap_or(0);
+                assert!((1..=60).contains(&after), "{v}");
+            }
             other => panic!("unexpected {other:?}: {v}"),
         }
     }
     assert_eq!((ok, limited), (60, 20));
+    // Refused calls are not counted: the shared counter holds the 60 that ran.
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM rate_events WHERE tool = 'current_time'")
+            .await,
+        60
+    );
 
     // An approval requested on one instance is listed and decided on the other.
     let chat_url = format!("{}/chat", a.base);
@@ -357,11 +369,14 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         }
         for i in 0..30 {
             store
-                .record(strata_engine::ratelimit::RateEvent {
-                    key: "agent:main".into(),
-                    tool: "current_time".into(),
-                    ts_ms: 1_700_000_000_000 + i,
-                })
+                .record(
+                    strata_engine::ratelimit::RateEvent {
+                        key: "agent:main".into(),
+                        tool: "current_time".into(),
+                        ts_ms: 1_700_000_000_000 + i,
+                    },
+                    [None; 3],
+                )
                 .await
                 .expect("rate");
         }

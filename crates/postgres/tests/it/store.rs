@@ -362,7 +362,8 @@ async fn rate_limit_counters_survive_a_restart(kind: Kind) {
 both!(rate_limit_counters_survive_a_restart);
 
 /// `record` counts the windows with the new event included, per key and tool, and only
-/// events inside each window.
+/// events inside each window; it names each window's oldest event, and an event over a cap is
+/// counted in the answer but not recorded.
 async fn recorded_events_are_counted_per_window(kind: Kind) {
     let Some(h) = Harness::new(kind) else { return };
     let s = h.store().await;
@@ -372,15 +373,42 @@ async fn recorded_events_are_counted_per_window(kind: Kind) {
         tool: tool.into(),
         ts_ms,
     };
+    let counts = |r: Result<strata_engine::ratelimit::RateCounts, _>| r.map(|c| c.counts);
+    let none = [None; 3];
     assert_eq!(
-        s.record(ev("k", "t", t0 - 2 * 3_600_000)).await,
+        counts(s.record(ev("k", "t", t0 - 2 * 3_600_000), none).await),
         Ok([1, 1, 1])
     );
-    assert_eq!(s.record(ev("k", "t", t0 - 120_000)).await, Ok([1, 1, 2]));
-    assert_eq!(s.record(ev("k", "t", t0)).await, Ok([1, 2, 3]));
-    assert_eq!(s.record(ev("k", "t", t0 + 1)).await, Ok([2, 3, 4]));
-    assert_eq!(s.record(ev("k", "other", t0 + 2)).await, Ok([1, 1, 1]));
-    assert_eq!(s.record(ev("j", "t", t0 + 3)).await, Ok([1, 1, 1]));
+    assert_eq!(
+        counts(s.record(ev("k", "t", t0 - 120_000), none).await),
+        Ok([1, 1, 2])
+    );
+    assert_eq!(
+        counts(s.record(ev("k", "t", t0), none).await),
+        Ok([1, 2, 3])
+    );
+    let seen = s.record(ev("k", "t", t0 + 1), none).await.expect("record");
+    assert_eq!(seen.counts, [2, 3, 4]);
+    assert_eq!(
+        seen.oldest,
+        [Some(t0), Some(t0 - 120_000), Some(t0 - 2 * 3_600_000)]
+    );
+    assert_eq!(
+        counts(s.record(ev("k", "other", t0 + 2), none).await),
+        Ok([1, 1, 1])
+    );
+    assert_eq!(
+        counts(s.record(ev("j", "t", t0 + 3), none).await),
+        Ok([1, 1, 1])
+    );
+    // Over a cap of 2 a minute: answered with the count, not recorded — twice.
+    let capped = [Some(2), None, None];
+    for _ in 0..2 {
+        assert_eq!(
+            counts(s.record(ev("k", "t", t0 + 4), capped).await),
+            Ok([3, 4, 5])
+        );
+    }
     let mut loaded = s.load_since(t0 - 3_600_000).await.expect("load");
     loaded.sort_by_key(|e| e.ts_ms);
     assert_eq!(loaded.len(), 5, "{loaded:?}");
