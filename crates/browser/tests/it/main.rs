@@ -297,8 +297,13 @@ async fn chromium_runs_in_our_jail_with_its_own_sandbox_inside() {
         probe.bwrap_problem
     );
     let base = site().await;
-    // Outside /tmp, which the jail replaces with its own anyway.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tmp");
+    // Outside /tmp, which the jail replaces with its own anyway (CI's checkout is under
+    // /tmp): /var/tmp, which Debian has.
+    let parent = ["/var/tmp", env!("CARGO_TARGET_TMPDIR")]
+        .into_iter()
+        .find(|d| std::path::Path::new(d).is_dir() && !d.starts_with("/tmp"))
+        .expect("a writable directory outside /tmp");
+    let dir = tempfile::tempdir_in(parent).expect("tmp");
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("data");
     std::fs::write(data.join("sessions.db"), "DATA-SECRET").expect("secret");

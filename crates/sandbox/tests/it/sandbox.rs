@@ -415,8 +415,8 @@ async fn a_jailed_program_is_nobody_sees_no_hidden_path_and_writes_only_where_al
     if !modes().contains(&Mode::Bubblewrap) {
         return;
     }
-    // Outside /tmp, which the jail replaces with its own.
-    let f = Fixture::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    // Outside /tmp, which the jail replaces with its own (CI's checkout is under /tmp).
+    let f = Fixture::new_in(&outside_tmp());
     let writable = f.root().join("profile");
     std::fs::create_dir_all(&writable).expect("profile");
     let jail = strata_sandbox::host::Jail {
@@ -466,4 +466,17 @@ async fn a_jailed_program_is_nobody_sees_no_hidden_path_and_writes_only_where_al
         std::fs::read_to_string(f.root().join("outside.txt")).expect("outside"),
         "keep me too"
     );
+}
+
+/// A writable directory not under `/tmp`: `/var/tmp` (Debian has it), else the target dir's.
+fn outside_tmp() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let var_tmp = PathBuf::from("/var/tmp");
+    let dir = if var_tmp.is_dir() { var_tmp } else { target };
+    assert!(
+        !dir.starts_with("/tmp"),
+        "no writable directory outside /tmp to test the jail with ({})",
+        dir.display()
+    );
+    dir
 }
