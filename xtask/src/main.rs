@@ -57,7 +57,58 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Where skipped tests write what they did not test (`strata_test_support::skipped`).
+fn skip_log() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+        .join("test-skips.log")
+}
+
+/// The run's closing lines: one per thing not tested (how many tests it held back) and the
+/// command that enables it. Under `CI` a skip fails the run.
+fn skip_summary(log: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut seen: Vec<(String, String, usize)> = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, " | ");
+        let (_test, what, enable) = (parts.next(), parts.next(), parts.next());
+        let (Some(what), Some(enable)) = (what, enable) else {
+            continue;
+        };
+        match seen.iter_mut().find(|(w, e, _)| w == what && e == enable) {
+            Some(s) => s.2 += 1,
+            None => seen.push((what.to_owned(), enable.to_owned(), 1)),
+        }
+    }
+    if seen.is_empty() {
+        eprintln!("nothing skipped");
+        return Ok(());
+    }
+    eprintln!("skipped ({}):", seen.len());
+    for (what, enable, n) in &seen {
+        let tests = if *n == 1 {
+            "1 test".to_owned()
+        } else {
+            format!("{n} tests")
+        };
+        eprintln!("  - {what} [{tests}] — enable: {enable}");
+    }
+    if std::env::var_os("CI").is_some() {
+        return Err("under CI nothing may be skipped".into());
+    }
+    Ok(())
+}
+
 fn test(extra: &[String]) -> Result<(), String> {
+    let log = skip_log();
+    let _ = std::fs::remove_file(&log);
+    let ran = run_tests(extra, &log);
+    let summary = skip_summary(&log);
+    ran.and(summary)
+}
+
+fn run_tests(extra: &[String], log: &Path) -> Result<(), String> {
     if has_nextest() {
         // nextest does not run doctests (the README and API examples are doctests): run them
         // first, so the suite's closing lines are nextest's summary.
@@ -65,6 +116,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         d.args(["test", "--workspace", "--doc"]);
         run(d)?;
         let mut c = cargo();
+        c.env("STRATA_SKIP_LOG", log);
         c.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
         if std::env::var_os("CI").is_some() {
             c.args(["--profile", "ci"]);
@@ -74,6 +126,7 @@ fn test(extra: &[String]) -> Result<(), String> {
     } else {
         eprintln!("cargo-nextest not installed: using cargo test");
         let mut c = cargo();
+        c.env("STRATA_SKIP_LOG", log);
         c.args(["test", "--workspace", "--no-fail-fast"])
             .args(extra);
         run(c)

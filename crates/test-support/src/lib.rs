@@ -538,6 +538,29 @@ pub mod gemini {
     }
 }
 
+/// The variable naming the file skipped tests append to (`cargo xtask test` sets it and ends
+/// the run with a summary of what was not tested).
+pub const SKIP_LOG_VAR: &str = "STRATA_SKIP_LOG";
+
+/// Says that `what` was not tested here and how to enable it: on stderr (`SKIPPED: …`), and as
+/// one line (`<test> | <what> | <enable>`) appended to the file [`SKIP_LOG_VAR`] names.
+pub fn skipped(what: &str, enable: &str) {
+    eprintln!("SKIPPED: {what}; {enable}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
+        use std::io::Write;
+        let test = std::thread::current().name().unwrap_or("a test").to_owned();
+        let line = format!("{test} | {what} | {enable}\n").replace(['\r'], " ");
+        // One write of one line in append mode: lines of parallel tests do not interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
 /// Whether util-linux `script` is here to give a test a pseudo-terminal. Under `CI` its
 /// absence fails the test (`.ci/run`'s machine has it); elsewhere the test says SKIPPED.
 pub fn pty_available() -> bool {
@@ -552,7 +575,10 @@ pub fn pty_available() -> bool {
         std::env::var_os("CI").is_none(),
         "CI needs util-linux `script` for the terminal tests"
     );
-    eprintln!("SKIPPED: no `script` command for a pseudo-terminal");
+    skipped(
+        "the terminal tests (no `script` for a pseudo-terminal)",
+        "apt-get install util-linux",
+    );
     false
 }
 
@@ -584,7 +610,10 @@ pub fn python_has(module: &str, pip_package: &str) -> bool {
             std::env::var_os("CI").is_none(),
             "CI must have Python's {pip_package}: python3 -m pip install {pip_package}"
         );
-        eprintln!("SKIPPED: python3 -m pip install {pip_package} to run the interop tests");
+        skipped(
+            &format!("the interop tests needing Python's {module}"),
+            &format!("python3 -m pip install {pip_package}"),
+        );
     }
     ok
 }
@@ -603,7 +632,10 @@ pub fn program_on_path(program: &str, install: &str) -> Option<std::path::PathBu
             std::env::var_os("CI").is_none(),
             "CI must have `{program}`: {install}"
         );
-        eprintln!("SKIPPED: no `{program}` on PATH; {install}");
+        skipped(
+            &format!("the tests needing `{program}` (not on PATH)"),
+            install,
+        );
     }
     found
 }
@@ -651,7 +683,7 @@ fn service_url(var: &str, default: &str, what: &str, ci: &str, how: &str) -> Opt
             std::env::var_os("CI").is_none(),
             "CI needs {what} at {addr} ({ci})"
         );
-        eprintln!("SKIPPED: no {what} at {addr}; {how}");
+        skipped(&format!("the tests needing {what} (none at {addr})"), how);
         return None;
     }
     Some(url)

@@ -498,7 +498,10 @@ fn terminal_exec_runs_sandboxed_through_the_binary() {
         // Fails closed: no sandbox, no command.
         let v = invoke(r#"{"command":"echo hi"}"#, &[]);
         assert_eq!(v["status"], "error");
-        eprintln!("SKIP the sandboxed part: {}", probe.report().join("; "));
+        strata_test_support::skipped(
+            "the sandboxed part of the terminal test",
+            &format!("a working sandbox: {}", probe.report().join("; ")),
+        );
         return;
     }
     let v = invoke(

@@ -35,8 +35,11 @@ async fn the_api_keeps_its_documented_contract_under_schemathesis() {
     let served = common::serve(d);
     let run = tokio::task::spawn_blocking({
         let base = served.base.clone();
+        let scratch = d.to_path_buf();
         move || {
             Command::new(schemathesis)
+                // Its cache (`.schemathesis/`) goes into the test's directory, not the source.
+                .current_dir(scratch)
                 .args([
                     "run",
                     &format!("{base}/api/openapi.json"),

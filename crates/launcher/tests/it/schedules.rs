@@ -458,7 +458,10 @@ async fn the_permission_check_reports_loosened_rights_once_with_the_fix() {
         std::os::unix::fs::chown(d.join("knowledgebase/prices.md"), Some(4242), Some(4242))
             .expect("chown");
     } else {
-        eprintln!("SKIPPED (owner half): run as root to hand a file to another user");
+        strata_test_support::skipped(
+            "the foreign-owner half of the permission check",
+            "run the tests as root (to hand a file to another user)",
+        );
     }
     fail_runs(d, "permission_check", 3).await;
     let found = alerts_of(d, "permissions");
@@ -486,7 +489,10 @@ async fn the_permission_check_reports_loosened_rights_once_with_the_fix() {
 fn an_unreadable_knowledge_file_is_reported_with_the_fix() {
     use std::os::unix::fs::PermissionsExt;
     if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED: run as root (to serve as another user and keep a file from it)");
+        strata_test_support::skipped(
+            "the unreadable-file permission check",
+            "run the tests as root (to serve as another user and keep a file from it)",
+        );
         return;
     }
     let Some(setpriv) = strata_test_support::program_on_path(

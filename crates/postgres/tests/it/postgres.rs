@@ -233,7 +233,10 @@ async fn sslmode_is_honoured() {
             std::env::var_os("CI").is_none(),
             "CI's PostgreSQL must have ssl = on (Debian's default, with its snakeoil certificate)"
         );
-        eprintln!("SKIPPED: this PostgreSQL has ssl = off; turn it on to test TLS");
+        strata_test_support::skipped(
+            "PostgreSQL over TLS (this server has ssl = off)",
+            "turn ssl on in postgresql.conf",
+        );
         return;
     }
     let cfg = h.pg_config();

@@ -70,14 +70,20 @@ fn modes() -> Vec<Mode> {
     );
     match &p.bwrap {
         Some(_) => v.push(Mode::Bubblewrap),
-        None => eprintln!(
-            "SKIP bubblewrap: {:?}",
-            p.bwrap_problem.as_deref().unwrap_or("not installed")
+        None => strata_test_support::skipped(
+            &format!(
+                "the sandbox tests under bubblewrap ({})",
+                p.bwrap_problem.as_deref().unwrap_or("not installed")
+            ),
+            "apt-get install bubblewrap",
         ),
     }
     match p.landlock_abi {
         Some(_) => v.push(Mode::Landlock),
-        None => eprintln!("SKIP landlock: not in this kernel"),
+        None => strata_test_support::skipped(
+            "the sandbox tests under Landlock (not in this kernel)",
+            "a kernel with Landlock (5.13 or later, enabled)",
+        ),
     }
     v
 }
@@ -346,7 +352,10 @@ async fn endless_output_is_capped_and_stopped() {
 async fn a_fork_bomb_is_contained() {
     let p = probe();
     if p.cgroup.is_none() && p.root {
-        eprintln!("SKIP fork bomb: root without a writable pids cgroup has no process limit here");
+        strata_test_support::skipped(
+            "the fork-bomb test (root without a writable pids cgroup has no process limit)",
+            "run as a user, or with a writable cgroup v2 pids controller",
+        );
         return;
     }
     for mode in modes() {

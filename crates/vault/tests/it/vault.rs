@@ -136,7 +136,10 @@ fn a_legacy_vault_with_the_old_tooling_s_constant_salt_opens_without_help() {
         return;
     }
     if std::env::var_os(strata_vault::LEGACY_SALT_VAR).is_some() {
-        eprintln!("SKIPPED: STRATA_VAULT_LEGACY_SALT is set here and would be used instead");
+        strata_test_support::skipped(
+            "opening a legacy vault with the default salt",
+            "unset STRATA_VAULT_LEGACY_SALT (it would be used instead)",
+        );
         return;
     }
     let d = tempfile::tempdir().expect("tmp");
