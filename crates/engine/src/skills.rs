@@ -104,12 +104,12 @@ mod ordered {
     use super::Param;
 
     pub fn serialize<S: Serializer>(v: &[(String, Param)], s: S) -> Result<S::Ok, S::Error> {
-        let m: serde_yaml::Mapping = v
+        let m: yaml_serde::Mapping = v
             .iter()
             .map(|(k, p)| {
                 (
-                    serde_yaml::Value::String(k.clone()),
-                    serde_yaml::to_value(p).unwrap_or(serde_yaml::Value::Null),
+                    yaml_serde::Value::String(k.clone()),
+                    yaml_serde::to_value(p).unwrap_or(yaml_serde::Value::Null),
                 )
             })
             .collect();
@@ -117,14 +117,14 @@ mod ordered {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Param)>, D::Error> {
-        let m = serde_yaml::Mapping::deserialize(d)?;
+        let m = yaml_serde::Mapping::deserialize(d)?;
         m.into_iter()
             .map(|(k, v)| {
                 let name = k
                     .as_str()
                     .ok_or_else(|| serde::de::Error::custom("parameter names must be strings"))?
                     .to_owned();
-                let p: Param = serde_yaml::from_value(v)
+                let p: Param = yaml_serde::from_value(v)
                     .map_err(|e| serde::de::Error::custom(format!("parameter `{name}`: {e}")))?;
                 Ok((name, p))
             })
@@ -402,7 +402,7 @@ pub fn parse_file(path: &Path) -> Result<SkillDef, String> {
 /// Parses and checks a skill's YAML text; errors name `path`.
 pub fn parse_str(text: &str, path: &Path) -> Result<SkillDef, String> {
     let def: SkillDef =
-        serde_yaml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+        yaml_serde::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
     let valid_name = !def.name.is_empty()
         && def
             .name

@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn secrets_in_answers_never_show_in_debug() {
-        let a: Answers = serde_yaml::from_str(
+        let a: Answers = yaml_serde::from_str(
             "vault: {passphrase: 'typed words'}\nprovider: {kind: openai, api_key: env:KEY}\ndiscord: {token: literal-token}\n",
         )
         .expect("answers");

@@ -223,7 +223,7 @@ pub fn agents_md(id: &str, name: &str, description: &str, deployment: &str) -> S
 /// Keys in the order a reader expects (the engine's config layout: where it listens, what it
 /// may touch, who it talks to, then security), the rest alphabetically. Returns a YAML value,
 /// whose mappings keep their order (JSON written from it keeps it too).
-pub fn ordered(v: &Value) -> serde_yaml::Value {
+pub fn ordered(v: &Value) -> yaml_serde::Value {
     const ORDER: &[&str] = &[
         // who or what an entry is
         "id",
@@ -286,16 +286,16 @@ pub fn ordered(v: &Value) -> serde_yaml::Value {
                     (*k).clone(),
                 )
             });
-            let mut out = serde_yaml::Mapping::new();
+            let mut out = yaml_serde::Mapping::new();
             for k in keys {
                 if let Some(x) = m.get(k) {
-                    out.insert(serde_yaml::Value::String(k.clone()), ordered(x));
+                    out.insert(yaml_serde::Value::String(k.clone()), ordered(x));
                 }
             }
-            serde_yaml::Value::Mapping(out)
+            yaml_serde::Value::Mapping(out)
         }
-        Value::Array(a) => serde_yaml::Value::Sequence(a.iter().map(ordered).collect()),
-        other => serde_yaml::to_value(other).unwrap_or(serde_yaml::Value::Null),
+        Value::Array(a) => yaml_serde::Value::Sequence(a.iter().map(ordered).collect()),
+        other => yaml_serde::to_value(other).unwrap_or(yaml_serde::Value::Null),
     }
 }
 

@@ -134,7 +134,7 @@ async fn create_skill(
         None => ctx.env.overlay_dir.join("skills"),
     };
     let path = dir.join(format!("{name}.yaml"));
-    let text = serde_yaml::to_string(&def)
+    let text = yaml_serde::to_string(&def)
         .map_err(|e| ToolError::failed(format!("cannot write the skill: {e}")))?;
     // Checked as the loader will read it: a file that would not load is never written.
     strata_engine::skills::parse_str(&text, &path).map_err(|e| ToolError::invalid(".", e))?;
@@ -190,12 +190,12 @@ fn mcp_file(ctx: &ToolContext) -> PathBuf {
 /// replaced. A new server is inserted as lines under `servers:` so the file's comments and
 /// layout stay; a replaced one (or a file in another layout) is written out whole.
 fn with_server(text: &str, name: &str, server: &McpServerConfig) -> Result<String, String> {
-    let block = serde_yaml::to_string(&BTreeMap::from([(name.to_owned(), server)]))
+    let block = yaml_serde::to_string(&BTreeMap::from([(name.to_owned(), server)]))
         .map_err(|e| e.to_string())?;
     let current: McpConfig = if text.trim().is_empty() {
         McpConfig::default()
     } else {
-        serde_yaml::from_str(text).map_err(|e| format!("config/mcp.yaml does not parse: {e}"))?
+        yaml_serde::from_str(text).map_err(|e| format!("config/mcp.yaml does not parse: {e}"))?
     };
     let mut wanted = current.clone();
     wanted.servers.insert(name.to_owned(), server.clone());
@@ -225,14 +225,14 @@ fn with_server(text: &str, name: &str, server: &McpServerConfig) -> Result<Strin
             out.extend(lines[at + 1..].iter().map(|l| (*l).to_owned()));
             let mut edited = out.join("\n");
             edited.push('\n');
-            if serde_yaml::from_str::<McpConfig>(&edited).ok().as_ref() == Some(&wanted) {
+            if yaml_serde::from_str::<McpConfig>(&edited).ok().as_ref() == Some(&wanted) {
                 return Ok(edited);
             }
         }
     }
     let mut whole =
         String::from("# External MCP servers (docs/TOOLS.md); written by install_mcp.\n");
-    whole.push_str(&serde_yaml::to_string(&wanted).map_err(|e| e.to_string())?);
+    whole.push_str(&yaml_serde::to_string(&wanted).map_err(|e| e.to_string())?);
     Ok(whole)
 }
 
@@ -336,7 +336,7 @@ async fn install_mcp(
             Err(e) => return Err(format!("{}: {e}", p.display())),
         };
         let exists = !text.trim().is_empty()
-            && serde_yaml::from_str::<McpConfig>(&text)
+            && yaml_serde::from_str::<McpConfig>(&text)
                 .map_err(|e| format!("config/mcp.yaml does not parse: {e}"))?
                 .servers
                 .contains_key(&n);
@@ -392,7 +392,7 @@ mod tests {
         let out = with_server(text, "peer", &stdio("peer-mcp")).expect("edit");
         assert!(out.starts_with("# our servers\nservers:\n"), "{out}");
         assert!(out.contains("# the file system one"), "{out}");
-        let cfg: McpConfig = serde_yaml::from_str(&out).expect("parses");
+        let cfg: McpConfig = yaml_serde::from_str(&out).expect("parses");
         assert_eq!(cfg.servers.len(), 2);
         assert_eq!(cfg.servers["peer"], stdio("peer-mcp"));
         // `servers: {}` becomes a block, comments kept.
@@ -400,7 +400,7 @@ mod tests {
         assert!(out.starts_with("# mine\nservers:\n  peer:\n"), "{out}");
         // Empty file: written whole.
         let out = with_server("", "peer", &stdio("x")).expect("new");
-        let cfg: McpConfig = serde_yaml::from_str(&out).expect("parses");
+        let cfg: McpConfig = yaml_serde::from_str(&out).expect("parses");
         assert_eq!(cfg.servers["peer"], stdio("x"));
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use figment::providers::{Env, Format, Json, Serialized, Yaml};
+use figment::providers::{Env, Format, Json, Serialized};
 use figment::value::{Dict, Map, Value as FValue};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde_json::Value;
@@ -237,6 +237,19 @@ fn file_layer(fig: Figment, overlay: &Path, rel: &str, label: &str, nest: &[&str
             file: Some(path),
             nest,
         })
+    }
+}
+
+/// YAML for figment, read by `yaml_serde` (figment's own `yaml` feature would bring the
+/// archived `serde_yaml`): the same parse, so the same values and error messages.
+struct Yaml;
+
+impl Format for Yaml {
+    type Error = yaml_serde::Error;
+    const NAME: &'static str = "YAML";
+
+    fn from_str<T: serde::de::DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
+        yaml_serde::from_str(string)
     }
 }
 

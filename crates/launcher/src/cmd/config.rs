@@ -35,7 +35,7 @@ pub(crate) fn config_show(l: &Context, origin: bool, json: bool) -> Exit {
     if json {
         return out(&serde_json::to_string_pretty(&masked).unwrap_or_default());
     }
-    out(serde_yaml::to_string(&masked)
+    out(yaml_serde::to_string(&masked)
         .unwrap_or_default()
         .trim_end())
 }

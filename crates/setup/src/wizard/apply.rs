@@ -17,7 +17,7 @@ pub(super) fn yaml_text(header: &str, v: &Value) -> anyhow::Result<String> {
     Ok(format!(
         "{}{}",
         render::yaml_header(header),
-        serde_yaml::to_string(&render::ordered(v))?
+        yaml_serde::to_string(&render::ordered(v))?
     ))
 }
 
@@ -34,7 +34,7 @@ pub(super) fn write_config(
             let parsed: anyhow::Result<Value> = if json {
                 serde_json::from_str(&old).map_err(anyhow::Error::from)
             } else {
-                serde_yaml::from_str::<Value>(&old).map_err(anyhow::Error::from)
+                yaml_serde::from_str::<Value>(&old).map_err(anyhow::Error::from)
             };
             let mut v = parsed.with_context(|| {
                 format!(

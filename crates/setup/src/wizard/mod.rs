@@ -148,7 +148,7 @@ pub fn run(opts: &Options, prompter: Option<&mut dyn Prompter>) -> anyhow::Resul
         Some(f) => {
             let text =
                 std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-            serde_yaml::from_str(&text)
+            yaml_serde::from_str(&text)
                 .with_context(|| format!("{} is not a valid answers file", f.display()))?
         }
         None => Answers::default(),
@@ -419,7 +419,7 @@ mod tests {
         };
         run_with(&opts, a, Some(&mut p)).expect("wizard");
         let ops = std::fs::read_to_string(dir.join("config/agents.ops.yaml")).expect("ops");
-        let doc: serde_json::Value = serde_yaml::from_str(&ops).expect("yaml");
+        let doc: serde_json::Value = yaml_serde::from_str(&ops).expect("yaml");
         let llm = &doc["agents"]["ops"]["llm"];
         assert_eq!(llm["provider"], "claude-code", "{ops}");
         assert_eq!(llm["builtins"], "all", "{ops}");

@@ -343,11 +343,11 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
 
     // Re-running with other answers updates in place: the team's own changes stay.
     std::fs::write(overlay.join("knowledgebase/ours.md"), "our notes").expect("w");
-    let mut cfg: serde_json::Value = serde_yaml::from_str(&config).expect("yaml");
+    let mut cfg: serde_json::Value = yaml_serde::from_str(&config).expect("yaml");
     cfg["log"] = serde_json::json!({"level": "debug"});
     std::fs::write(
         overlay.join("config/config.yaml"),
-        serde_yaml::to_string(&cfg).expect("y"),
+        yaml_serde::to_string(&cfg).expect("y"),
     )
     .expect("w");
     std::fs::write(
