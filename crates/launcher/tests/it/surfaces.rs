@@ -167,12 +167,23 @@ async fn refusals_before_any_tool_call_are_audited_and_a_flood_is_capped() {
     )
     .await;
     assert_eq!(status, 403, "{body}");
-    let log = std::fs::read_to_string(d.join("data/audit.jsonl")).expect("audit log");
-    let refusals: Vec<serde_json::Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event"] == "refusal")
-        .collect();
+    // The audit log is written by its own thread: wait (up to 10 s) for the layer-1 record.
+    let read = || {
+        std::fs::read_to_string(d.join("data/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "refusal")
+            .collect::<Vec<serde_json::Value>>()
+    };
+    let mut refusals = read();
+    for _ in 0..200 {
+        if refusals.iter().any(|v| v["kind"] == "layer1") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        refusals = read();
+    }
     let unauth: Vec<&serde_json::Value> = refusals
         .iter()
         .filter(|v| v["kind"] == "unauthenticated")
