@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 /// How hard to compress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// Whitespace only.

@@ -9,7 +9,19 @@ use serde_json::Value;
 
 /// What a tool may touch. Access control (layer 3) uses it to cap what an agent can call:
 /// an agent without `subprocess` never sees shell tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capability {
     /// Reads local files or state.

@@ -353,6 +353,25 @@ pub enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Prints the JSON Schema of a config file (from the config types), for editors that
+    /// validate YAML: `config` (config/config.yaml, agents.yaml and their profiles, the
+    /// default), `team` (config/team.json) or `mcp` (config/mcp.yaml). Needs no overlay.
+    Schema {
+        /// Which file.
+        #[arg(value_enum, default_value = "config")]
+        file: SchemaFile,
+    },
+}
+
+/// The config files `strata config schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SchemaFile {
+    /// config/config.yaml and config/agents.yaml (the whole configuration).
+    Config,
+    /// config/team.json.
+    Team,
+    /// config/mcp.yaml.
+    Mcp,
 }
 
 #[derive(Debug, Subcommand)]

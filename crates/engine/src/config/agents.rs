@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::RoutingConfig;
 
 /// Which model an agent talks to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
     /// `openai`, `anthropic`, `gemini`, `vertex` or `claude-code`.
@@ -76,7 +76,9 @@ pub struct LlmConfig {
 }
 
 /// How many of the Claude Code CLI's own tools an agent gets (`llm.builtins`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Builtins {
     /// None: the agent's tools are Strata's, through the Invoker.
@@ -116,7 +118,7 @@ impl LlmConfig {
 }
 
 /// One agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
     /// `false` leaves the agent out of this process (a profile turning off an agent the
@@ -161,7 +163,7 @@ pub struct AgentConfig {
 }
 
 /// `agents.<id>.heartbeat`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeartbeatConfig {
     /// How often (`30m`).
@@ -213,7 +215,7 @@ impl Default for AgentConfig {
 }
 
 /// `tools: all` or a list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ToolSelection {
     /// The word `all`.
@@ -223,7 +225,7 @@ pub enum ToolSelection {
 }
 
 /// The literal `all`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AllTools {
     /// Every tool.
@@ -231,7 +233,9 @@ pub enum AllTools {
 }
 
 /// `agents.<id>.compression`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct CompressionConfig {
     /// Compress the knowledge index and skill prompts at load.

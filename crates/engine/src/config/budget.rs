@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `{daily_usd, monthly_usd, daily_tokens, action}`: at least one limit.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetConfig {
     /// US dollars per day (the day of `defaults.timezone`, else UTC).
@@ -19,7 +19,9 @@ pub struct BudgetConfig {
 }
 
 /// What reaching a budget does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BudgetAction {
     /// The model call is not made; the turn stops with a message to the sender.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{StorageBackend, StorageConfig};
 
 /// `cluster.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// Share the work with the other instances of this deployment (needs

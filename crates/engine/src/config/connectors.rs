@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// `connectors.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConnectorsConfig {
     /// Discord bot accounts.
@@ -14,7 +14,7 @@ pub struct ConnectorsConfig {
 }
 
 /// `connectors.discord.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DiscordConfig {
     /// Bot accounts by name (`discord:<name>` is the connector's name).
@@ -57,7 +57,7 @@ impl Default for DiscordConfig {
 }
 
 /// `connectors.discord.accounts.<name>`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordAccount {
     /// `false` leaves the account out of this process (e.g. the main bot in the ops
@@ -76,7 +76,7 @@ pub struct DiscordAccount {
 }
 
 /// `agents.<id>.routing`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutingConfig {
     /// Where the agent listens on Discord.
@@ -84,7 +84,7 @@ pub struct RoutingConfig {
 }
 
 /// `agents.<id>.routing.discord`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DiscordRouting {
     /// The bot account (required).

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `goals.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct GoalsConfig {
     /// The connector account a goal's channel is made on (a Discord account's name); unset:

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// `memory.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
     /// `sqlite` (default), `postgres`, `honcho` or `none`.
@@ -62,7 +62,9 @@ impl Default for MemoryConfig {
 }
 
 /// `memory.backend`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryBackendKind {
     /// Embedded SQLite with FTS5 and vectors.
@@ -79,7 +81,7 @@ pub enum MemoryBackendKind {
 
 /// `memory.embedder` — an OpenAI-compatible `/v1/embeddings` server (OpenAI, Ollama,
 /// llama.cpp server, vLLM…).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbedderConfig {
     /// Base URL up to and including `/v1`.
@@ -95,7 +97,7 @@ pub struct EmbedderConfig {
 }
 
 /// `memory.decay`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DecayConfig {
     /// Hours between decay runs inside `serve` (0 = never).
@@ -123,7 +125,7 @@ impl Default for DecayConfig {
 }
 
 /// `memory.honcho`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HonchoConfig {
     /// Base URL (e.g. `https://api.honcho.dev`).

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `metrics.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Record metrics and serve `GET /metrics` (behind a control token). Default `true`.

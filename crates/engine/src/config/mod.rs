@@ -64,7 +64,7 @@ pub use telemetry::*;
 pub use tools::*;
 
 /// The whole merged configuration.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where databases, the audit log and tokens live. Default `<overlay>/data`; relative paths
@@ -151,7 +151,7 @@ impl Config {
 }
 
 /// `log.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// `trace`, `debug`, `info`, `warn`, `error`, or a full filter (`info,strata_engine=debug`).
@@ -171,7 +171,7 @@ impl Default for LogConfig {
 }
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -181,7 +181,7 @@ pub enum LogFormat {
 }
 
 /// `defaults.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DefaultsConfig {
     /// Provider for agents without their own `llm`.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One model's prices.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PriceConfig {
     /// Prompt tokens not read from the cache.

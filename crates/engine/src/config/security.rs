@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// `security.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecurityConfig {
     /// Who may talk to which agent and call which tool.
@@ -31,7 +31,7 @@ pub struct SecurityConfig {
 }
 
 /// `security.permission_watch.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PermissionWatchConfig {
     /// How often the `permission_check` job sweeps (`10m`, `1h`, …; default `10m`); the job
@@ -54,7 +54,7 @@ impl Default for PermissionWatchConfig {
 }
 
 /// `security.access_control.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessControlConfig {
     /// Turns the three layers on (default). Off: every principal is treated as an owner.
@@ -99,7 +99,9 @@ impl Default for AccessControlConfig {
 }
 
 /// `security.access_control.unknown_policy`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UnknownPolicy {
     /// Unknown senders reach no agent and no tool.
@@ -110,7 +112,7 @@ pub enum UnknownPolicy {
 }
 
 /// `security.rate_limits.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitsConfig {
     /// `enforce` refuses calls over a limit; `log` lets them run and records an alert.
@@ -124,7 +126,9 @@ pub struct RateLimitsConfig {
 }
 
 /// `security.rate_limits.mode`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RateLimitMode {
     /// Refuse.
@@ -136,7 +140,9 @@ pub enum RateLimitMode {
 
 /// Calls allowed per window; unset = no limit in that window. A more specific entry inherits
 /// the windows it leaves unset from the less specific ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Per sliding minute.
@@ -164,7 +170,7 @@ impl Limits {
 }
 
 /// `security.hitl.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct HitlConfig {
     /// Tools that always wait for approval (names or `prefix*`), besides those declaring `hitl`.
@@ -195,7 +201,9 @@ impl Default for HitlConfig {
 }
 
 /// `security.hitl.fail_mode`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FailMode {
     /// Refuse.
@@ -207,7 +215,7 @@ pub enum FailMode {
 
 /// `security.taint.*` — what makes a turn tainted and what a tainted turn may not do without
 /// a person's approval. `docs/SECURITY.md` ("Taint tracking") explains the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TaintConfig {
     /// Tracks taint and gates tainted turns (default true).
@@ -269,7 +277,7 @@ impl TaintConfig {
 }
 
 /// One entry of `security.taint.sources`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub enum TaintSourceRule {
     /// `web_facing`
@@ -330,7 +338,7 @@ impl From<TaintSourceRule> for String {
 }
 
 /// One entry of `security.taint.gated_capabilities`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub enum GatedEffect {
     /// A tool with this capability.
@@ -378,7 +386,7 @@ impl From<GatedEffect> for String {
 }
 
 /// `security.content_safety.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContentSafetyConfig {
     /// What happens to scored content.
@@ -398,7 +406,7 @@ pub struct ContentSafetyConfig {
 /// as sent, an alert at `alert_threshold`), `wrap` (inside an envelope that names the sender
 /// and the score), `block` (as `wrap`, and a message at `block_threshold` or above is
 /// refused).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct InboundSafetyConfig {
     /// The policy for connectors not listed in `connectors` (default `log`).
@@ -439,7 +447,9 @@ impl Default for ContentSafetyConfig {
 }
 
 /// `security.content_safety.policy`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyPolicy {
     /// Sanitise, score, record and alert; the content reaches the model as is.
@@ -452,7 +462,7 @@ pub enum SafetyPolicy {
 }
 
 /// `security.content_safety.monitor.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MonitorConfig {
     /// Runs the monitor.
@@ -487,7 +497,7 @@ impl Default for MonitorConfig {
 }
 
 /// `security.network.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkConfig {
     /// Hosts (exact names) or CIDRs that may be reached although they are internal.
@@ -512,7 +522,7 @@ impl Default for NetworkConfig {
 }
 
 /// `security.audit.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
     /// Rotate the audit log when it grows past this many bytes (0 = never).

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Access;
 
 /// `server.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Address to bind. A non-loopback address needs at least one configured token.
@@ -36,7 +36,7 @@ pub struct ServerConfig {
 }
 
 /// `server.dashboard.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DashboardConfig {
     /// Serve `/ui/` (and redirect `/` to it). Off: both answer 404; the API is unchanged.
@@ -108,7 +108,7 @@ impl Default for ServerConfig {
 }
 
 /// One control-API token: who it is and what it may call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiToken {
     /// Principal name recorded in the audit log (`token:<name>`).

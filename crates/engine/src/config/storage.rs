@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `storage.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// `sqlite` (default: files under the data dir, no server) or `postgres`.
@@ -14,7 +14,9 @@ pub struct StorageConfig {
 }
 
 /// `storage.backend`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum StorageBackend {
     /// SQLite files under the data dir.
@@ -25,7 +27,7 @@ pub enum StorageBackend {
 }
 
 /// `storage.postgres.*` (also `memory.postgres.*`, whose unset keys come from here).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/database?sslmode=…`, or a `vault:`/`env:`

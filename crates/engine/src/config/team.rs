@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Access, AgentTier};
 
 /// `team` (from `config/team.json`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TeamConfig {
     /// People.
@@ -19,7 +19,7 @@ pub struct TeamConfig {
 }
 
 /// A person of the team.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Person {
     /// Stable id.
@@ -43,7 +43,7 @@ pub struct Person {
 }
 
 /// An agent's entry in the team.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TeamAgent {
     /// Agent id.

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `telemetry.*`
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are sent to

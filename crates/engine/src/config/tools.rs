@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// `tools.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
     /// Directories file tools may touch; relative entries are taken from the overlay.
@@ -26,7 +26,9 @@ pub struct ToolsConfig {
 }
 
 /// `tools.terminal.sandbox`
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
     /// bubblewrap when it works here, else Landlock, else `terminal_exec` refuses to run.
@@ -42,7 +44,7 @@ pub enum SandboxMode {
 }
 
 /// `tools.terminal.*`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TerminalConfig {
     /// Isolation backend.
@@ -103,7 +105,7 @@ impl Default for TerminalConfig {
 
 /// `tools.web_search.*`: Brave when it has a key, else Tavily when it has one, else
 /// DuckDuckGo's HTML endpoint; a failing backend falls through to the next.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebSearchConfig {
     /// Brave Search API key (`vault:`/`env:`); unset: the vault's `brave-api-key`, if any.
@@ -131,7 +133,7 @@ impl Default for WebSearchConfig {
 }
 
 /// `tools.http_secrets.<name>`: a credential `http_request` attaches only for its hosts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSecret {
     /// `vault:<key>`, `env:<VAR>` (never a literal in config).

@@ -1,4 +1,4 @@
-//! `strata config show`.
+//! `strata config show | schema`.
 
 use std::collections::BTreeMap;
 
@@ -38,4 +38,27 @@ pub(crate) fn config_show(l: &Context, origin: bool, json: bool) -> Exit {
     out(yaml_serde::to_string(&masked)
         .unwrap_or_default()
         .trim_end())
+}
+
+/// The JSON Schema (draft 2020-12) of a config file, from the types `serve` reads it into:
+/// unknown keys are refused there as here (`additionalProperties: false`).
+pub(crate) fn config_schema(file: crate::cli::SchemaFile) -> Exit {
+    use crate::cli::SchemaFile;
+    use strata_engine::config::{Config, McpConfig, TeamConfig};
+    let (mut schema, title) = match file {
+        SchemaFile::Config => (
+            schemars::schema_for!(Config),
+            "Strata configuration (config/config.yaml, config/agents.yaml)",
+        ),
+        SchemaFile::Team => (
+            schemars::schema_for!(TeamConfig),
+            "Strata team (config/team.json)",
+        ),
+        SchemaFile::Mcp => (
+            schemars::schema_for!(McpConfig),
+            "Strata MCP servers (config/mcp.yaml)",
+        ),
+    };
+    schema.insert("title".into(), json!(title));
+    out(&serde_json::to_string_pretty(&schema).unwrap_or_default())
 }

@@ -75,6 +75,13 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     if let Some(exit) = dispatch_remote(&cli) {
         return exit;
     }
+    // What needs no overlay: the schema is most wanted when the config does not load.
+    if let Command::Config {
+        command: ConfigCommand::Schema { file },
+    } = &cli.command
+    {
+        return config::config_schema(*file);
+    }
     let quiet = !matches!(cli.command, Command::Serve);
     // CLI commands keep stdout for their output and stderr for warnings only.
     if quiet {
@@ -105,6 +112,9 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Config {
             command: ConfigCommand::Show { origin, json },
         } => config::config_show(&loaded, origin, json),
+        Command::Config {
+            command: ConfigCommand::Schema { file },
+        } => config::config_schema(file),
         Command::Doctor { online } => doctor::doctor(&loaded, online),
         Command::Vault { command } => vault::vault(&loaded, command),
         Command::Chat {

@@ -986,3 +986,71 @@ fn compress_and_decompress_a_knowledge_file() {
     let (c, _) = invoke("compress_context", r#"{"path": "config/config.yaml"}"#);
     assert_ne!(c, 0);
 }
+
+/// `strata config schema` describes the files as `serve` reads them: the example overlay's
+/// config, agents, team and MCP files validate against it (Python's jsonschema, the
+/// validator editors' plugins are built on), and a misspelt key does not.
+#[test]
+fn the_config_schema_accepts_the_example_files_and_refuses_a_misspelt_key() {
+    if !strata_test_support::python_has("jsonschema", "jsonschema")
+        || !strata_test_support::python_has("yaml", "pyyaml")
+    {
+        return;
+    }
+    let empty = tempfile::tempdir().expect("tmp");
+    let dir = tempfile::tempdir().expect("tmp");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../overlay-example/config");
+    let mut cases = Vec::new();
+    for (which, file) in [
+        ("config", "config.yaml"),
+        ("config", "agents.yaml"),
+        ("team", "team.json"),
+        ("mcp", "mcp.yaml"),
+    ] {
+        // Needs no overlay: run where there is none.
+        let out = common::strata(empty.path())
+            .args(["config", "schema", which])
+            .output()
+            .expect("schema");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let schema = dir.path().join(format!("{which}.schema.json"));
+        std::fs::write(&schema, &out.stdout).expect("write");
+        cases.push((schema.clone(), example.join(file), true));
+        if which == "config" && file == "config.yaml" {
+            let bad = dir.path().join("misspelt.yaml");
+            std::fs::write(&bad, "server:\n  prot: 8770\n").expect("write");
+            cases.push((schema, bad, false));
+        }
+    }
+    let script = "import json, sys, yaml, jsonschema\n\
+                  schema = json.load(open(sys.argv[1]))\n\
+                  doc = yaml.safe_load(open(sys.argv[2])) or {}\n\
+                  errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))\n\
+                  print('\\n'.join(e.message for e in errors))\n\
+                  sys.exit(1 if errors else 0)\n";
+    for (schema, file, valid) in cases {
+        let out = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&schema)
+            .arg(&file)
+            .output()
+            .expect("python3");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.success(),
+            valid,
+            "{} against {}: {said}{}",
+            file.display(),
+            schema.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !valid {
+            assert!(said.contains("'prot'"), "{said}");
+        }
+    }
+}
