@@ -64,7 +64,8 @@ async fn member(nats: &str, stream: &str, id: &str, dir: &std::path::Path) -> Me
 /// members' own subscriptions.
 async fn published(heard: &mut async_nats::Subscriber, n: usize) {
     for _ in 0..n {
-        tokio::time::timeout(Duration::from_secs(5), heard.next())
+        // Generous: early in a CI run, two cores are shared with a dozen starting tests.
+        tokio::time::timeout(Duration::from_secs(20), heard.next())
             .await
             .expect("an observation published")
             .expect("subscription open");

@@ -162,6 +162,14 @@ pub enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// Prints the shell completion script for `bash`, `zsh`, `fish`, `elvish` or
+    /// `powershell` (e.g. `strata completions bash > /etc/bash_completion.d/strata`).
+    /// Needs no overlay.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Goal workstreams (docs/GOALS.md): `list`, `show ID`, `events ID`.
     Goal {
         #[command(subcommand)]

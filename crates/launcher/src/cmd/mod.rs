@@ -71,11 +71,31 @@ fn dispatch_remote(cli: &Cli) -> Option<Exit> {
     }
 }
 
+/// The completion script for `shell`, for the name this binary was run as (`strata`, or a
+/// deployment's own such as `strata-example`).
+fn completions(shell: clap_complete::Shell) -> Exit {
+    use clap::CommandFactory;
+    let name = std::env::args_os()
+        .next()
+        .as_deref()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "strata".to_owned());
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, name, &mut std::io::stdout());
+    Exit::Ok
+}
+
 pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     if let Some(exit) = dispatch_remote(&cli) {
         return exit;
     }
-    // What needs no overlay: the schema is most wanted when the config does not load.
+    // What needs no overlay: completions, and the schema (most wanted when the config does
+    // not load).
+    if let Command::Completions { shell } = &cli.command {
+        return completions(*shell);
+    }
     if let Command::Config {
         command: ConfigCommand::Schema { file },
     } = &cli.command
@@ -115,6 +135,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Config {
             command: ConfigCommand::Schema { file },
         } => config::config_schema(file),
+        Command::Completions { shell } => completions(shell),
         Command::Doctor { online } => doctor::doctor(&loaded, online),
         Command::Vault { command } => vault::vault(&loaded, command),
         Command::Chat {

@@ -1054,3 +1054,46 @@ fn the_config_schema_accepts_the_example_files_and_refuses_a_misspelt_key() {
         }
     }
 }
+
+/// `strata completions <shell>`: a script for the binary's own name, with the subcommands,
+/// that the shell accepts; no overlay needed.
+#[test]
+fn completions_are_scripts_the_shells_accept() {
+    let empty = tempfile::tempdir().expect("tmp");
+    let script = |shell: &str| {
+        let out = common::strata(empty.path())
+            .args(["completions", shell])
+            .output()
+            .expect("completions");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let bash = script("bash");
+    assert!(bash.contains("complete -F _strata"), "{bash}");
+    for sub in ["serve", "goal", "schedule", "completions"] {
+        assert!(bash.contains(sub), "bash completion lacks `{sub}`");
+    }
+    let path = empty.path().join("strata.bash");
+    std::fs::write(&path, &bash).expect("write");
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .output()
+        .expect("bash -n");
+    assert!(
+        checked.status.success(),
+        "bash refuses the script: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(script("zsh").starts_with("#compdef strata"));
+    assert!(script("fish").contains("complete -c strata"));
+    let bad = common::strata(empty.path())
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("completions");
+    assert_eq!(bad.status.code(), Some(2));
+}

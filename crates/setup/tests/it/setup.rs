@@ -861,14 +861,20 @@ fn a_mirror_of_the_engine_is_known_by_its_root_commit() {
         neutralise_engine(&other, &engine, false).expect("n"),
         Outcome::NotUpstream(_)
     ));
-    // The engine's own Cargo.toml names its URL and root commit in one place, and the root
-    // commit is this checkout's (where its history is here to ask).
+    // The engine's own Cargo.toml names its root commit (and its URLs once it has public
+    // ones — none that are placeholders), and the root commit is this checkout's (where its
+    // history is here to ask).
     let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
         .expect("root");
     let ours = Engine::of_workspace(ws).expect("[workspace.metadata.strata]");
-    assert!(!ours.upstream.is_empty());
+    assert!(ours.root_commit.is_some());
+    assert!(
+        ours.upstream.iter().all(|u| !u.contains("example.invalid")),
+        "{:?}",
+        ours.upstream
+    );
     let here = git(ws, &["rev-list", "--max-parents=0", "HEAD"]);
     if !here.is_empty() && git(ws, &["rev-parse", "--is-shallow-repository"]) == "false" {
         assert!(
