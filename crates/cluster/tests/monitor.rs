@@ -60,17 +60,30 @@ async fn member(nats: &str, stream: &str, id: &str, dir: &std::path::Path) -> Me
     }
 }
 
-/// Waits until `heard` has had `n` more observations published, and a moment more for the
-/// members' own subscriptions.
-async fn published(heard: &mut async_nats::Subscriber, n: usize) {
-    for _ in 0..n {
-        // Generous: early in a CI run, two cores are shared with a dozen starting tests.
-        tokio::time::timeout(Duration::from_secs(20), heard.next())
-            .await
-            .expect("an observation published")
-            .expect("subscription open");
+/// Waits until `heard` has had `agent`'s observation from member `from` (others are passed
+/// over), and a moment more for the members' own subscriptions. False when it did not come:
+/// core NATS delivers at most once, and a client the server found too slow to read (a loaded
+/// CI machine) loses what was sent meanwhile — the sharing is best effort by design, so the
+/// test then repeats the step under a fresh agent name.
+async fn published(heard: &mut async_nats::Subscriber, from: &str, agent: &str) -> bool {
+    let wanted = async {
+        while let Some(m) = heard.next().await {
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            if v["from"] == from && v["agent"] == agent {
+                return;
+            }
+        }
+        panic!("the subscription closed");
+    };
+    if tokio::time::timeout(Duration::from_secs(10), wanted)
+        .await
+        .is_err()
+    {
+        eprintln!("{from}'s observation of {agent} not heard within 10 s; repeating the step");
+        return false;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
+    true
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,18 +111,37 @@ async fn a_pattern_spread_over_members_is_seen_as_on_one() {
         f.into_iter().map(|f| f.rule).collect()
     };
 
-    // Web content read on a; a sensitive call on b right after.
-    a.invoker.monitor().web_read("helper");
-    published(&mut heard, 1).await;
-    let found = b.invoker.monitor().observe("helper", "terminal_exec", true);
-    assert_eq!(rules(found), vec!["sensitive_after_web"]);
+    // Web content read on a; a sensitive call on b right after. Each step gets a fresh agent
+    // name per attempt, so an attempt whose observation was lost leaves no state behind.
+    let mut seen = false;
+    for attempt in 0..3 {
+        let agent = format!("helper{attempt}");
+        a.invoker.monitor().web_read(&agent);
+        if !published(&mut heard, "a", &agent).await {
+            continue;
+        }
+        let found = b.invoker.monitor().observe(&agent, "terminal_exec", true);
+        assert_eq!(rules(found), vec!["sensitive_after_web"]);
+        seen = true;
+        break;
+    }
+    assert!(seen, "a's web read never reached b in three attempts");
 
     // Two distinct sensitive tools, one on each member: a burst, alerted by the second.
-    let first = a.invoker.monitor().observe("coder", "write_file", true);
-    assert!(first.is_empty(), "{first:?}");
-    published(&mut heard, 2).await; // b's terminal_exec above, then a's write_file
-    let second = b.invoker.monitor().observe("coder", "terminal_exec", true);
-    assert_eq!(rules(second), vec!["sensitive_burst"]);
+    let mut seen = false;
+    for attempt in 0..3 {
+        let agent = format!("coder{attempt}");
+        let first = a.invoker.monitor().observe(&agent, "write_file", true);
+        assert!(first.is_empty(), "{first:?}");
+        if !published(&mut heard, "a", &agent).await {
+            continue;
+        }
+        let second = b.invoker.monitor().observe(&agent, "terminal_exec", true);
+        assert_eq!(rules(second), vec!["sensitive_burst"]);
+        seen = true;
+        break;
+    }
+    assert!(seen, "a's call never reached b in three attempts");
 
     // A lone instance with the same calls sees neither pattern: the sharing did it.
     let lone = strata_engine::monitor::Monitor::new({

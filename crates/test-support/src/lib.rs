@@ -723,6 +723,57 @@ pub async fn echo_llm(delay: std::time::Duration) -> String {
     format!("http://{}", serve(app).await)
 }
 
+/// An OpenAI-compatible server on 127.0.0.1 with a context window of `limit` tokens, as a
+/// small local model has: a request whose messages and tools (four bytes a token, about what
+/// real tokenizers make of English and JSON) plus its `max_tokens` exceed it is refused with
+/// OpenAI's 400 `context_length_exceeded`; one that fits is answered
+/// `fits: <tokens> tokens, <n> tools`. Its base URL, and every request body it received.
+pub async fn context_limited_llm(
+    limit: usize,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use axum::Json;
+    use axum::http::StatusCode;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+    let seen2 = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(body): Json<Value>| {
+            let seen = seen2.clone();
+            async move {
+                let tokens = (body["messages"].to_string().len() + body["tools"].to_string().len())
+                    .div_ceil(4);
+                let answer = body["max_tokens"].as_u64().unwrap_or(0) as usize;
+                let tools = body["tools"].as_array().map_or(0, Vec::len);
+                seen.lock().unwrap_or_else(|p| p.into_inner()).push(body);
+                if tokens + answer > limit {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        Json(json!({"error": {
+                            "message": format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                            "type": "invalid_request_error", "param": "messages",
+                            "code": "context_length_exceeded"
+                        }})),
+                    );
+                }
+                (
+                    StatusCode::OK,
+                    Json(json!({
+                        "id": "chatcmpl-fit", "object": "chat.completion", "model": "small",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("fits: {tokens} tokens, {tools} tools")}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": tokens, "completion_tokens": 6, "total_tokens": tokens + 6}
+                    })),
+                )
+            }
+        }),
+    );
+    (format!("http://{}", serve(app).await), seen)
+}
+
 /// A schema name no other test run uses (`t_<random>`).
 pub fn unique_schema() -> String {
     format!("t_{}", uuid::Uuid::new_v4().simple())
@@ -733,58 +784,63 @@ pub fn unique_schema() -> String {
 pub struct TcpProxy {
     /// Where clients connect.
     pub addr: std::net::SocketAddr,
-    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    state: std::sync::Arc<std::sync::Mutex<ProxyState>>,
+}
+
+struct ProxyState {
+    up: bool,
+    conns: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl TcpProxy {
     /// Starts forwarding to `target` (`host:port`).
     pub async fn start(target: &str) -> TcpProxy {
-        use std::sync::atomic::Ordering;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
         let addr = l.local_addr().expect("local address");
-        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> =
-            std::sync::Arc::default();
-        let (up2, conns2, target) = (up.clone(), conns.clone(), target.to_owned());
+        let state = std::sync::Arc::new(std::sync::Mutex::new(ProxyState {
+            up: true,
+            conns: Vec::new(),
+        }));
+        let (state2, target) = (state.clone(), target.to_owned());
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = l.accept().await {
-                if !up2.load(Ordering::SeqCst) {
+                // Checked and registered under one lock, so a connection accepted as `cut`
+                // runs is either refused here or dropped by it — never left forwarding.
+                let mut st = state2.lock().unwrap_or_else(|p| p.into_inner());
+                if !st.up {
                     continue;
                 }
                 let target = target.clone();
-                let task = tokio::spawn(async move {
+                st.conns.push(tokio::spawn(async move {
                     if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
                     }
-                });
-                conns2
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(task.abort_handle());
+                }));
             }
         });
-        TcpProxy { addr, up, conns }
+        TcpProxy { addr, state }
     }
 
-    /// Drops every connection and refuses new ones until [`TcpProxy::restore`].
-    pub fn cut(&self) {
-        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
-        for c in self
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+    /// Drops every connection and refuses new ones until [`TcpProxy::restore`]. Returns once
+    /// every forwarding task has ended: nothing sent after this reaches the target (an abort
+    /// alone lands at the task's next await, and a byte copied before it would still arrive).
+    pub async fn cut(&self) {
+        let conns = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.up = false;
+            std::mem::take(&mut st.conns)
+        };
+        for c in conns {
             c.abort();
+            let _ = c.await;
         }
     }
 
     /// Forwards again.
     pub fn restore(&self) {
-        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).up = true;
     }
 }
 

@@ -607,7 +607,7 @@ async fn an_outage_of_nats_loses_nothing() {
     let (sessions, per) = (20usize, 10usize);
     let (mut set, done) = start_load(&bases, "n", sessions, per);
     answered(&done, sessions * per / 3).await;
-    proxy.cut();
+    proxy.cut().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.restore();
     while let Some(r) = set.join_next().await {

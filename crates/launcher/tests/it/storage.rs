@@ -721,7 +721,7 @@ async fn a_database_outage_is_reported_and_survived() {
     };
     assert_eq!(invoke().await["value"]["status"], "ok");
 
-    proxy.cut();
+    proxy.cut().await;
     // A call that needs the store (its rate limit is counted there) fails, saying why.
     let v = invoke().await;
     assert_eq!(v["value"]["status"], "error", "{v}");

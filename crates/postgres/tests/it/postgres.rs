@@ -93,7 +93,7 @@ async fn an_outage_fails_calls_clearly_reports_degraded_and_recovers() {
     s.append_turn(&key, &[], None).await.expect("before");
     assert_eq!(s.health().await, StoreHealth::Ok);
 
-    proxy.cut();
+    proxy.cut().await;
     let e = s
         .append_turn(&key, &[], None)
         .await
