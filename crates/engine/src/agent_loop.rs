@@ -120,6 +120,9 @@ pub struct LlmAgent {
     max_rounds: u32,
     max_tokens: Option<u32>,
     temperature: Option<f32>,
+    /// The model's context window in tokens (`llm.context_window`, or what the vendor
+    /// documents); `None` sends every request as it is.
+    context_window: Option<u32>,
     invoker: Arc<Invoker>,
     /// The specs the model sees, per sender tier — rebuilt when the registry changes.
     tool_cache: StdMutex<ToolCache>,
@@ -152,6 +155,7 @@ impl LlmAgent {
             max_rounds: 10,
             max_tokens: None,
             temperature: None,
+            context_window: None,
             invoker,
             tool_cache: StdMutex::new(ToolCache::default()),
             knowledge_index: None,
@@ -195,6 +199,13 @@ impl LlmAgent {
         self
     }
 
+    /// Sets the model's context window in tokens: each request is fitted into it before it
+    /// is sent ([`crate::context_window::fit`]). `None` sends requests as they are.
+    pub fn with_context_window(mut self, tokens: Option<u32>) -> Self {
+        self.context_window = tokens.filter(|n| *n > 0);
+        self
+    }
+
     /// The provider's name.
     pub fn provider_name(&self) -> &str {
         self.provider.name()
@@ -227,7 +238,13 @@ impl LlmAgent {
             .into_iter()
             .filter(|t| self.tools.allows(&t.spec().name))
             .filter(|t| policy.visible(sender, &self.id, t.spec()))
-            .map(|t| t.spec().clone())
+            .map(|t| {
+                // On the wire the schema is compact: the same constraints in fewer tokens.
+                let mut spec = t.spec().clone();
+                spec.input_schema =
+                    crate::context_window::compact_schema(&spec.input_schema, &spec.description);
+                spec
+            })
             .collect();
         let bytes = tool_bytes(&specs);
         cache.by_tier.insert(tier, (specs.clone(), bytes));
@@ -601,8 +618,15 @@ impl Agent for LlmAgent {
             provider_state: turn.provider_state.take(),
             turn: Some(ticket.id().to_owned()),
         };
-        let first_new = req.messages.len();
+        let mut first_new = req.messages.len();
         req.messages.push(user);
+        // The history as it came, for the tools its last turns called (when tools must go).
+        let recent: Vec<ChatMessage> = if self.context_window.is_some() {
+            req.messages[..first_new].to_vec()
+        } else {
+            Vec::new()
+        };
+        let named = crate::context_window::named_tools(&self.tools);
         let mut sizes = RequestSizes::new(system_parts, tools_bytes);
         let who = Caller {
             env: &turn.env,
@@ -626,6 +650,38 @@ impl Agent for LlmAgent {
                 break text;
             }
             rounds += 1;
+            if let Some(window) = self.context_window {
+                match crate::context_window::fit(
+                    &self.id, &mut req, first_new, window, &named, &recent,
+                ) {
+                    Ok(f) => {
+                        if f.dropped_messages > 0 || !f.dropped_tools.is_empty() {
+                            tracing::info!(
+                                agent = %self.id,
+                                window,
+                                tokens = f.tokens,
+                                earlier_messages_left_out = f.dropped_messages,
+                                tools_left_out = f.dropped_tools.len(),
+                                "request fitted into the context window"
+                            );
+                            first_new -= f.dropped_messages;
+                            // What is measured for usage starts again from the new request.
+                            sizes = RequestSizes::new(system_parts, tool_bytes(&req.tools));
+                        }
+                    }
+                    Err(too_big) => {
+                        let text = too_big.to_string();
+                        // After tools ran, the turn ends with what it did kept; before, it
+                        // did not happen.
+                        if rounds > 1 {
+                            req.messages
+                                .push(ChatMessage::text(Role::Assistant, text.clone()));
+                            break text;
+                        }
+                        return Err(AgentError::Other(text));
+                    }
+                }
+            }
             let resp = match self.call_model(&who, &req, &mut sizes).await {
                 Ok(r) => r,
                 // A budget reached after tools ran ends the turn with what it did kept in the

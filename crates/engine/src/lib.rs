@@ -35,6 +35,7 @@ pub mod clock;
 pub mod compress;
 pub mod config;
 pub mod connector;
+pub mod context_window;
 pub mod goal;
 pub mod goals;
 pub mod invoker;

@@ -214,6 +214,11 @@ fn build_agent_at(
         alerts: Some(invoker.clone()),
     };
     let provider = strata_llm::build(&llm, vault, &path, &ctx).map_err(|e| e.to_string())?;
+    // The Claude Code CLI keeps its own context: what it is sent is not the request itself.
+    let window = (llm.provider != "claude-code").then(|| {
+        llm.context_window
+            .or_else(|| strata_engine::context_window::known_window(&llm.provider, &model))
+    });
     Ok(LlmAgent::new(
         id,
         identity(overlay_dir, id, agent),
@@ -229,6 +234,7 @@ fn build_agent_at(
         agent.knowledge_index_tokens.unwrap_or(400) as usize * 4,
     )))
     .with_sampling(llm.max_tokens, llm.temperature)
+    .with_context_window(window.flatten())
     .with_streaming(llm.stream.unwrap_or(true)))
 }
 

@@ -8,6 +8,28 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use strata_engine::config::LlmConfig;
 use strata_engine::llm::LlmError;
 
+/// What to do about a refusal for size (OpenAI's `context_length_exceeded`, llama.cpp's
+/// `exceed_context_size_error`, Anthropic's "prompt is too long"), or nothing.
+fn context_hint(body: &str) -> &'static str {
+    let b = body.to_ascii_lowercase();
+    let about_size = [
+        "context length",
+        "context_length",
+        "context size",
+        "context_size",
+        "prompt is too long",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|p| b.contains(p));
+    if about_size {
+        " — the model's context window is smaller than the request: set `llm.context_window` \
+         to its size in tokens (requests are then fitted into it), or give the agent fewer tools"
+    } else {
+        ""
+    }
+}
+
 /// Retry and timeout settings.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
@@ -125,9 +147,10 @@ pub async fn send(
                     || status == StatusCode::REQUEST_TIMEOUT
                     || status.is_server_error();
                 if !retryable {
+                    let body = body_snippet(resp).await;
                     return Err(LlmError::Protocol {
                         provider: endpoint.provider.clone(),
-                        detail: format!("{status}: {}", body_snippet(resp).await),
+                        detail: format!("{status}: {body}{}", context_hint(&body)),
                     });
                 }
                 let hinted = retry_after(&resp);

@@ -105,7 +105,8 @@ fn overlay_tool_reads_overlay_config() {
         ],
     ));
     assert_eq!(v["value"]["name"], "Main");
-    assert_eq!(v["value"]["tools"], "all");
+    let tools = v["value"]["tools"].as_array().expect("a list, not `all`");
+    assert!(tools.iter().any(|t| t == "system_info"), "{tools:?}");
     assert!(
         v["value"]["identity"]
             .as_str()

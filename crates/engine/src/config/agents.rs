@@ -44,6 +44,14 @@ pub struct LlmConfig {
     /// Output token cap (Anthropic requires one; default 4096).
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// The model's context window in tokens. Each request is estimated before it is sent and,
+    /// when it would not fit, older turns are left out, then tools the turn is unlikely to
+    /// need (every tool `tools:` names exactly is kept); if it still cannot fit the turn stops
+    /// saying what to change. Default: what the vendor documents for the model (Anthropic,
+    /// Gemini, OpenAI's own models); unset for other OpenAI-compatible servers — set it for a
+    /// local model (llama.cpp's `--ctx-size`, Ollama's `num_ctx`).
+    #[serde(default)]
+    pub context_window: Option<u32>,
     /// Sampling temperature.
     #[serde(default)]
     pub temperature: Option<f32>,
@@ -105,6 +113,7 @@ impl LlmConfig {
             command: None,
             env_allow: Vec::new(),
             max_tokens: None,
+            context_window: None,
             temperature: None,
             connect_timeout_secs: None,
             timeout_secs: None,

@@ -313,6 +313,7 @@ const LADDER: &[(&str, &[&str])] = &[
             "skills",
             "registry",
             "invoker",
+            "context_window",
             "agent_loop",
             "manager",
             "runtime",

@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod common;
 mod context;
+mod context_window;
 mod contract;
 mod dashboard;
 mod extend;
