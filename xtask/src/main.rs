@@ -4,6 +4,8 @@
 //! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
 //! cargo xtask ci       rustfmt --check, clippy -D warnings, check-core, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
+//! cargo xtask deny     supply chain: cargo deny (advisories offline, licences, bans, sources)
+//! cargo xtask dist     the release binary, its sha256, SBOM and systemd units in target/dist/
 //! cargo xtask train-safety   fit the injection model to the corpus, regenerate its weights
 //! cargo xtask setup [--answers FILE] [--maintainer]   the deployment wizard
 //! cargo xtask new-overlay DIR [--name N] [--modules a,b]
@@ -172,6 +174,95 @@ fn bench(extra: &[String]) -> Result<(), String> {
     run(c)
 }
 
+/// Where cargo-deny looks for the RustSec database given `deny.toml`'s `db-path` and
+/// `db-urls`: the URL's last segment and its XxHash64 (cargo-deny 0.20's layout).
+const ADVISORY_DIR: &str = "target/advisory-db/advisory-db-3157b0e258782691";
+
+/// The offline RustSec snapshot: `STRATA_ADVISORY_DB`, else `../shared/advisory-db` beside
+/// the checkout.
+fn advisory_snapshot() -> Option<PathBuf> {
+    let p = std::env::var_os("STRATA_ADVISORY_DB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/advisory-db"));
+    p.join("crates").is_dir().then_some(p)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type()?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// `cargo deny check` with `deny.toml`, offline. The snapshot is data, not a git checkout,
+/// and cargo-deny reads a checkout: it is copied under target/ and committed there (once per
+/// snapshot). Without a snapshot the advisories check is skipped with a line saying so.
+fn deny() -> Result<(), String> {
+    let has = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["deny", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has {
+        return Err(
+            "cargo-deny is not installed: `cargo install --locked cargo-deny@0.20.2`".into(),
+        );
+    }
+    let mut checks = vec!["bans", "licenses", "sources"];
+    match advisory_snapshot() {
+        Some(src) => {
+            let dst = root().join(ADVISORY_DIR);
+            let stamp = std::fs::read_to_string(src.join("SNAPSHOT.md")).unwrap_or_default();
+            let date = stamp
+                .split(['(', ')'])
+                .find(|p| p.len() == 10 && p.as_bytes().get(4) == Some(&b'-'))
+                .unwrap_or("unknown date")
+                .to_owned();
+            let current = std::fs::read_to_string(dst.join("SNAPSHOT.md")).unwrap_or_default();
+            if current != stamp || !dst.join(".git").is_dir() {
+                let _ = std::fs::remove_dir_all(&dst);
+                copy_tree(&src, &dst).map_err(|e| format!("copying {}: {e}", src.display()))?;
+                let git = |args: &[&str]| {
+                    let mut c = Command::new("git");
+                    c.current_dir(&dst)
+                        .args([
+                            "-c",
+                            "user.name=strata",
+                            "-c",
+                            "user.email=strata@localhost",
+                        ])
+                        .args(args)
+                        .stdout(std::process::Stdio::null());
+                    run(c)
+                };
+                git(&["init", "-q", "-b", "main"])?;
+                git(&["add", "-A"])?;
+                git(&["commit", "-q", "-m", "RustSec advisory-db snapshot"])?;
+            }
+            eprintln!(
+                "advisories: the RustSec snapshot of {date} in {}",
+                src.display()
+            );
+            checks.insert(0, "advisories");
+        }
+        None => eprintln!(
+            "advisories: SKIPPED — no RustSec snapshot at ../shared/advisory-db; set \
+             STRATA_ADVISORY_DB to a copy of the advisory-db repository's files to check them"
+        ),
+    }
+    let mut c = cargo();
+    c.args(["deny", "--offline", "check"]).args(&checks);
+    run(c)
+}
+
 /// Fits the prompt-injection model to the committed corpus and writes its weights as Rust
 /// source (`crates/safety/src/model_weights.rs`); `cargo test -p strata-safety` then checks
 /// the corpus gate.
@@ -219,11 +310,12 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "ci" => ci(),
         "bench" => bench(rest),
+        "deny" => deny(),
         "train-safety" => train_safety(),
         "setup" | "new-overlay" | "new-module" | "check-core" | "install-hook" => setup_tool(&args),
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }
