@@ -105,11 +105,16 @@ fn start(overlay: &std::path::Path) -> Result<Server, String> {
 }
 
 pub(crate) fn rss_kib(pid: u32) -> f64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `kB` figure of `/proc/<pid>/status` (`VmRSS:`, `RssAnon:`, `RssFile:`).
+fn status_kib(pid: u32, key: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(key))
                 .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         })
         .unwrap_or(0.0)
@@ -190,6 +195,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
     let pid = server.child.id();
     std::thread::sleep(Duration::from_secs(if quick { 2 } else { 10 }));
     let idle_kib = rss_kib(pid);
+    let (anon_kib, file_kib) = (status_kib(pid, "RssAnon:"), status_kib(pid, "RssFile:"));
     let trivial = serde_json::json!({"tool": "current_time"});
     let file = serde_json::json!({"tool": "read_file", "args": {"path": "knowledgebase/tiny.txt"}});
     rt.block_on(load(server.port, &server.token, 32, 10_000, &trivial))?;
@@ -218,6 +224,10 @@ pub fn run(quick: bool) -> Result<Report, String> {
     let mut extra = std::collections::BTreeMap::new();
     extra.insert("cold_start_ms_median".into(), cold_ms);
     extra.insert("idle_rss_mib".into(), idle_kib / 1024.0);
+    extra.insert("idle_rss_anon_mib".into(), anon_kib / 1024.0);
+    extra.insert("idle_rss_file_mib".into(), file_kib / 1024.0);
+    let bytes = std::fs::metadata(bin()?).map_err(|e| e.to_string())?.len();
+    extra.insert("binary_mib".into(), bytes as f64 / (1024.0 * 1024.0));
     extra.insert(
         "rss_growth_after_10k_invokes_mib".into(),
         (after_kib - idle_kib) / 1024.0,

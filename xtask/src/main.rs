@@ -153,24 +153,44 @@ fn ci() -> Result<(), String> {
     test(&[])
 }
 
+/// `cargo xtask bench [--profile P] [--package PKG] [bench args…]`: the serve bench runs a
+/// real binary — `strata` (the launcher) by default, or PKG's (`strata-example`) — built
+/// with profile P (`release` by default; `dist` is what `cargo xtask dist` ships).
 fn bench(extra: &[String]) -> Result<(), String> {
-    // The serve bench runs the real `strata` binary, built in release mode first.
+    let (mut profile, mut package, mut rest) = ("release".to_owned(), None, Vec::new());
+    let mut it = extra.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--profile" => profile = it.next().cloned().ok_or("--profile needs a name")?,
+            "--package" => package = Some(it.next().cloned().ok_or("--package needs a name")?),
+            _ => rest.push(a.clone()),
+        }
+    }
+    let (pkg, bin) = match package.as_deref() {
+        None | Some("strata-launcher") => ("strata-launcher", "strata"),
+        Some(p) => (p, p),
+    };
     let mut b = cargo();
     b.args([
         "build",
-        "--release",
         "--quiet",
+        "--profile",
+        &profile,
         "-p",
-        "strata-launcher",
+        pkg,
         "--bin",
-        "strata",
+        bin,
     ]);
     run(b)?;
+    let dir = if profile == "dev" { "debug" } else { &profile };
     let mut c = cargo();
     c.args(["run", "--release", "--quiet", "-p", "strata-bench", "--"])
-        .args(extra)
+        .args(&rest)
         .env("STRATA_BENCH_OUT", root().join("target/bench"))
-        .env("STRATA_BENCH_BIN", root().join("target/release/strata"));
+        .env(
+            "STRATA_BENCH_BIN",
+            root().join("target").join(dir).join(bin),
+        );
     run(c)
 }
 
@@ -312,10 +332,12 @@ fn main() -> ExitCode {
         "bench" => bench(rest),
         "deny" => deny(),
         "train-safety" => train_safety(),
-        "setup" | "new-overlay" | "new-module" | "check-core" | "install-hook" => setup_tool(&args),
+        "setup" | "new-overlay" | "new-module" | "check-core" | "install-hook" | "dist" => {
+            setup_tool(&args)
+        }
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (dist profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }

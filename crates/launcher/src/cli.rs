@@ -30,6 +30,34 @@ pub struct GlobalArgs {
     /// Overrides one config value, e.g. `--set server.port=9000` (repeatable, applied last).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// More log output on stderr: `-v` info (debug for `serve`), `-vv` debug (trace for
+    /// `serve`). `RUST_LOG` still wins.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Errors only on stderr (`serve`: warnings and errors), and no progress lines.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+impl GlobalArgs {
+    /// The log level for a command whose usual level is `usual` (`warn` for the CLI,
+    /// `log.level` for `serve`), after `-v`/`-q`.
+    pub fn log_level(&self, usual: &str) -> String {
+        const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+        let at = LEVELS
+            .iter()
+            .position(|l| usual.eq_ignore_ascii_case(l))
+            .unwrap_or(1);
+        if self.quiet {
+            // One step down and never below warnings: the CLI's `warn` becomes `error`,
+            // serve's `info` becomes `warn`.
+            return LEVELS[at.saturating_sub(1).min(1)].to_owned();
+        }
+        if self.verbose == 0 {
+            return usual.to_owned();
+        }
+        LEVELS[(at + usize::from(self.verbose)).min(LEVELS.len() - 1)].to_owned()
+    }
 }
 
 /// Acting on a running server instead of this binary.

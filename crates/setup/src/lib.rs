@@ -8,11 +8,13 @@
 //!   rolls everything back on failure or Ctrl-C; re-running on an overlay updates it.
 //! - [`render`]: the overlay crate's and a module crate's files.
 //! - [`units`]: systemd units with real paths.
+//! - [`dist`]: `cargo xtask dist` — the binary, its sha256, SBOM and units in `target/dist/`.
 //! - [`remote`]: a team clone's `origin` → `upstream` with pushing disabled.
 //! - [`check_core`]: deployment details that must not be in core or modules.
 
 pub mod answers;
 pub mod check_core;
+pub mod dist;
 pub mod journal;
 pub mod prompt;
 pub mod remote;

@@ -54,6 +54,22 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
     },
+    /// Release artefacts in target/dist/: the binary (dist profile), its sha256, a CycloneDX
+    /// SBOM of the crates in it, and its systemd units.
+    Dist {
+        /// The package whose binary ships.
+        #[arg(long, default_value = "strata-example")]
+        package: String,
+        /// Its binary (default: the package's name; `strata` for strata-launcher).
+        #[arg(long)]
+        bin: Option<String>,
+        /// The cargo profile.
+        #[arg(long, default_value = "dist")]
+        profile: String,
+        /// Package an already built binary instead of building it.
+        #[arg(long)]
+        prebuilt: Option<PathBuf>,
+    },
     /// Fails when core or modules contain deployment details.
     CheckCore {
         /// The engine checkout (default: this one).
@@ -152,6 +168,31 @@ fn main() -> ExitCode {
             wizard::run_with(&opts, a, None)
         }
         Command::NewModule { name, dir } => new_module(&name, dir),
+        Command::Dist {
+            package,
+            bin,
+            profile,
+            prebuilt,
+        } => {
+            let bin = bin.unwrap_or_else(|| match package.as_str() {
+                "strata-launcher" => "strata".to_owned(),
+                p => p.to_owned(),
+            });
+            let spec = strata_setup::dist::DistSpec {
+                out: std::env::var_os("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| root.join("target"))
+                    .join("dist"),
+                root,
+                package,
+                bin,
+                profile,
+            };
+            match prebuilt {
+                Some(b) => strata_setup::dist::package(&spec, &b),
+                None => strata_setup::dist::build(&spec),
+            }
+        }
         Command::InstallHook { root: r } => {
             let r = r.unwrap_or(root);
             strata_setup::remote::install_pre_commit(&r).map(|hook| {

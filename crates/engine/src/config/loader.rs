@@ -410,6 +410,7 @@ impl LoadedConfig {
     pub fn masked(&self) -> Value {
         let mut v = serde_json::to_value(&self.config).unwrap_or(Value::Null);
         mask(&mut v);
+        as_written(&mut v);
         v
     }
 
@@ -423,6 +424,28 @@ impl LoadedConfig {
                 (k, v, origin)
             })
             .collect()
+    }
+}
+
+/// Numbers as they were written: an `f32` setting (`temperature: 0.2`) widens to
+/// `0.20000000298023224` on its way into JSON; such a number is put back to the shortest
+/// decimal that reads as the same `f32`.
+fn as_written(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(x) = n.as_f64() {
+                let narrow = x as f32;
+                if f64::from(narrow) == x
+                    && let Ok(short) = narrow.to_string().parse::<f64>()
+                    && let Some(m) = serde_json::Number::from_f64(short)
+                {
+                    *n = m;
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(as_written),
+        Value::Object(o) => o.values_mut().for_each(as_written),
+        _ => {}
     }
 }
 

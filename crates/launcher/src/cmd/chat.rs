@@ -32,7 +32,11 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         Err(e) => return fail(&e),
     };
     // On a terminal the answer appears as it is written; piped, only the reply is printed.
-    let live = std::io::IsTerminal::is_terminal(&std::io::stdout()).then(|| LivePrinter::new(""));
+    let thinking = format!("{agent_id} is thinking");
+    let live = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        .then(|| LivePrinter::waiting("", Some(thinking.clone())));
+    // Piped, the spinner (on a terminal's stderr) lasts until the answer is whole.
+    let spinner = live.is_none().then(|| Progress::start(thinking));
     let result = rt.block_on(async {
         let wired = crate::wiring::build(&l.config, l.registry.clone(), None).await?;
         wired
@@ -62,6 +66,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         wired.finish().await;
         reply
     });
+    drop(spinner);
     match (result, live) {
         (Ok(reply), live) if reply.silent => {
             if let Some(l) = live {

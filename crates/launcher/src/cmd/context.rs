@@ -261,11 +261,21 @@ pub(crate) struct LivePrinter {
 impl LivePrinter {
     /// A printer whose text starts after `prefix` (the repl's `agent> `).
     pub(crate) fn new(prefix: &str) -> Self {
+        Self::waiting(prefix, None)
+    }
+
+    /// [`LivePrinter::new`] with a spinner saying `waiting` until the first token or tool
+    /// call arrives.
+    pub(crate) fn waiting(prefix: &str, waiting: Option<String>) -> Self {
         use strata_engine::turns::TurnEvent;
         let round: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
         let shown = round.clone();
         let prefix = prefix.to_owned();
+        let spinner = waiting.map(Progress::start);
         let sink = strata_engine::turns::TurnSink::new(move |e| {
+            if let Some(s) = &spinner {
+                s.stop();
+            }
             let mut r = shown.lock().unwrap_or_else(|p| p.into_inner());
             let mut stdout = std::io::stdout().lock();
             match e {
@@ -346,5 +356,120 @@ pub(crate) fn finish(done: anyhow::Result<String>) -> Exit {
             }
             None => fail(&e),
         },
+    }
+}
+
+/// `-q`: no progress lines.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets `-q` for this process.
+pub(crate) fn set_quiet(q: bool) {
+    QUIET.store(q, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether stdout is a terminal with colour allowed.
+pub(crate) fn colour_on_stdout() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout()) && colour_allowed()
+}
+
+fn colour_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+}
+
+/// A spinner with a message on stderr while something waits on the network or takes
+/// seconds — only for a person at a terminal: nothing on a pipe, a file or under `-q`.
+/// Cleared when dropped. Plain characters (`|/-\`) under `NO_COLOR` or `TERM=dumb`.
+pub(crate) struct Progress {
+    running: std::sync::Mutex<Option<Running>>,
+    message: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+struct Running {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Progress {
+    pub(crate) fn start(message: impl Into<String>) -> Progress {
+        let shown = std::io::IsTerminal::is_terminal(&std::io::stderr())
+            && !QUIET.load(std::sync::atomic::Ordering::Relaxed);
+        let message = std::sync::Arc::new(std::sync::Mutex::new(message.into()));
+        if !shown {
+            return Progress {
+                running: std::sync::Mutex::new(None),
+                message,
+            };
+        }
+        let shared = message.clone();
+        let fancy = colour_allowed();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            use std::io::Write as _;
+            let frames: &[&str] = if fancy {
+                &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+            } else {
+                &["|", "/", "-", "\\"]
+            };
+            let started = std::time::Instant::now();
+            let mut widest = 0;
+            for i in 0.. {
+                let secs = started.elapsed().as_secs();
+                let message = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                widest = widest.max(message.chars().count());
+                let line = if fancy {
+                    format!(
+                        "\r\x1b[2K\x1b[36m{}\x1b[0m {message} \x1b[2m{secs}s\x1b[0m",
+                        frames[i % frames.len()]
+                    )
+                } else {
+                    format!("\r{} {message} {secs}s ", frames[i % frames.len()])
+                };
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(line.as_bytes());
+                let _ = err.flush();
+                drop(err);
+                match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
+            }
+            let clear = if fancy {
+                "\r\x1b[2K".to_owned()
+            } else {
+                format!("\r{}\r", " ".repeat(widest + 12))
+            };
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(clear.as_bytes());
+            let _ = err.flush();
+        });
+        Progress {
+            running: std::sync::Mutex::new(Some(Running { stop: tx, thread })),
+            message,
+        }
+    }
+
+    /// Changes the message (a count that moves).
+    pub(crate) fn set(&self, message: impl Into<String>) {
+        *self.message.lock().unwrap_or_else(|p| p.into_inner()) = message.into();
+    }
+
+    /// Clears the line and stops (the first output is about to be written).
+    pub(crate) fn stop(&self) {
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(r) = running {
+            let _ = r.stop.send(());
+            let _ = r.thread.join();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

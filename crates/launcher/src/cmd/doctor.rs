@@ -7,9 +7,10 @@ use crate::Exit;
 
 pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
     let findings = findings(l, online);
+    let colour = colour_on_stdout();
     let text: Vec<String> = findings
         .iter()
-        .map(|f| format!("{:<4} {}", f.level, f.message))
+        .map(|f| format!("{} {}", level_shown(f.level, colour), f.message))
         .collect();
     let code = out(&text.join("\n"));
     if findings.iter().any(|f| f.level == "FAIL") {
@@ -17,6 +18,23 @@ pub(crate) fn doctor(l: &Context, online: bool) -> Exit {
     } else {
         code
     }
+}
+
+/// The level padded to four columns, coloured on a terminal (`NO_COLOR` turns it off):
+/// ok green, info blue, warn yellow, FAIL bold red.
+fn level_shown(level: &str, colour: bool) -> String {
+    let padded = format!("{level:<4}");
+    if !colour {
+        return padded;
+    }
+    let code = match level {
+        "ok" => "32",
+        "info" => "34",
+        "warn" => "33",
+        "FAIL" => "1;31",
+        _ => return padded,
+    };
+    format!("\x1b[{code}m{padded}\x1b[0m")
 }
 
 /// One line of the doctor's report: `level` is `ok`, `info`, `warn` or `FAIL`.
@@ -149,7 +167,10 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
     storage(c, vault_dyn, &mut lines, &mut fails);
     if online {
         match tokio_runtime() {
-            Ok(rt) => rt.block_on(crate::preflight::online(c, vault_dyn, &mut pf)),
+            Ok(rt) => {
+                let _p = Progress::start("checking the keys with their services");
+                rt.block_on(crate::preflight::online(c, vault_dyn, &mut pf))
+            }
             Err(e) => fails.push(format!("--online: {e}")),
         }
     }

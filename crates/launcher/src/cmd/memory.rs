@@ -12,7 +12,7 @@ use strata_memory::{Backend, MemoryMaintenance};
 
 use crate::Exit;
 use crate::cli::MemoryCommand;
-use crate::cmd::context::Context;
+use crate::cmd::context::{Context, Progress};
 
 fn fail(msg: impl std::fmt::Display) -> Exit {
     eprintln!("error: {msg}");
@@ -279,6 +279,10 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                 };
                 let mut bad = 0;
                 let mut stdout = std::io::stdout();
+                // The ids go to stdout; piped away, a count on the terminal shows it moving.
+                let progress = (!std::io::IsTerminal::is_terminal(&stdout))
+                    .then(|| Progress::start("importing memories"));
+                let mut stored_n = 0u64;
                 for (i, l) in reader.lines().enumerate() {
                     let l = match l {
                         Ok(l) => l,
@@ -296,6 +300,10 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                                 // Printed only after the commit: what is printed is stored.
                                 let _ = writeln!(stdout, "{}", stored.id());
                                 let _ = stdout.flush();
+                                stored_n += 1;
+                                if let Some(p) = &progress {
+                                    p.set(format!("importing memories: {stored_n} stored"));
+                                }
                             }
                             Err(e) => {
                                 eprintln!("error: line {}: {e}", i + 1);
@@ -308,6 +316,7 @@ pub fn run(l: &Context, command: MemoryCommand) -> Exit {
                         }
                     }
                 }
+                drop(progress);
                 if bad > 0 { Exit::Usage } else { Exit::Ok }
             }
             MemoryCommand::Decay { dry_run, json } => {

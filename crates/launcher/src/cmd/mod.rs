@@ -105,8 +105,9 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
     let quiet = !matches!(cli.command, Command::Serve);
     // CLI commands keep stdout for their output and stderr for warnings only.
     if quiet {
-        init_logging("warn", false, None);
+        init_logging(&cli.global.log_level("warn"), false, None);
     }
+    context::set_quiet(cli.global.quiet);
     let loaded = match load(launcher, &cli.global) {
         Ok(l) => l,
         Err(e) => {
@@ -118,7 +119,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         }
     };
     match cli.command {
-        Command::Serve => serve::serve(loaded).unwrap_or_else(|e| fail(&e)),
+        Command::Serve => serve::serve(loaded, &cli.global).unwrap_or_else(|e| fail(&e)),
         Command::Tools { json, .. } => tools::tools(&loaded, json),
         Command::Inspect { tool, json, .. } => tools::inspect(&loaded, &tool, json),
         Command::Events { limit, follow, .. } => audit::events(&loaded, limit, follow),

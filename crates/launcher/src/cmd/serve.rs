@@ -50,8 +50,8 @@ pub(crate) fn instance_lock(
     Ok(f)
 }
 
-pub(crate) fn serve(l: Context) -> anyhow::Result<Exit> {
-    let level = l.config.config.log.level.clone();
+pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Result<Exit> {
+    let level = global.log_level(&l.config.config.log.level);
     let json = l.config.config.log.format == strata_engine::config::LogFormat::Json;
     if let Some(e) = &l.config.config.telemetry.otlp_endpoint
         && !(e.starts_with("http://") || e.starts_with("https://"))

@@ -29,7 +29,18 @@ pub(crate) fn run(l: &Context, command: StorageCommand) -> Exit {
                 );
                 return Exit::Usage;
             }
-            match rt.block_on(migrate(l, dry_run, json)) {
+            // Its lines on a terminal show it moving; with --json, or piped, a spinner does.
+            let progress =
+                (json || !std::io::IsTerminal::is_terminal(&std::io::stdout())).then(|| {
+                    Progress::start(if dry_run {
+                        "counting what would be copied into PostgreSQL"
+                    } else {
+                        "copying into PostgreSQL"
+                    })
+                });
+            let done = rt.block_on(migrate(l, dry_run, json));
+            drop(progress);
+            match done {
                 Ok((v, ok)) => {
                     if json {
                         let _ = out(&serde_json::to_string_pretty(&v).unwrap_or_default());

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_strata");
 
@@ -283,6 +283,41 @@ fn config_show_masks_secrets() {
         );
         assert!(text.contains("********"), "{args:?}: {text}");
     }
+}
+
+#[test]
+fn config_show_origin_prints_numbers_as_written_in_100_columns() {
+    let ov = Overlay::new();
+    ov.write(
+        "config/config.yaml",
+        "defaults:\n  llm:\n    provider: openai\n    temperature: 0.2\n",
+    );
+    ov.write(
+        "config/agents.yaml",
+        &format!(
+            "agents:\n  main:\n    instruction: \"{}\"\n",
+            "long words ".repeat(30)
+        ),
+    );
+    let o = ov.run(&["config", "show", "--origin"], &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("defaults.llm.temperature = 0.2 ")),
+        "{text}"
+    );
+    assert!(!text.contains("0.20000000298023224"), "{text}");
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest <= 100, "a line of {widest} columns:\n{text}");
+    // --json has the value whole, and the number as written too.
+    let o = ov.run(&["config", "show", "--origin", "--json"], &[]);
+    let v = stdout_json(&o);
+    assert_eq!(v["defaults.llm.temperature"]["value"], json!(0.2));
+    assert_eq!(
+        v["agents.main.instruction"]["value"],
+        json!("long words ".repeat(30))
+    );
 }
 
 #[test]
@@ -1096,4 +1131,103 @@ fn completions_are_scripts_the_shells_accept() {
         .output()
         .expect("completions");
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `strata ARGS` on a pseudo-terminal (util-linux `script`), with `env`; what the terminal
+/// showed.
+fn on_a_terminal(ov: &Overlay, args: &str, env: &[(&str, &str)]) -> String {
+    let cmd = format!("{BIN} --overlay {} {args}", ov.path().display());
+    let mut c = Command::new("script");
+    c.args(["-qfec", &cmd, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("script");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn doctor_colours_its_levels_on_a_terminal_only() {
+    if !strata_test_support::pty_available() {
+        return;
+    }
+    let ov = Overlay::new();
+    let tty = on_a_terminal(&ov, "doctor", &[]);
+    assert!(tty.contains("\x1b[32mok  \x1b[0m"), "{tty:?}");
+    let no_colour = on_a_terminal(&ov, "doctor", &[("NO_COLOR", "1")]);
+    assert!(!no_colour.contains('\x1b'), "{no_colour:?}");
+    assert!(no_colour.contains("ok   data dir"), "{no_colour:?}");
+    let piped = ov.run(&["doctor"], &[]);
+    assert!(!String::from_utf8_lossy(&piped.stdout).contains('\x1b'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_shows_a_spinner_on_a_terminal_while_the_model_thinks_and_never_when_piped() {
+    if !strata_test_support::pty_available() {
+        return;
+    }
+    let slow = strata_test_support::echo_llm(Duration::from_millis(800)).await;
+    let ov = Overlay::new();
+    ov.write(
+        "config/config.yaml",
+        &crate::common::fake_llm(&slow, "none", "fake"),
+    );
+    ov.write("config/agents.yaml", "agents:\n  main: {}\n");
+    let screen = tokio::task::spawn_blocking({
+        let ov_path = ov.path().to_path_buf();
+        move || {
+            let cmd = format!("{BIN} --overlay {} chat hello", ov_path.display());
+            let o = Command::new("script")
+                .args(["-qfec", &cmd, "/dev/null"])
+                .env_remove("NO_COLOR")
+                .env("TERM", "xterm")
+                .stdin(Stdio::null())
+                .output()
+                .expect("script");
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        }
+    })
+    .await
+    .expect("join");
+    assert!(screen.contains("main is thinking"), "{screen:?}");
+    assert!(screen.contains("echo: hello"), "{screen:?}");
+    // -q: no spinner, the answer still.
+    let quiet = on_a_terminal(&ov, "-q chat hello", &[]);
+    assert!(!quiet.contains("thinking"), "{quiet:?}");
+    assert!(quiet.contains("echo: hello"), "{quiet:?}");
+    // Piped: only the answer.
+    let o = ov.run(&["chat", "hello"], &[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "echo: hello");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("thinking"));
+}
+
+#[test]
+fn verbose_and_quiet_set_the_log_level() {
+    let ov = Overlay::new();
+    let call = ["invoke", "--tool", "current_time"];
+    let with = |flags: &[&str]| {
+        let mut args: Vec<&str> = flags.to_vec();
+        args.extend(call);
+        ov.run(&args, &[])
+    };
+    let normal = with(&[]);
+    assert_eq!(code(&normal), 0, "{}", stderr(&normal));
+    assert!(!stderr(&normal).contains("DEBUG"), "{}", stderr(&normal));
+    // -vv: the Invoker's debug lines (the CLI's usual level is warn).
+    let debug = with(&["-vv"]);
+    assert!(
+        stderr(&debug).contains("DEBUG") && stderr(&debug).contains("tool call done"),
+        "{}",
+        stderr(&debug)
+    );
+    // Logs go to stderr only: stdout is the call's result either way.
+    assert!(!debug.stdout.is_empty() && !String::from_utf8_lossy(&debug.stdout).contains("DEBUG"));
+    let quiet = with(&["-q"]);
+    assert_eq!(code(&quiet), 0);
+    assert!(stderr(&quiet).is_empty(), "-q: {}", stderr(&quiet));
+    let both = with(&["-v", "-q"]);
+    assert_eq!(code(&both), 2, "-v and -q conflict");
 }

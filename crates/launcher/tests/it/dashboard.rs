@@ -11,6 +11,7 @@
 use crate::common;
 
 use std::io::BufRead;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,6 +35,11 @@ struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // The driver's process group: the browser it started goes with it (killing the driver
+        // alone left Chromium running, orphaned, after every test).
+        if let Some(pid) = rustix::process::Pid::from_raw(self.driver.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -75,6 +81,7 @@ async fn browser() -> Option<Browser> {
     };
     let driver = Command::new(driver_bin)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
