@@ -155,7 +155,7 @@ fn ci() -> Result<(), String> {
 
 /// `cargo xtask bench [--profile P] [--package PKG] [bench args…]`: the serve bench runs a
 /// real binary — `strata` (the launcher) by default, or PKG's (`strata-example`) — built
-/// with profile P (`release` by default; `dist` is what `cargo xtask dist` ships).
+/// with profile P (`release` by default; `production` is what `cargo xtask dist` ships).
 fn bench(extra: &[String]) -> Result<(), String> {
     let (mut profile, mut package, mut rest) = ("release".to_owned(), None, Vec::new());
     let mut it = extra.iter();
@@ -337,7 +337,7 @@ fn main() -> ExitCode {
         }
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (dist profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }

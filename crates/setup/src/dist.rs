@@ -1,6 +1,6 @@
 //! `cargo xtask dist`: a deployment's release artefacts in `target/dist/`.
 //!
-//! - the binary, built with the `dist` profile (stripped, LTO, one codegen unit);
+//! - the binary, built with the `production` profile (stripped, LTO, one codegen unit);
 //! - `<bin>.sha256` in `sha256sum`'s format (`sha256sum -c` checks it);
 //! - `<bin>.cdx.json`, a CycloneDX 1.5 SBOM of every crate compiled into the binary (what
 //!   `cargo tree` resolves for the package on Linux, normal dependencies only, with versions,
@@ -25,7 +25,7 @@ pub struct DistSpec {
     pub package: String,
     /// Its binary (the package name for an overlay; `strata` for the launcher).
     pub bin: String,
-    /// The cargo profile (`dist`).
+    /// The cargo profile (`production`).
     pub profile: String,
     /// Where the artefacts go (`target/dist`).
     pub out: PathBuf,
@@ -183,6 +183,17 @@ pub fn package(spec: &DistSpec, binary: &Path) -> anyhow::Result<Vec<String>> {
     std::fs::create_dir_all(&spec.out)
         .with_context(|| format!("creating {}", spec.out.display()))?;
     let bin_out = spec.out.join(&spec.bin);
+    // Copying a file onto itself truncates it (a profile built into the output directory).
+    if let (Ok(a), Ok(b)) = (binary.canonicalize(), bin_out.canonicalize())
+        && a == b
+    {
+        bail!(
+            "{} is both the build output and the artefact: build with a profile whose \
+             directory is not {}",
+            binary.display(),
+            spec.out.display()
+        );
+    }
     std::fs::copy(binary, &bin_out)
         .with_context(|| format!("copying {} to {}", binary.display(), bin_out.display()))?;
     let sum = sha256_file(&bin_out)?;

@@ -54,7 +54,7 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Release artefacts in target/dist/: the binary (dist profile), its sha256, a CycloneDX
+    /// Release artefacts in target/dist/: the binary (production profile), its sha256, a CycloneDX
     /// SBOM of the crates in it, and its systemd units.
     Dist {
         /// The package whose binary ships.
@@ -64,7 +64,7 @@ enum Command {
         #[arg(long)]
         bin: Option<String>,
         /// The cargo profile.
-        #[arg(long, default_value = "dist")]
+        #[arg(long, default_value = "production")]
         profile: String,
         /// Package an already built binary instead of building it.
         #[arg(long)]

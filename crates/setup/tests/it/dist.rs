@@ -31,10 +31,16 @@ fn dist_writes_a_checksum_an_sbom_and_units_that_read_back() {
         root: Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
         package: "strata-example".into(),
         bin: "strata-example".into(),
-        profile: "dist".into(),
+        profile: "production".into(),
         out: out.path().to_path_buf(),
     };
     let lines = package(&spec, &stand_in).expect("package");
+    let len = |p: &Path| std::fs::metadata(p).expect("metadata").len();
+    assert_eq!(
+        len(&out.path().join("strata-example")),
+        len(&stand_in),
+        "copied whole"
+    );
     assert!(lines.iter().any(|l| l.contains("CycloneDX")), "{lines:?}");
 
     // The checksum is sha256sum's own format.
@@ -78,4 +84,27 @@ fn dist_writes_a_checksum_an_sbom_and_units_that_read_back() {
         "{unit}"
     );
     assert!(out.path().join("strata-example-ops.service").is_file());
+}
+
+/// A build output that is also the artefact is refused, not truncated by copying it onto
+/// itself (what a cargo profile named `dist`, built into target/dist/, did).
+#[test]
+fn dist_refuses_to_copy_a_binary_onto_itself() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = dir.path().join("strata-example");
+    std::fs::write(&bin, b"not empty").expect("write");
+    let spec = DistSpec {
+        root: Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        package: "strata-example".into(),
+        bin: "strata-example".into(),
+        profile: "production".into(),
+        out: dir.path().to_path_buf(),
+    };
+    let e = package(&spec, &bin).expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("both the build output and the artefact"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&bin).expect("read"), b"not empty");
 }
