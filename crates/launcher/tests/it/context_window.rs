@@ -35,17 +35,6 @@ async fn chat(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn user_messages(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
@@ -89,7 +78,7 @@ async fn requests_are_fitted_into_a_small_models_context_window() {
         .last()
         .cloned()
         .expect("a request");
-    let tools = tool_names(&sent);
+    let tools = common::tool_names(&sent);
     assert!(
         tools.len() < common::core_tools().len() && !tools.is_empty(),
         "{tools:?}"

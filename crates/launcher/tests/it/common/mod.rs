@@ -186,7 +186,12 @@ pub async fn pending(base: &str, token: &str) -> Vec<Value> {
 
 /// The names of the tools a model request (OpenAI wire format) showed the model.
 pub fn tools_shown(req: &strata_test_support::Recorded) -> Vec<String> {
-    req.body["tools"]
+    tool_names(&req.body)
+}
+
+/// The tool names in a request body (OpenAI wire format).
+pub fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
         .as_array()
         .map(|a| {
             a.iter()
