@@ -132,7 +132,7 @@ async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<Vec<bool>, StoreEr
         )
         .await
         .map_err(|e| db.fail(e))?;
-    let rows = c
+    let rows = match c
         .query(
             &st,
             &[
@@ -141,13 +141,28 @@ async fn write_round(db: &Db, items: &[&TurnWrite]) -> Result<Vec<bool>, StoreEr
             ],
         )
         .await
-        .map_err(|e| db.fail(e))?;
+    {
+        Ok(rows) => rows,
+        // Another statement (a second batch here, or another instance) stored this turn id
+        // between our check and our insert: the whole statement rolled back, and the turn
+        // is stored once — by the other. A batch of several is retried one by one.
+        Err(e) if items.len() == 1 && same_turn_id_stored(&e) => return Ok(vec![false]),
+        Err(e) => return Err(db.fail(e)),
+    };
     let written: std::collections::HashSet<(String, String)> =
         rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     Ok(items
         .iter()
         .map(|w| written.contains(&(w.key.agent_id.clone(), w.key.session_id.clone())))
         .collect())
+}
+
+/// The insert lost a race for its turn id (`turns_by_id`'s unique violation).
+fn same_turn_id_stored(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        *d.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && d.constraint() == Some("turns_by_id")
+    })
 }
 
 /// Sessions' versions (0 for a session not stored yet), one statement for the batch.

@@ -449,17 +449,23 @@ async fn a_turn_id_is_stored_once() {
             .await
             .expect("first")
     );
-    // At once from many tasks: exactly one more turn is stored.
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (s, key, msgs) = (s.clone(), key.clone(), msgs.clone());
-        set.spawn(async move { s.record_turn_once(&key, "m-2", &msgs, None, &[]).await });
+    // At once from many tasks of two instances (each with its own pool and batches): each
+    // id is stored exactly once, and the writes that lost the race are told so, not failed.
+    let other = PgStore::new(h.db().await);
+    for n in 2..12 {
+        let id = format!("m-{n}");
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let s = if i % 2 == 0 { s.clone() } else { other.clone() };
+            let (key, msgs, id) = (key.clone(), msgs.clone(), id.clone());
+            set.spawn(async move { s.record_turn_once(&key, &id, &msgs, None, &[]).await });
+        }
+        let mut stored = 0;
+        while let Some(r) = set.join_next().await {
+            stored += usize::from(r.expect("join").expect("write"));
+        }
+        assert_eq!(stored, 1, "{id}");
     }
-    let mut stored = 0;
-    while let Some(r) = set.join_next().await {
-        stored += usize::from(r.expect("join").expect("write"));
-    }
-    assert_eq!(stored, 1);
     assert!(
         !s.record_turn_once(&key, "m-1", &msgs, None, &[])
             .await
@@ -471,11 +477,11 @@ async fn a_turn_id_is_stored_once() {
             .expect("load")
             .expect("some")
             .turns_since_summary,
-        2
+        11
     );
     let found = s.stored_turn("m-1").await.expect("find").expect("stored");
     assert_eq!(found.last().map(|m| m.content.as_str()), Some("hello"));
-    assert!(s.stored_turn("m-9").await.expect("find").is_none());
+    assert!(s.stored_turn("m-never").await.expect("find").is_none());
 }
 
 /// A message delivered twice (the same turn id, to this instance or another) runs once:
