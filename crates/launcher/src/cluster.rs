@@ -48,6 +48,7 @@ impl Member {
 
     /// How the Discord accounts are held: each one's gateway on the member holding its
     /// lease (`cluster.lease_secs`).
+    #[cfg(feature = "discord")]
     pub fn discord_lease(&self) -> Option<strata_discord::Lease> {
         Some(strata_discord::Lease {
             store: self.leases.clone()?,
@@ -208,6 +209,7 @@ impl Member {
     }
 
     /// Every Discord account runs here.
+    #[cfg(feature = "discord")]
     pub fn discord_lease(&self) -> Option<strata_discord::Lease> {
         None
     }

@@ -17,6 +17,7 @@
 mod cli;
 pub mod cluster;
 mod cmd;
+mod discord;
 mod http;
 pub mod integrity;
 mod metrics;

@@ -156,16 +156,11 @@ pub async fn online(c: &LoadedConfig, vault: Option<&dyn Vault>, f: &mut Finding
                 continue;
             }
         };
-        match strata_discord::DiscordAccount::new(name, token.expose(), d)
-            .check()
-            .await
-        {
+        match crate::discord::check(name, token.expose(), d).await {
             Ok(seen) => {
                 f.ok.push(format!("Discord account `{name}`: token valid ({seen})"))
             }
-            Err(e) => f
-                .fail
-                .push(format!("Discord account `{name}`: {}", e.detail)),
+            Err(e) => f.fail.push(format!("Discord account `{name}`: {e}")),
         }
     }
 }

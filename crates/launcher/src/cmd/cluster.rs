@@ -1,7 +1,7 @@
 //! `strata cluster status`: the members as the database knows them (each one's heartbeat
 //! row), so it works from any machine with the configuration, member or not.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::context::*;
 use crate::Exit;
@@ -39,14 +39,14 @@ async fn status(l: &Context) -> anyhow::Result<Value> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let newest = rows.iter().max_by_key(|r| r.heartbeat_at);
-    Ok(json!({
+    Ok(serde_json::json!({
         "enabled": c.cluster.enabled,
         "stream": c.cluster.stream,
         "stream_depth": newest.and_then(|r| r.stream_depth),
         "redelivered": rows.iter().map(|r| r.redelivered).sum::<i64>(),
         "instances": rows.iter().map(|r| {
             let mut v = serde_json::to_value(r).unwrap_or_default();
-            v["alive"] = json!(now - r.heartbeat_at <= 15);
+            v["alive"] = serde_json::json!(now - r.heartbeat_at <= 15);
             v
         }).collect::<Vec<_>>(),
     }))

@@ -68,6 +68,9 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
     if !problems.is_empty() {
         anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
     }
+    if let Some(why) = crate::discord::refusal(c) {
+        anyhow::bail!(why);
+    }
     let schedules = strata_engine::schedule::from_config(&c.config)
         .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
     let skill_problems = crate::schedules::skill_problems(&schedules, &l.skills);
@@ -206,21 +209,14 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         eprintln!("dashboard: {link}  (one-time sign-in link for this boot)");
     }
     let env = wired.invoker.env().clone();
-    let directory: std::sync::Arc<dyn strata_engine::turns::AgentDirectory> = wired.manager.clone();
-    let discord_cfg = c.config.clone();
-    let approvals = wired.approvals.clone();
-    let discord_skills = skills.clone();
-    let skill_invoker = wired.invoker.clone();
     let skill_turns: std::sync::Arc<dyn strata_engine::skills::SkillTurns> =
         std::sync::Arc::new(crate::wiring::SkillTurns {
             site: crate::wiring::Site::of(&l.config),
             invoker: wired.invoker.clone(),
             env: env.clone(),
         });
-    // In a cluster each account's gateway runs on the member holding its lease.
-    let discord_lease = member
-        .as_ref()
-        .and_then(crate::cluster::Member::discord_lease);
+    let discord =
+        crate::discord::Discord::prepare(c, &wired, &env, &skills, skill_turns, member.as_ref());
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Goal channels (routed to their participants): read before the connectors start,
@@ -243,23 +239,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
             });
         }
         // Discord accounts (none unless `connectors.discord.accounts` lists some).
-        let discord = strata_discord::start(
-            &discord_cfg,
-            &env.overlay_dir,
-            &env.data_dir,
-            env.vault.as_deref(),
-            strata_discord::Services {
-                directory,
-                hub: env.connectors().clone(),
-                approvals: Some(approvals),
-                skills: Some(discord_skills),
-                activity: Some(env.activity().clone()),
-                invoker: Some(skill_invoker),
-                skill_turns: Some(skill_turns),
-                lease: discord_lease,
-            },
-            stop_rx.clone(),
-        );
+        let discord = discord.start(stop_rx.clone());
         if !discord.is_empty() {
             tracing::info!(accounts = discord.len(), "Discord connector started");
         }

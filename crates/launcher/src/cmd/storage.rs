@@ -111,6 +111,7 @@ fn status_text(v: &Value) -> String {
 }
 
 /// One table's figures.
+#[cfg(feature = "postgres")]
 #[derive(Default)]
 struct Count {
     read: u64,
