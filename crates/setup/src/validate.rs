@@ -4,11 +4,29 @@
 
 use strata_engine::config::{DiscordConfig, LlmConfig};
 
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
-    Ok(tokio::runtime::Builder::new_current_thread()
+/// Runs `f` to completion; while it waits on the network, a person at a terminal sees
+/// `checking <what>…` on stderr (cleared after, the result is printed with the plan). Nothing
+/// on a pipe or a file; a plain line on a dumb terminal, which cannot clear one.
+fn block_on<T>(what: &str, f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+    use std::io::{IsTerminal as _, Write as _};
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?
-        .block_on(f))
+        .build()?;
+    let shown = std::io::stderr().is_terminal();
+    let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    if shown {
+        let mut err = std::io::stderr().lock();
+        let end = if dumb { "\n" } else { "" };
+        let _ = write!(err, "checking {what}…{end}");
+        let _ = err.flush();
+    }
+    let out = rt.block_on(f);
+    if shown && !dumb {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K");
+        let _ = err.flush();
+    }
+    Ok(out)
 }
 
 /// Checks a provider: `Ok(what was seen)` or `Err(why)`. `api_key` is `env:VAR` or the key.
@@ -24,7 +42,8 @@ pub fn provider(
     llm.base_url = base_url.map(str::to_owned);
     let ctx = strata_llm::AgentContext::bare("setup");
     // Clients are built inside the runtime (their connection pools need its reactor).
-    block_on(async {
+    let what = format!("the {kind} key with the provider");
+    block_on(&what, async {
         let p =
             strata_llm::build(&llm, None, "provider", &ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
         p.check().await.map_err(|e| anyhow::anyhow!("{e}"))
@@ -39,7 +58,7 @@ pub fn discord(token: &str, api_proxy: Option<&str>, plain_http: bool) -> anyhow
         plain_http,
         ..DiscordConfig::default()
     };
-    block_on(async {
+    block_on("the Discord token with Discord", async {
         let account = strata_discord::DiscordAccount::new("setup", token, &cfg);
         account
             .check()

@@ -933,3 +933,54 @@ fn the_pre_commit_hook_keeps_commits_off_main() {
         "{o:?}"
     );
 }
+
+/// The key checks wait on the network: a person at a terminal sees what is being checked
+/// (and the line is cleared after); a pipe gets none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_checks_show_a_progress_line_on_a_terminal_only() {
+    if !strata_test_support::pty_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let f = Fakes {
+        llm: FakeServer::start().await.expect("llm"),
+        discord: FakeServer::start().await.expect("discord"),
+    };
+    let file = tmp.path().join("answers.yaml");
+    std::fs::write(
+        &file,
+        answers(tmp.path(), &f, "main", &[], Path::new("/usr/bin/true")),
+    )
+    .expect("w");
+    let refused = || {
+        FakeResponse::status(
+            401,
+            serde_json::json!({"error": {"message": "bad key", "type": "invalid_request_error"}}),
+        )
+    };
+    f.llm.script([refused()]);
+    let cmd = format!("{SETUP} setup --answers {}", file.display());
+    let o = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .env("STRATA_SETUP_VAULT_ITERATIONS", "2000")
+        .envs(SECRETS)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script");
+    let screen = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        screen.contains("checking the openai key with the provider…\r\x1b[2K"),
+        "{screen:?}"
+    );
+    assert!(screen.contains("provider check failed"), "{screen:?}");
+    f.llm.script([refused()]);
+    let piped = run_setup(&file, &SECRETS);
+    assert!(
+        text(&piped).contains("provider check failed"),
+        "{}",
+        text(&piped)
+    );
+    assert!(!text(&piped).contains("checking"), "{}", text(&piped));
+    assert!(!tmp.path().join("acme").exists());
+}
