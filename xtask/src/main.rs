@@ -166,16 +166,23 @@ fn ci() -> Result<(), String> {
     test(&[])
 }
 
-/// `cargo xtask bench [--profile P] [--package PKG] [bench args…]`: the serve bench runs a
-/// real binary — `strata` (the launcher) by default, or PKG's (`strata-example`) — built
-/// with profile P (`release` by default; `production` is what `cargo xtask dist` ships).
+/// `cargo xtask bench [--profile P] [--package PKG] [--no-default-features] [--features F]
+/// [bench args…]`: the serve bench runs a real binary — `strata` (the launcher) by default,
+/// or PKG's (`strata-example`) — built with profile P (`release` by default; `production` is
+/// what `cargo xtask dist` ships) and the features given (to measure a leaner build).
 fn bench(extra: &[String]) -> Result<(), String> {
     let (mut profile, mut package, mut rest) = ("release".to_owned(), None, Vec::new());
+    let mut features: Vec<String> = Vec::new();
     let mut it = extra.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--profile" => profile = it.next().cloned().ok_or("--profile needs a name")?,
             "--package" => package = Some(it.next().cloned().ok_or("--package needs a name")?),
+            "--no-default-features" => features.push(a.clone()),
+            "--features" => {
+                let f = it.next().ok_or("--features needs a list")?;
+                features.extend(["--features".to_owned(), f.clone()]);
+            }
             _ => rest.push(a.clone()),
         }
     }
@@ -194,6 +201,7 @@ fn bench(extra: &[String]) -> Result<(), String> {
         "--bin",
         bin,
     ]);
+    b.args(&features);
     run(b)?;
     let dir = if profile == "dev" { "debug" } else { &profile };
     let mut c = cargo();

@@ -151,6 +151,12 @@ pub trait McpHost: Send + Sync {
         name: &str,
         cfg: crate::config::McpServerConfig,
     ) -> Result<Vec<String>, String>;
+
+    /// Why this process cannot run MCP servers at all (a binary built without an MCP
+    /// client), so `install_mcp` refuses before it writes anything; `None` when it can.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Process-wide handles every tool call shares: config, resolved directories, and the vault

@@ -12,6 +12,7 @@ pub mod auth;
 mod body;
 mod goals;
 pub mod mcp;
+#[cfg(feature = "mcp-client")]
 pub mod mcp_client;
 mod openapi;
 mod pages;

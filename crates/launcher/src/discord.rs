@@ -1,6 +1,6 @@
 //! The Discord connector as `serve` starts it, and as `doctor --online` asks it — behind the
 //! launcher's `discord` feature (twilight's gateway, REST client and model types). Without the
-//! feature a config that lists accounts is refused at start, naming the feature.
+//! feature a config that lists accounts is refused at start (`features::missing`).
 
 use std::sync::Arc;
 
@@ -11,27 +11,6 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Member;
 use crate::wiring::Wired;
-
-/// Why a config with Discord accounts cannot run in this binary; `None` when it can.
-pub fn refusal(c: &LoadedConfig) -> Option<String> {
-    let accounts = c.config.connectors.discord.accounts.keys();
-    refusal_for(accounts.map(String::as_str), cfg!(feature = "discord"))
-}
-
-fn refusal_for<'a>(accounts: impl Iterator<Item = &'a str>, built_with: bool) -> Option<String> {
-    let mut names: Vec<&str> = accounts.collect();
-    if built_with || names.is_empty() {
-        return None;
-    }
-    names.sort_unstable();
-    Some(format!(
-        "`connectors.discord.accounts` lists {} but this binary was built without the \
-         launcher's `discord` feature; rebuild with it (it is on by default: remove \
-         `default-features = false` from the overlay's strata-launcher dependency, or add \
-         \"discord\" to its features) or remove the accounts",
-        names.join(", ")
-    ))
-}
 
 /// Everything the accounts need, gathered before the runtime's main task starts them.
 pub struct Discord {
@@ -70,8 +49,8 @@ impl Discord {
         }
     }
 
-    /// Without the feature there is nothing to gather ([`refusal`] has stopped a config
-    /// that lists accounts).
+    /// Without the feature there is nothing to gather (`features::missing` has stopped a
+    /// config that lists accounts).
     #[cfg(not(feature = "discord"))]
     pub fn prepare(
         _: &LoadedConfig,
@@ -124,18 +103,4 @@ pub async fn check(
     _: &strata_engine::config::DiscordConfig,
 ) -> Result<String, String> {
     Err("cannot be checked: this binary was built without the launcher's `discord` feature".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::refusal_for;
-
-    #[test]
-    fn accounts_without_the_feature_are_refused_by_name() {
-        assert_eq!(refusal_for(["main"].into_iter(), true), None);
-        assert_eq!(refusal_for(std::iter::empty(), false), None);
-        let why = refusal_for(["support", "main"].into_iter(), false).expect("refused");
-        assert!(why.contains("lists main, support"), "{why}");
-        assert!(why.contains("`discord` feature"), "{why}");
-    }
 }

@@ -18,6 +18,7 @@ mod cli;
 pub mod cluster;
 mod cmd;
 mod discord;
+mod features;
 mod http;
 pub mod integrity;
 mod metrics;

@@ -523,7 +523,33 @@ pub fn env_without_memory(cfg: &LoadedConfig) -> anyhow::Result<Arc<Env>> {
     if let Some(v) = process_vault(cfg)? {
         env = env.with_vault(v);
     }
-    Ok(Arc::new(env))
+    Ok(without_mcp_client(Arc::new(env)))
+}
+
+/// A binary built without the launcher's `mcp-client` feature says so to `install_mcp`
+/// (before it writes a server that `serve` would then refuse to start with).
+fn without_mcp_client(env: Arc<Env>) -> Arc<Env> {
+    #[cfg(not(feature = "mcp-client"))]
+    {
+        struct NoClient;
+        #[strata_engine::async_trait]
+        impl strata_engine::McpHost for NoClient {
+            async fn add_server(
+                &self,
+                _: &str,
+                _: strata_engine::config::McpServerConfig,
+            ) -> Result<Vec<String>, String> {
+                Err(NO_CLIENT.into())
+            }
+            fn unavailable(&self) -> Option<String> {
+                Some(NO_CLIENT.into())
+            }
+        }
+        const NO_CLIENT: &str = "this binary was built without the launcher's `mcp-client` feature: it cannot run \
+             MCP servers";
+        env.attach_mcp(Arc::new(NoClient));
+    }
+    env
 }
 
 /// The overlay's vault, opened the way this process may (stdin for `serve`).
@@ -551,7 +577,7 @@ async fn env_with(
     if let Some(m) = &memory {
         env = env.with_memory(m.as_dyn());
     }
-    Ok((Arc::new(env), memory))
+    Ok((without_mcp_client(Arc::new(env)), memory))
 }
 
 /// The Invoker of a process with every stage wired: rate-limit counters and approval

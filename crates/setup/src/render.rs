@@ -83,6 +83,15 @@ opt-level = 3
 
 [profile.release]
 debug = "line-tables-only"
+
+# What to ship (`cargo build --profile production`): stripped, whole-program optimised; panics
+# still unwind, so a tool's panic is caught and answered as an error.
+[profile.production]
+inherits = "release"
+debug = false
+strip = true
+lto = "fat"
+codegen-units = 1
 "#,
         mods = if modules.is_empty() {
             String::new()

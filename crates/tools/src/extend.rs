@@ -262,6 +262,9 @@ async fn install_mcp(
     replace: Option<bool>,
 ) -> Result<Value, ToolError> {
     require_owner(ctx, "`install_mcp`")?;
+    if let Some(why) = ctx.env.mcp().and_then(|h| h.unavailable()) {
+        return Err(ToolError::failed(why));
+    }
     let valid = !name.is_empty()
         && name.len() <= 40
         && name

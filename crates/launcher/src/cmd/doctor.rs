@@ -164,9 +164,7 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
     crate::preflight::vault_refs(c, vault_dyn, has_vault, &mut pf);
     crate::preflight::data_dir_private(c, &mut pf);
     crate::preflight::units(c, &mut pf);
-    if let Some(why) = crate::discord::refusal(c) {
-        pf.fail.push(format!("discord: {why}"));
-    }
+    pf.fail.extend(crate::features::missing(c));
     storage(c, vault_dyn, &mut lines, &mut fails);
     if online {
         match tokio_runtime() {

@@ -68,8 +68,9 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
     if !problems.is_empty() {
         anyhow::bail!("cannot start as a cluster member: {}", problems.join("; "));
     }
-    if let Some(why) = crate::discord::refusal(c) {
-        anyhow::bail!(why);
+    let missing = crate::features::missing(c);
+    if !missing.is_empty() {
+        anyhow::bail!(missing.join("; "));
     }
     let schedules = strata_engine::schedule::from_config(&c.config)
         .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
@@ -150,13 +151,17 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         let _rt = rt.enter();
         shutdown_signal()
     };
-    let mcp_clients = std::sync::Arc::new(rt.block_on(strata_http::mcp_client::start(
-        &c.config.mcp.servers,
-        l.registry.clone(),
-        wired.invoker.env().vault.clone(),
-    )));
-    // `install_mcp` starts servers beside these while serve runs.
-    wired.invoker.env().attach_mcp(mcp_clients.clone());
+    #[cfg(feature = "mcp-client")]
+    let mcp_clients = {
+        let clients = std::sync::Arc::new(rt.block_on(strata_http::mcp_client::start(
+            &c.config.mcp.servers,
+            l.registry.clone(),
+            wired.invoker.env().vault.clone(),
+        )));
+        // `install_mcp` starts servers beside these while serve runs.
+        wired.invoker.env().attach_mcp(clients.clone());
+        clients
+    };
     if !c.config.mcp.servers.is_empty() {
         tracing::info!(
             servers = c.config.mcp.servers.len(),
@@ -293,6 +298,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
             }
         }
         ticking.abort();
+        #[cfg(feature = "mcp-client")]
         mcp_clients.shutdown().await;
     });
     rt.block_on(wired.finish());

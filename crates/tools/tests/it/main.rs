@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used)]
 
 mod agents;
+mod extend;
 mod files;
 mod notes;
 mod search;

@@ -19,13 +19,13 @@ const TEAM: &str = r#"{
   "admin_users": []
 }"#;
 
-struct World {
-    invoker: Arc<Invoker>,
+pub(crate) struct World {
+    pub(crate) invoker: Arc<Invoker>,
     approvals: Arc<Approvals>,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn world() -> World {
+pub(crate) fn world() -> World {
     let _ = strata_tools::link();
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::create_dir_all(dir.path().join("config")).expect("config");
@@ -62,7 +62,7 @@ impl World {
     }
 
     /// Calls `tool` as `who`; when it asks for approval, the owner decides `approve`.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         who: &str,
         tool: &str,
