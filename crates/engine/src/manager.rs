@@ -297,13 +297,11 @@ impl AgentManager {
                 .map_err(|e| AgentError::Other(e.to_string()))?;
             let state = match loaded {
                 Some(s) => s,
-                // New here; a shared store still counts its writes from zero.
+                // Not stored yet: a shared store counts its writes from zero (asking would
+                // not help — another instance may create it just after the answer, and
+                // the next turn's version check reloads it then).
                 None => SessionState {
-                    version: self
-                        .store
-                        .version(&key)
-                        .await
-                        .map_err(|e| AgentError::Other(e.to_string()))?,
+                    version: self.store.versioned().then_some(0),
                     ..SessionState::default()
                 },
             };

@@ -273,6 +273,11 @@ pub trait SessionStore: Send + Sync {
         let _ = key;
         Ok(None)
     }
+    /// Whether [`version`](Self::version) answers `Some` (a store instances share): a
+    /// session that `load` did not find then starts at version 0 without asking.
+    fn versioned(&self) -> bool {
+        false
+    }
     /// Keeps what has tainted the session (the whole list; not a write that changes the
     /// version). Stores that keep nothing ignore it.
     async fn set_taint(

@@ -29,6 +29,7 @@ pub struct PgStore {
     /// turns (started on first use, on the runtime that uses the store).
     turns: Arc<OnceLock<Batcher<TurnWrite, bool>>>,
     versions: Arc<OnceLock<Batcher<SessionKey, i64>>>,
+    loads: Arc<OnceLock<Batcher<SessionKey, Option<SessionState>>>>,
 }
 
 /// One turn to store: the session's row, the turn, its tool calls.
@@ -165,6 +166,63 @@ fn same_turn_id_stored(e: &tokio_postgres::Error) -> bool {
     })
 }
 
+/// Sessions with their turns (`None` for one not stored), one statement for the batch — so
+/// each session's row and its turns are read in one snapshot.
+async fn read_sessions(
+    db: Arc<Db>,
+    keys: Vec<SessionKey>,
+) -> Vec<Result<Option<SessionState>, StoreError>> {
+    let r = async {
+        let agent: Vec<&str> = keys.iter().map(|k| k.agent_id.as_str()).collect();
+        let session: Vec<&str> = keys.iter().map(|k| k.session_id.as_str()).collect();
+        let c = db.client().await?;
+        let st = c
+            .prepare_cached(
+                "SELECT u.n, s.summary, s.turns_since_summary, s.provider_state, s.taint, \
+                 s.version, t.messages \
+                 FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u(agent_id, session_id, n) \
+                 JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
+                 LEFT JOIN turns t ON t.session = s.id \
+                 ORDER BY u.n, t.turn",
+            )
+            .await
+            .map_err(|e| db.fail(e))?;
+        c.query(&st, &[&agent, &session])
+            .await
+            .map_err(|e| db.fail(e))
+    };
+    let rows = match r.await {
+        Ok(rows) => rows,
+        Err(e) => return keys.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let mut out: Vec<Option<SessionState>> = keys.iter().map(|_| None).collect();
+    let mut at = 0;
+    while at < rows.len() {
+        let n: i64 = rows[at].get(0);
+        let end = rows[at..]
+            .iter()
+            .position(|r| r.get::<_, i64>(0) != n)
+            .map_or(rows.len(), |p| at + p);
+        let row = &rows[at];
+        let stored = StoredSession {
+            summary: row.get(1),
+            turns_since_summary: row.get(2),
+            provider_state: row.get(3),
+            taint: row.get(4),
+            version: Some(row.get(5)),
+        };
+        let turns = rows[at..end]
+            .iter()
+            .filter_map(|t| t.get::<_, Option<String>>(6));
+        // WITH ORDINALITY counts from 1.
+        if let Some(slot) = usize::try_from(n - 1).ok().and_then(|i| out.get_mut(i)) {
+            *slot = Some(stored.into_state(turns));
+        }
+        at = end;
+    }
+    out.into_iter().map(Ok).collect()
+}
+
 /// Sessions' versions (0 for a session not stored yet), one statement for the batch.
 async fn read_versions(db: Arc<Db>, keys: Vec<SessionKey>) -> Vec<Result<i64, StoreError>> {
     let r = async {
@@ -235,6 +293,7 @@ impl PgStore {
             db,
             turns: Arc::default(),
             versions: Arc::default(),
+            loads: Arc::default(),
         }
     }
 
@@ -274,6 +333,15 @@ impl PgStore {
             let db = self.db.clone();
             Batcher::start(BATCH_WORKERS, BATCH_MAX, move |b| {
                 read_versions(db.clone(), b)
+            })
+        })
+    }
+
+    fn session_reader(&self) -> &Batcher<SessionKey, Option<SessionState>> {
+        self.loads.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(BATCH_WORKERS, BATCH_MAX, move |b| {
+                read_sessions(db.clone(), b)
             })
         })
     }
@@ -467,33 +535,7 @@ impl PgStore {
 #[async_trait]
 impl SessionStore for PgStore {
     async fn load(&self, key: &SessionKey) -> Result<Option<SessionState>, StoreError> {
-        // One statement, so the session's row and its turns are read in one snapshot.
-        let c = self.db.client().await?;
-        let st = c
-            .prepare_cached(
-                "SELECT s.summary, s.turns_since_summary, s.provider_state, s.taint, s.version, \
-                 t.messages FROM sessions s LEFT JOIN turns t ON t.session = s.id \
-                 WHERE s.agent_id = $1 AND s.session_id = $2 ORDER BY t.turn",
-            )
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        let rows = c
-            .query(&st, &[&key.agent_id, &key.session_id])
-            .await
-            .map_err(|e| self.db.fail(e))?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let stored = StoredSession {
-            summary: row.get(0),
-            turns_since_summary: row.get(1),
-            provider_state: row.get(2),
-            taint: row.get(3),
-            version: Some(row.get(4)),
-        };
-        Ok(Some(stored.into_state(
-            rows.iter().filter_map(|t| t.get::<_, Option<String>>(5)),
-        )))
+        self.session_reader().call(key.clone()).await
     }
 
     async fn append_turn(
@@ -657,6 +699,10 @@ impl SessionStore for PgStore {
 
     async fn version(&self, key: &SessionKey) -> Result<Option<i64>, StoreError> {
         self.version_reader().call(key.clone()).await.map(Some)
+    }
+
+    fn versioned(&self) -> bool {
+        true
     }
 
     async fn set_taint(

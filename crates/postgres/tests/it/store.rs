@@ -254,6 +254,47 @@ async fn concurrent_writers_lose_nothing(kind: Kind) {
 }
 both!(concurrent_writers_lose_nothing);
 
+/// Many sessions read at once (PostgreSQL answers them in one statement): each reader gets
+/// its own session's turns in order, and a session never stored is `None`.
+async fn concurrent_readers_get_their_own_sessions(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let s = h.store().await;
+    for k in 0..40 {
+        let key = SessionKey::new("a", format!("s{k}"));
+        for t in 0..=(k % 3) {
+            s.append_turn(
+                &key,
+                &turn(&format!("u{k}.{t}"), &format!("a{k}.{t}")),
+                None,
+            )
+            .await
+            .expect("append");
+        }
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for k in 0..60 {
+        let s = s.clone();
+        set.spawn(async move { (k, s.load(&SessionKey::new("a", format!("s{k}"))).await) });
+    }
+    while let Some(r) = set.join_next().await {
+        let (k, loaded) = r.expect("join");
+        let loaded = loaded.expect("load");
+        if k >= 40 {
+            assert!(loaded.is_none(), "s{k} was never stored");
+            continue;
+        }
+        let st = loaded.expect("stored");
+        let said: Vec<&str> = st.messages.iter().map(|m| m.content.as_str()).collect();
+        let want: Vec<String> = (0..=(k % 3))
+            .flat_map(|t| turn(&format!("u{k}.{t}"), &format!("a{k}.{t}")))
+            .map(|m| m.content)
+            .collect();
+        assert_eq!(said, want, "s{k}");
+        assert_eq!(st.turns_since_summary, k % 3 + 1, "s{k}");
+    }
+}
+both!(concurrent_readers_get_their_own_sessions);
+
 /// Answers with the number of messages it was shown.
 struct Counter;
 
