@@ -166,32 +166,34 @@ fn same_turn_id_stored(e: &tokio_postgres::Error) -> bool {
     })
 }
 
+/// Runs `sql` (a constant) with the keys' agent ids as `$1` and session ids as `$2`.
+async fn by_keys(db: &Db, keys: &[SessionKey], sql: &str) -> Result<Vec<Row>, StoreError> {
+    let agent: Vec<&str> = keys.iter().map(|k| k.agent_id.as_str()).collect();
+    let session: Vec<&str> = keys.iter().map(|k| k.session_id.as_str()).collect();
+    let c = db.client().await?;
+    let st = c.prepare_cached(sql).await.map_err(|e| db.fail(e))?;
+    c.query(&st, &[&agent, &session])
+        .await
+        .map_err(|e| db.fail(e))
+}
+
 /// Sessions with their turns (`None` for one not stored), one statement for the batch — so
 /// each session's row and its turns are read in one snapshot.
 async fn read_sessions(
     db: Arc<Db>,
     keys: Vec<SessionKey>,
 ) -> Vec<Result<Option<SessionState>, StoreError>> {
-    let r = async {
-        let agent: Vec<&str> = keys.iter().map(|k| k.agent_id.as_str()).collect();
-        let session: Vec<&str> = keys.iter().map(|k| k.session_id.as_str()).collect();
-        let c = db.client().await?;
-        let st = c
-            .prepare_cached(
-                "SELECT u.n, s.summary, s.turns_since_summary, s.provider_state, s.taint, \
-                 s.version, t.messages \
-                 FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u(agent_id, session_id, n) \
-                 JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
-                 LEFT JOIN turns t ON t.session = s.id \
-                 ORDER BY u.n, t.turn",
-            )
-            .await
-            .map_err(|e| db.fail(e))?;
-        c.query(&st, &[&agent, &session])
-            .await
-            .map_err(|e| db.fail(e))
-    };
-    let rows = match r.await {
+    let rows = by_keys(
+        &db,
+        &keys,
+        "SELECT u.n, s.summary, s.turns_since_summary, s.provider_state, s.taint, \
+         s.version, t.messages \
+         FROM unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u(agent_id, session_id, n) \
+         JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
+         LEFT JOIN turns t ON t.session = s.id \
+         ORDER BY u.n, t.turn",
+    );
+    let rows = match rows.await {
         Ok(rows) => rows,
         Err(e) => return keys.iter().map(|_| Err(e.clone())).collect(),
     };
@@ -225,26 +227,18 @@ async fn read_sessions(
 
 /// Sessions' versions (0 for a session not stored yet), one statement for the batch.
 async fn read_versions(db: Arc<Db>, keys: Vec<SessionKey>) -> Vec<Result<i64, StoreError>> {
-    let r = async {
-        let agent: Vec<&str> = keys.iter().map(|k| k.agent_id.as_str()).collect();
-        let session: Vec<&str> = keys.iter().map(|k| k.session_id.as_str()).collect();
-        let c = db.client().await?;
-        let st = c
-            .prepare_cached(
-                "SELECT COALESCE(s.version, 0) FROM unnest($1::TEXT[], $2::TEXT[]) \
-                 WITH ORDINALITY AS u(agent_id, session_id, n) \
-                 LEFT JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
-                 ORDER BY u.n",
-            )
-            .await
-            .map_err(|e| db.fail(e))?;
-        let rows = c
-            .query(&st, &[&agent, &session])
-            .await
-            .map_err(|e| db.fail(e))?;
-        Ok::<_, StoreError>(rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>())
-    };
-    match r.await {
+    let rows = by_keys(
+        &db,
+        &keys,
+        "SELECT COALESCE(s.version, 0) FROM unnest($1::TEXT[], $2::TEXT[]) \
+         WITH ORDINALITY AS u(agent_id, session_id, n) \
+         LEFT JOIN sessions s ON s.agent_id = u.agent_id AND s.session_id = u.session_id \
+         ORDER BY u.n",
+    );
+    let versions = rows
+        .await
+        .map(|rows| rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>());
+    match versions {
         Ok(v) if v.len() == keys.len() => v.into_iter().map(Ok).collect(),
         Ok(v) => {
             let e = StoreError(format!("{} versions for {} sessions", v.len(), keys.len()));

@@ -130,6 +130,20 @@ units:
     )
 }
 
+/// A temporary directory, the fakes, and an answers file for agent `main` with `modules`
+/// (units pointing at a binary that is never built).
+async fn answered(modules: &[&str]) -> (tempfile::TempDir, Fakes, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let f = Fakes {
+        llm: FakeServer::start().await.expect("llm"),
+        discord: FakeServer::start().await.expect("discord"),
+    };
+    let file = tmp.path().join("answers.yaml");
+    let text = answers(tmp.path(), &f, "main", modules, Path::new("/usr/bin/true"));
+    std::fs::write(&file, text).expect("w");
+    (tmp, f, file)
+}
+
 const SECRETS: [(&str, &str); 4] = [
     ("T_VAULT_PASS", "a long vault passphrase"),
     ("T_OPENAI_KEY", "sk-test-key-for-the-fake-provider"),
@@ -418,17 +432,7 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_or_refused_first_run_leaves_nothing_behind() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let f = Fakes {
-        llm: FakeServer::start().await.expect("llm"),
-        discord: FakeServer::start().await.expect("discord"),
-    };
-    let file = tmp.path().join("answers.yaml");
-    std::fs::write(
-        &file,
-        answers(tmp.path(), &f, "main", &["ops"], Path::new("/usr/bin/true")),
-    )
-    .expect("w");
+    let (tmp, f, file) = answered(&["ops"]).await;
     // A failure injected after each step in turn: the overlay and the key file are gone.
     for step in ["dirs", "crate", "vault", "config", "ops", "units"] {
         script_ok(&f);
@@ -941,17 +945,7 @@ async fn the_key_checks_show_a_progress_line_on_a_terminal_only() {
     if !strata_test_support::pty_available() {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tmp");
-    let f = Fakes {
-        llm: FakeServer::start().await.expect("llm"),
-        discord: FakeServer::start().await.expect("discord"),
-    };
-    let file = tmp.path().join("answers.yaml");
-    std::fs::write(
-        &file,
-        answers(tmp.path(), &f, "main", &[], Path::new("/usr/bin/true")),
-    )
-    .expect("w");
+    let (tmp, f, file) = answered(&[]).await;
     let refused = || {
         FakeResponse::status(
             401,
