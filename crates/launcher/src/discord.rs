@@ -15,16 +15,16 @@ use crate::wiring::Wired;
 /// Everything the accounts need, gathered before the runtime's main task starts them.
 pub struct Discord {
     #[cfg(feature = "discord")]
-    inner: Option<(
-        strata_engine::config::Config,
-        Arc<Env>,
-        strata_discord::Services,
-    )>,
+    config: strata_engine::config::Config,
+    #[cfg(feature = "discord")]
+    env: Arc<Env>,
+    #[cfg(feature = "discord")]
+    services: strata_discord::Services,
 }
 
 impl Discord {
-    /// Gathers the connector's services; nothing runs yet.
-    #[cfg(feature = "discord")]
+    /// Gathers the connector's services; nothing runs yet. Without the feature there is
+    /// nothing to gather (`features::missing` has stopped a config that lists accounts).
     pub fn prepare(
         c: &LoadedConfig,
         wired: &Wired,
@@ -33,52 +33,46 @@ impl Discord {
         skill_turns: Arc<dyn strata_engine::skills::SkillTurns>,
         member: Option<&Member>,
     ) -> Self {
-        let services = strata_discord::Services {
-            directory: wired.manager.clone(),
-            hub: env.connectors().clone(),
-            approvals: Some(wired.approvals.clone()),
-            skills: Some(skills.clone()),
-            activity: Some(env.activity().clone()),
-            invoker: Some(wired.invoker.clone()),
-            skill_turns: Some(skill_turns),
-            // In a cluster each account's gateway runs on the member holding its lease.
-            lease: member.and_then(Member::discord_lease),
+        #[cfg(feature = "discord")]
+        return Discord {
+            config: c.config.clone(),
+            env: env.clone(),
+            services: strata_discord::Services {
+                directory: wired.manager.clone(),
+                hub: env.connectors().clone(),
+                approvals: Some(wired.approvals.clone()),
+                skills: Some(skills.clone()),
+                activity: Some(env.activity().clone()),
+                invoker: Some(wired.invoker.clone()),
+                skill_turns: Some(skill_turns),
+                // In a cluster each account's gateway runs on the member holding its lease.
+                lease: member.and_then(Member::discord_lease),
+            },
         };
-        Discord {
-            inner: Some((c.config.clone(), env.clone(), services)),
+        #[cfg(not(feature = "discord"))]
+        {
+            let _ = (c, wired, env, skills, skill_turns, member);
+            Discord {}
         }
-    }
-
-    /// Without the feature there is nothing to gather (`features::missing` has stopped a
-    /// config that lists accounts).
-    #[cfg(not(feature = "discord"))]
-    pub fn prepare(
-        _: &LoadedConfig,
-        _: &Wired,
-        _: &Arc<Env>,
-        _: &Arc<strata_engine::skills::SkillSet>,
-        _: Arc<dyn strata_engine::skills::SkillTurns>,
-        _: Option<&Member>,
-    ) -> Self {
-        Discord {}
     }
 
     /// Starts each account's gateway (none unless `connectors.discord.accounts` lists
     /// some); each handle ends after `stop`. Call on the runtime.
     pub fn start(self, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         #[cfg(feature = "discord")]
-        if let Some((c, env, services)) = self.inner {
-            return strata_discord::start(
-                &c,
-                &env.overlay_dir,
-                &env.data_dir,
-                env.vault.as_deref(),
-                services,
-                stop,
-            );
+        return strata_discord::start(
+            &self.config,
+            &self.env.overlay_dir,
+            &self.env.data_dir,
+            self.env.vault.as_deref(),
+            self.services,
+            stop,
+        );
+        #[cfg(not(feature = "discord"))]
+        {
+            let _ = (self, stop);
+            Vec::new()
         }
-        let _ = (self, stop);
-        Vec::new()
     }
 }
 
