@@ -618,6 +618,34 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Publishes a turn on `subject` under the message id `id` and waits for the stream's
+    /// acknowledgement.
+    async fn queue(
+        &self,
+        subject: &str,
+        id: &str,
+        body: bytes::Bytes,
+    ) -> Result<jetstream::publish::PublishAck, String> {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id);
+        self.js
+            .publish_with_headers(subject.to_owned(), headers, body)
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the message at `sequence` has left the stream (acknowledged: its turn ended).
+    async fn ended(&self, sequence: u64) -> bool {
+        matches!(
+            self.stream.direct_get(sequence).await,
+            Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound)
+        )
+    }
+}
+
 #[async_trait]
 impl TurnQueue for Cluster {
     async fn submit(&self, req: TurnRequest) -> Result<Reply, AgentError> {
@@ -648,15 +676,42 @@ impl TurnQueue for Cluster {
             .subscribe(self.reply_subject(&turn_id))
             .await
             .map_err(|e| other("listening for the answer", &e))?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", turn_id.as_str());
-        let ack = self
-            .js
-            .publish_with_headers(subject, headers, body.into())
-            .await
-            .map_err(|e| other("queueing the turn", &e))?
+        let body = bytes::Bytes::from(body);
+        let mut ack = self
+            .queue(&subject, &turn_id, body.clone())
             .await
             .map_err(|e| other("queueing the turn", &e))?;
+        if ack.duplicate {
+            // An earlier try of this request (a client sending its request id again). Stored:
+            // that is the answer. Still queued or running: wait for it below. Ended without
+            // a stored turn (it failed or was refused there): the client is asking again, so
+            // it runs again — under a message id of its own, since JetStream would drop the
+            // turn id's for its whole duplicate window; the turn id stored with the turn
+            // still keeps it to one run that is kept.
+            if let Some(done) = self
+                .store
+                .stored_turn(&turn_id)
+                .await
+                .map_err(|e| other("looking for the answer", &e))?
+            {
+                return Ok(Reply::from_stored(done));
+            }
+            if self.ended(ack.sequence).await
+                && self
+                    .store
+                    .stored_turn(&turn_id)
+                    .await
+                    .map_err(|e| other("looking for the answer", &e))?
+                    .is_none()
+            {
+                let again = format!("{turn_id}.again.{}", uuid::Uuid::new_v4().simple());
+                tracing::info!(turn = %turn_id, "cluster: an earlier try of this turn ended unanswered; it runs again");
+                ack = self
+                    .queue(&subject, &again, body)
+                    .await
+                    .map_err(|e| other("queueing the turn", &e))?;
+            }
+        }
         let mut gone = 0;
         loop {
             tokio::select! {
@@ -674,16 +729,15 @@ impl TurnQueue for Cluster {
                     }
                     // Acknowledged (gone from the stream) without a stored turn: it was
                     // refused or failed there, and its answer did not reach us.
-                    match self.stream.direct_get(ack.sequence).await {
-                        Err(e) if matches!(e.kind(), stream::DirectGetErrorKind::NotFound) => {
-                            gone += 1;
-                            if gone >= 2 {
-                                return Err(AgentError::Other(format!(
-                                    "cluster: turn {turn_id} ended on another instance without an answer reaching this one (refused or failed there: see its log)"
-                                )));
-                            }
+                    if self.ended(ack.sequence).await {
+                        gone += 1;
+                        if gone >= 2 {
+                            return Err(AgentError::Other(format!(
+                                "cluster: turn {turn_id} ended on another instance without an answer reaching this one (refused or failed there: see its log)"
+                            )));
                         }
-                        _ => gone = 0,
+                    } else {
+                        gone = 0;
                     }
                 }
             }

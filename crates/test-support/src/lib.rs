@@ -692,32 +692,53 @@ fn service_url(var: &str, default: &str, what: &str, ci: &str, how: &str) -> Opt
 /// An OpenAI-compatible chat-completions server on 127.0.0.1 that answers every request
 /// with `echo: <the last user message>`, after `delay` (and half a second more when the
 /// message says `slow`): a provider whose answers can be matched to the messages that asked
-/// for them, however many instances share it. Its base URL (`http://127.0.0.1:PORT`; the
-/// API is under `/v1`).
+/// for them, however many instances share it. A message that says `fail once` is refused
+/// (400) the first time it is asked, answered after: a turn that fails and then succeeds when
+/// it is tried again. Its base URL (`http://127.0.0.1:PORT`; the API is under `/v1`).
 pub async fn echo_llm(delay: std::time::Duration) -> String {
     use axum::Json;
     use axum::routing::post;
     use serde_json::{Value, json};
+    let refused: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
     let app = axum::Router::new().route(
         "/v1/chat/completions",
-        post(move |Json(body): Json<Value>| async move {
-            let last = body["messages"]
-                .as_array()
-                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-                .and_then(|m| m["content"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            let slow = if last.contains("slow") {
-                Duration::from_millis(500)
-            } else {
-                Duration::ZERO
-            };
-            tokio::time::sleep(delay + slow).await;
-            Json(json!({
-                "id": "chatcmpl-echo", "object": "chat.completion", "model": "fake",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("echo: {last}")}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
-            }))
+        post(move |Json(body): Json<Value>| {
+            let refused = refused.clone();
+            async move {
+                let last = body["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                let slow = if last.contains("slow") {
+                    Duration::from_millis(500)
+                } else {
+                    Duration::ZERO
+                };
+                tokio::time::sleep(delay + slow).await;
+                if last.contains("fail once")
+                    && refused
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(last.clone())
+                {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        Json(json!({"error": {
+                            "message": "refused once, as asked", "type": "invalid_request_error"
+                        }})),
+                    );
+                }
+                (
+                    StatusCode::OK,
+                    Json(json!({
+                        "id": "chatcmpl-echo", "object": "chat.completion", "model": "fake",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("echo: {last}")}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+                    })),
+                )
+            }
         }),
     );
     format!("http://{}", serve(app).await)

@@ -106,7 +106,8 @@ async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k
             .json(&body)
             .send()
             .await;
-        match r {
+        // What went wrong, said in the test's output when the test fails.
+        let why = match r {
             Ok(r) if r.status().is_success() => {
                 let v: Value = r.json().await.expect("json");
                 return v["response"].as_str().unwrap_or_default().to_owned();
@@ -116,45 +117,142 @@ async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k
                 let text = r.text().await.unwrap_or_default();
                 // The instance died while it waited for the answer: ask another.
                 assert!(status.as_u16() >= 500, "{session} m{k}: {status} {text}");
+                format!("{status} {text}")
             }
-            Err(_) => {}
-        }
+            Err(e) => e.to_string(),
+        };
+        eprintln!("{session} m{k}: attempt {attempt} on {base}: {why}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("{session} m{k}: no instance answered");
 }
 
+/// A load of sessions over the instances: its clients, and how far each session got.
+struct Load {
+    set: tokio::task::JoinSet<()>,
+    done: Arc<std::sync::atomic::AtomicUsize>,
+    /// Per session, the message it waits for the answer to (`per` when it is through).
+    at: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// When a test stops waiting and says what it was waiting for (before the harness's
+    /// own timeout, which says nothing).
+    deadline: tokio::time::Instant,
+}
+
 /// `sessions` sessions named `<prefix>NN`, each sending `per` messages back to back over
-/// the instances up in `bases`, each answer checked; the tasks and a count of answers.
+/// the instances up in `bases`, each answer checked.
 fn start_load(
     bases: &Arc<Mutex<Vec<Option<String>>>>,
     prefix: &str,
     sessions: usize,
     per: usize,
-) -> (
-    tokio::task::JoinSet<()>,
-    Arc<std::sync::atomic::AtomicUsize>,
-) {
+) -> Load {
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let at = Arc::new(Mutex::new(BTreeMap::new()));
     let mut set = tokio::task::JoinSet::new();
     for s in 0..sessions {
-        let (bases, done, session) = (bases.clone(), done.clone(), format!("{prefix}{s:02}"));
+        let (bases, done, at) = (bases.clone(), done.clone(), at.clone());
+        let session = format!("{prefix}{s:02}");
         set.spawn(async move {
             for k in 0..per {
+                at.lock().expect("at").insert(session.clone(), k);
                 let answer = chat(&bases, s + k, &session, k).await;
                 assert_eq!(answer, format!("echo: {session} m{k}"));
                 done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
+            at.lock().expect("at").insert(session.clone(), per);
         });
     }
-    (set, done)
+    Load {
+        set,
+        done,
+        at,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(200),
+    }
 }
 
-/// Waits until `done` reaches `n`.
-async fn answered(done: &std::sync::atomic::AtomicUsize, n: usize) {
-    while done.load(std::sync::atomic::Ordering::Relaxed) < n {
+/// The servers' logs a failing cluster test shows: (name, tail).
+type Logs = Mutex<Vec<(String, common::LogTail)>>;
+
+/// Waits until `n` answers came. A client that failed fails the test with its own message;
+/// past the load's deadline the test fails saying which sessions wait for what, what the
+/// stream holds and what the servers logged.
+async fn answered(load: &mut Load, n: usize, shared: &Shared, logs: &Logs) {
+    while load.done.load(std::sync::atomic::Ordering::Relaxed) < n {
+        while let Some(r) = load.set.try_join_next() {
+            r.expect("a session's client failed");
+        }
+        if tokio::time::Instant::now() > load.deadline {
+            panic!("{}", stuck(load, n, shared, logs).await);
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Waits for every client of `load` to end (see [`answered`]).
+async fn finished(mut load: Load, total: usize, shared: &Shared, logs: &Logs) {
+    answered(&mut load, total, shared, logs).await;
+    while let Some(r) = load.set.join_next().await {
+        r.expect("a session's client failed");
+    }
+}
+
+/// What a load that stopped moving waits for.
+async fn stuck(load: &Load, n: usize, shared: &Shared, logs: &Logs) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "{} of {n} answers after the deadline; sessions waiting (session: message):",
+        load.done.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    let per = load
+        .at
+        .lock()
+        .expect("at")
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    for (session, k) in load.at.lock().expect("at").iter() {
+        if *k < per {
+            let _ = write!(out, " {session}: m{k}");
+        }
+    }
+    match async_nats::connect(shared.nats.trim_start_matches("nats://")).await {
+        Ok(nc) => {
+            let js = async_nats::jetstream::new(nc);
+            if let Ok(mut stream) = js.get_stream(&shared.name).await {
+                if let Ok(info) = stream.info().await {
+                    let _ = write!(out, "\nstream: {:?}", info.state);
+                }
+                let consumer: Result<async_nats::jetstream::consumer::PullConsumer, _> =
+                    stream.get_consumer("workers").await;
+                if let Ok(mut c) = consumer
+                    && let Ok(info) = c.info().await
+                {
+                    let _ = write!(
+                        out,
+                        "\nconsumer: pending {}, ack pending {}, redelivered {}, waiting pulls {}, delivered {:?}, acknowledged {:?}",
+                        info.num_pending,
+                        info.num_ack_pending,
+                        info.num_redelivered,
+                        info.num_waiting,
+                        info.delivered,
+                        info.ack_floor
+                    );
+                }
+            }
+        }
+        Err(e) => {
+            let _ = write!(out, "\nNATS unreachable: {e}");
+        }
+    }
+    for (name, tail) in logs.lock().expect("logs").iter() {
+        let _ = write!(
+            out,
+            "\n--- {name}: its last lines\n{}",
+            common::tail_text(tail)
+        );
+    }
+    out
 }
 
 /// The stored turns, per session in turn order: (turn id, the user's message).
@@ -216,11 +314,19 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
             .map(|s| s.as_ref().map(|s| s.base.clone()))
             .collect::<Vec<_>>(),
     ));
+    let logs: Logs = Mutex::new(
+        served
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, s)| (format!("instance {i}"), s.log.clone()))
+            .collect(),
+    );
     let (sessions, per) = (60usize, 10usize);
-    let (mut set, done) = start_load(&bases, "s", sessions, per);
+    let mut load = start_load(&bases, "s", sessions, per);
     // A third of the way in, instance 1 dies without a word; at two thirds it comes back.
     let total = sessions * per;
-    answered(&done, total / 3).await;
+    answered(&mut load, total / 3, &shared, &logs).await;
     bases.lock().expect("bases")[1] = None;
     if let Some(mut s) = served[1].take() {
         s.child.kill().expect("kill -9");
@@ -228,19 +334,19 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
     }
     // Halfway, instance 2 is stopped the polite way (SIGTERM: it finishes what it runs and
     // takes nothing new) while it is under load.
-    answered(&done, total / 2).await;
+    answered(&mut load, total / 2, &shared, &logs).await;
     bases.lock().expect("bases")[2] = None;
     drop(served[2].take());
-    answered(&done, 2 * total / 3).await;
-    let back = common::serve_with(overlays[1].path(), &[]);
-    bases.lock().expect("bases")[1] = Some(back.base.clone());
-    served[1] = Some(back);
-    let back = common::serve_with(overlays[2].path(), &[]);
-    bases.lock().expect("bases")[2] = Some(back.base.clone());
-    served[2] = Some(back);
-    while let Some(r) = set.join_next().await {
-        r.expect("a session's client failed");
+    answered(&mut load, 2 * total / 3, &shared, &logs).await;
+    for i in [1, 2] {
+        let back = common::serve_with(overlays[i].path(), &[]);
+        logs.lock()
+            .expect("logs")
+            .push((format!("instance {i}, restarted"), back.log.clone()));
+        bases.lock().expect("bases")[i] = Some(back.base.clone());
+        served[i] = Some(back);
     }
+    finished(load, total, &shared, &logs).await;
     // What the store holds: every message once, each session's in the order sent, each
     // under its own message's id.
     let by_session = stored(&shared).await;
@@ -580,6 +686,72 @@ async fn members_share_rate_limits_events_and_approvals() {
     shared.drop_now().await;
 }
 
+/// A turn that failed runs again when its client sends the same request id again, on the
+/// instance that ran it or on another — the id is not refused for JetStream's whole
+/// duplicate window (two minutes of 502s) — and a request answered once is answered from the
+/// store when it comes again, not run twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_failed_runs_again_when_its_request_is_sent_again() {
+    let Some(shared) = Shared::new() else { return };
+    let llm = strata_test_support::echo_llm(Duration::from_millis(5)).await;
+    let overlays: Vec<tempfile::TempDir> = (0..2).map(|_| member(&llm, &shared)).collect();
+    let served: Vec<common::Served> = overlays
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+    let ask = |on: usize, id: &str, text: &str| {
+        let url = format!("{}/chat", served[on].base);
+        let body =
+            json!({"message": text, "agent": "main", "session_id": "again", "request_id": id});
+        async move { common::api("POST", &url, BOSS, Some(body)).await }
+    };
+    // Refused by the model the first time; asked again through the other instance.
+    let (status, v) = ask(0, "again-1", "fail once: first").await;
+    assert_eq!(status, 502, "{v}");
+    let (status, v) = ask(1, "again-1", "fail once: first").await;
+    assert_eq!(
+        (status, &v["response"]),
+        (200, &json!("echo: fail once: first")),
+        "{v}"
+    );
+    // The same through the same instance.
+    let (status, v) = ask(0, "again-2", "fail once: second").await;
+    assert_eq!(status, 502, "{v}");
+    let (status, v) = ask(0, "again-2", "fail once: second").await;
+    assert_eq!(
+        (status, &v["response"]),
+        (200, &json!("echo: fail once: second")),
+        "{v}"
+    );
+    // Answered ones asked again: the stored answers.
+    for (on, id, text) in [
+        (0, "again-1", "fail once: first"),
+        (1, "again-2", "fail once: second"),
+    ] {
+        let (status, v) = ask(on, id, text).await;
+        assert_eq!(
+            (status, &v["response"]),
+            (200, &json!(format!("echo: {text}"))),
+            "{v}"
+        );
+    }
+    let by_session = stored(&shared).await;
+    let turns: Vec<(Option<&str>, &str)> = by_session["again"]
+        .iter()
+        .map(|(id, user)| (id.as_deref(), user.as_str()))
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            (Some("again-1"), "fail once: first"),
+            (Some("again-2"), "fail once: second")
+        ],
+        "each request stored once, under its own id"
+    );
+    drop(served);
+    shared.drop_now().await;
+}
+
 /// NATS goes away under load and comes back: the members reconnect, and every message is
 /// still answered once (a `/chat` that failed while NATS was away is sent again with its
 /// `request_id`), each session's turns stored once, in order.
@@ -604,15 +776,20 @@ async fn an_outage_of_nats_loses_nothing() {
             .map(|s| Some(s.base.clone()))
             .collect::<Vec<_>>(),
     ));
+    let logs: Logs = Mutex::new(
+        served
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("instance {i}"), s.log.clone()))
+            .collect(),
+    );
     let (sessions, per) = (20usize, 10usize);
-    let (mut set, done) = start_load(&bases, "n", sessions, per);
-    answered(&done, sessions * per / 3).await;
+    let mut load = start_load(&bases, "n", sessions, per);
+    answered(&mut load, sessions * per / 3, &shared, &logs).await;
     proxy.cut().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.restore();
-    while let Some(r) = set.join_next().await {
-        r.expect("a session's client failed");
-    }
+    finished(load, sessions * per, &shared, &logs).await;
     assert_once_in_order(&stored(&shared).await, sessions, per);
     drop(served);
     shared.nats = direct;

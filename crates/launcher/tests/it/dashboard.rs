@@ -220,11 +220,12 @@ fn serve_ui(overlay: &Path) -> (common::Served, String) {
             link = rest.split_whitespace().next().map(str::to_owned);
         }
     }
-    std::thread::spawn(move || for _ in err.lines() {});
+    let log = common::drain(err);
     let served = common::Served {
         child,
         base: base.expect("serve announced its address"),
         mcp: String::new(),
+        log,
     };
     (served, link.expect("serve printed a sign-in link"))
 }

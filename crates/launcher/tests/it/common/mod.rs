@@ -63,6 +63,60 @@ pub struct Served {
     pub base: String,
     /// `http://127.0.0.1:PORT/mcp`.
     pub mcp: String,
+    /// The last lines the server wrote to stderr, for a failing test to show.
+    pub log: LogTail,
+}
+
+/// What a server wrote to stderr lately, kept by the thread that drains it.
+pub type LogTail = std::sync::Arc<std::sync::Mutex<Tail>>;
+
+/// The last [`LOG_TAIL`] lines, and as many of the warnings and errors among all of them.
+#[derive(Default)]
+pub struct Tail {
+    last: std::collections::VecDeque<String>,
+    warnings: std::collections::VecDeque<String>,
+}
+
+/// How many lines a [`Tail`] keeps of each.
+pub const LOG_TAIL: usize = 300;
+
+fn keep(q: &mut std::collections::VecDeque<String>, line: &str) {
+    if q.len() == LOG_TAIL {
+        q.pop_front();
+    }
+    q.push_back(line.to_owned());
+}
+
+/// Drains `err` on a thread of its own (so the server never blocks on a full pipe), keeping
+/// its last lines.
+pub fn drain(err: BufReader<ChildStderr>) -> LogTail {
+    let tail = LogTail::default();
+    let kept = tail.clone();
+    std::thread::spawn(move || {
+        for line in err.split(b'\n') {
+            let Ok(line) = line else { break };
+            let line = String::from_utf8_lossy(&line);
+            let mut t = kept.lock().unwrap_or_else(|p| p.into_inner());
+            if line.contains(" WARN ") || line.contains(" ERROR ") {
+                keep(&mut t.warnings, &line);
+            }
+            keep(&mut t.last, &line);
+        }
+    });
+    tail
+}
+
+/// `tail` as text: the warnings and errors, then the last lines.
+pub fn tail_text(tail: &LogTail) -> String {
+    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    let join = |q: &std::collections::VecDeque<String>| {
+        q.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+    };
+    format!(
+        "warnings and errors:\n{}\nlast lines:\n{}",
+        join(&t.warnings),
+        join(&t.last)
+    )
 }
 
 impl Drop for Served {
@@ -112,11 +166,13 @@ pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut line = String::new();
     let mut found = None;
+    let mut said = String::new();
     while Instant::now() < deadline && found.is_none() {
         line.clear();
         if err.read_line(&mut line).unwrap_or(0) == 0 {
             break;
         }
+        said.push_str(&line);
         // "control API on http://H:P/api, MCP on http://H:P/mcp address=…"
         if let Some(i) = line.find("control API on ") {
             let rest = &line[i + "control API on ".len()..];
@@ -131,10 +187,16 @@ pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
             ));
         }
     }
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in err.lines() {});
-    let (base, mcp) = found.expect("serve announced its address");
-    Served { child, base, mcp }
+    let log = drain(err);
+    let Some((base, mcp)) = found else {
+        panic!("serve did not announce its address; it said:\n{said}");
+    };
+    Served {
+        child,
+        base,
+        mcp,
+        log,
+    }
 }
 
 /// Whether the Python client is installed. In CI it must be (`.ci/run` installs it); on a
