@@ -81,6 +81,16 @@ fn member_with(llm: &str, s: &Shared, extra: &str) -> tempfile::TempDir {
     dir
 }
 
+/// `n` members on `llm`, each with its overlay, started.
+fn members(n: usize, llm: &str, s: &Shared) -> (Vec<tempfile::TempDir>, Vec<common::Served>) {
+    let overlays: Vec<tempfile::TempDir> = (0..n).map(|_| member(llm, s)).collect();
+    let served = overlays
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+    (overlays, served)
+}
+
 /// `/chat` with `request_id` on whichever instance is up, starting at `first`: the answer's
 /// text. An instance that does not answer (killed) is skipped; the same id is sent again.
 async fn chat(bases: &Mutex<Vec<Option<String>>>, first: usize, session: &str, k: usize) -> String {
@@ -387,11 +397,7 @@ async fn three_instances_answer_each_message_once_in_order_through_a_kill_and_a_
 async fn a_sessions_turns_run_in_the_order_sent_across_instances() {
     let Some(shared) = Shared::new() else { return };
     let llm = strata_test_support::echo_llm(Duration::from_millis(5)).await;
-    let overlays: Vec<tempfile::TempDir> = (0..3).map(|_| member(&llm, &shared)).collect();
-    let served: Vec<common::Served> = overlays
-        .iter()
-        .map(|o| common::serve_with(o.path(), &[]))
-        .collect();
+    let (overlays, served) = members(3, &llm, &shared);
     let texts = ["slow m0", "m1", "m2", "m3"];
     // The order that counts is the queue's: each message is sent once the one before it is
     // queued (a loaded machine may otherwise deliver the HTTP requests out of order).
@@ -694,11 +700,7 @@ async fn members_share_rate_limits_events_and_approvals() {
 async fn a_turn_that_failed_runs_again_when_its_request_is_sent_again() {
     let Some(shared) = Shared::new() else { return };
     let llm = strata_test_support::echo_llm(Duration::from_millis(5)).await;
-    let overlays: Vec<tempfile::TempDir> = (0..2).map(|_| member(&llm, &shared)).collect();
-    let served: Vec<common::Served> = overlays
-        .iter()
-        .map(|o| common::serve_with(o.path(), &[]))
-        .collect();
+    let (_overlays, served) = members(2, &llm, &shared);
     let ask = |on: usize, id: &str, text: &str| {
         let url = format!("{}/chat", served[on].base);
         let body =
@@ -765,11 +767,7 @@ async fn an_outage_of_nats_loses_nothing() {
         strata_test_support::TcpProxy::start(&strata_test_support::url_host_port(&direct)).await;
     shared.nats = format!("nats://{}", proxy.addr);
     let llm = strata_test_support::echo_llm(Duration::from_millis(20)).await;
-    let overlays: Vec<tempfile::TempDir> = (0..2).map(|_| member(&llm, &shared)).collect();
-    let served: Vec<common::Served> = overlays
-        .iter()
-        .map(|o| common::serve_with(o.path(), &[]))
-        .collect();
+    let (_overlays, served) = members(2, &llm, &shared);
     let bases = Arc::new(Mutex::new(
         served
             .iter()
