@@ -707,24 +707,21 @@ async fn a_turn_that_failed_runs_again_when_its_request_is_sent_again() {
             json!({"message": text, "agent": "main", "session_id": "again", "request_id": id});
         async move { common::api("POST", &url, BOSS, Some(body)).await }
     };
-    // Refused by the model the first time; asked again through the other instance.
-    let (status, v) = ask(0, "again-1", "fail once: first").await;
-    assert_eq!(status, 502, "{v}");
-    let (status, v) = ask(1, "again-1", "fail once: first").await;
-    assert_eq!(
-        (status, &v["response"]),
-        (200, &json!("echo: fail once: first")),
-        "{v}"
-    );
-    // The same through the same instance.
-    let (status, v) = ask(0, "again-2", "fail once: second").await;
-    assert_eq!(status, 502, "{v}");
-    let (status, v) = ask(0, "again-2", "fail once: second").await;
-    assert_eq!(
-        (status, &v["response"]),
-        (200, &json!("echo: fail once: second")),
-        "{v}"
-    );
+    // Refused by the model the first time; asked again through the other instance, then
+    // through the same one.
+    for (first, again, id, text) in [
+        (0, 1, "again-1", "fail once: first"),
+        (0, 0, "again-2", "fail once: second"),
+    ] {
+        let (status, v) = ask(first, id, text).await;
+        assert_eq!(status, 502, "{id} the first time: {v}");
+        let (status, v) = ask(again, id, text).await;
+        assert_eq!(
+            (status, &v["response"]),
+            (200, &json!(format!("echo: {text}"))),
+            "{id} sent again: {v}"
+        );
+    }
     // Answered ones asked again: the stored answers.
     for (on, id, text) in [
         (0, "again-1", "fail once: first"),
