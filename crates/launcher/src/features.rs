@@ -7,10 +7,13 @@ use strata_engine::config::{LoadedConfig, MemoryBackendKind, StorageBackend};
 /// One line per configured part this binary lacks; empty when it has everything asked.
 pub fn missing(c: &LoadedConfig) -> Vec<String> {
     let cfg = &c.config;
-    let postgres = [
+    let postgres: Vec<&str> = [
         (cfg.storage.backend == StorageBackend::Postgres).then_some("`storage.backend: postgres`"),
         (cfg.memory.backend == MemoryBackendKind::Postgres).then_some("`memory.backend: postgres`"),
-    ];
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     [
         refusal(
             listed(
@@ -26,14 +29,7 @@ pub fn missing(c: &LoadedConfig) -> Vec<String> {
             cfg!(feature = "mcp-client"),
         ),
         refusal(
-            (!postgres.iter().all(Option::is_none)).then(|| {
-                postgres
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            }),
+            (!postgres.is_empty()).then(|| postgres.join(" and ")),
             "postgres",
             cfg!(feature = "postgres"),
         ),
