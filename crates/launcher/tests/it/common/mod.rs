@@ -125,6 +125,10 @@ impl Drop for Served {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let _ = self.child.wait();
+        // A test failing while the server runs shows what the server said.
+        if std::thread::panicking() {
+            eprintln!("--- serve at {}:\n{}", self.base, tail_text(&self.log));
+        }
     }
 }
 
