@@ -6,6 +6,8 @@
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
 //! cargo xtask deny     supply chain: cargo deny (advisories offline, licences, bans, sources)
 //! cargo xtask dist     the release binary, its sha256, SBOM and systemd units in target/dist/
+//! cargo xtask link-order [--package PKG]   remake PKG/link-order.txt (valgrind): the functions
+//!                      `serve` runs, which the overlay's build.rs has lld lay out together
 //! cargo xtask train-safety   fit the injection model to the corpus, regenerate its weights
 //! cargo xtask setup [--answers FILE] [--maintainer]   the deployment wizard
 //! cargo xtask new-overlay DIR [--name N] [--modules a,b]
@@ -17,6 +19,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod link_order;
 
 fn root() -> PathBuf {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -352,13 +356,14 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "bench" => bench(rest),
         "deny" => deny(),
+        "link-order" => link_order::link_order(rest),
         "train-safety" => train_safety(),
         "setup" | "new-overlay" | "new-module" | "check-core" | "install-hook" | "dist" => {
             setup_tool(&args)
         }
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  link-order [--package PKG]   remake PKG/link-order.txt (needs valgrind): the functions serve runs, laid out together by lld\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }
