@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cargo, root, run};
+use crate::{cargo, feature_arg, root, run};
 
 pub(crate) fn link_order(args: &[String]) -> Result<(), String> {
     let mut package = "strata-example".to_owned();
@@ -29,11 +29,7 @@ pub(crate) fn link_order(args: &[String]) -> Result<(), String> {
             "--package" | "-p" => {
                 package = it.next().cloned().ok_or("--package needs a name")?;
             }
-            "--no-default-features" => features.push(a.clone()),
-            "--features" => {
-                let f = it.next().ok_or("--features needs a list")?;
-                features.extend(["--features".to_owned(), f.clone()]);
-            }
+            _ if feature_arg(a, &mut it, &mut features)? => {}
             other => return Err(format!("link-order: unknown argument `{other}`")),
         }
     }
@@ -78,12 +74,7 @@ pub(crate) fn link_order(args: &[String]) -> Result<(), String> {
         requests(port, &overlay)
     })?;
     let binary = std::fs::canonicalize(&bin).map_err(|e| e.to_string())?;
-    let mut names = functions_of(&again, &binary);
-    for n in functions_of(&first, &binary) {
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
+    let names = functions_of(&[&again, &first], &binary);
     if names.len() < 100 {
         return Err(format!(
             "callgrind saw only {} functions of {}: not writing link-order.txt",
@@ -297,14 +288,15 @@ fn http(
     Ok((status, head.to_owned(), rest.to_owned()))
 }
 
-/// The functions of `binary` a callgrind file has costs for, in the file's order, once each.
+/// The functions of `binary` the callgrind files have costs for, in the files' order, once
+/// each.
 ///
 /// The format (valgrind's `callgrind-format`) names an object with `ob=` and a function with
 /// `fn=`; with name compression the first mention is `(id) name` and later ones `(id)`.
 /// Callers' and callees' lines (`cfn=`, `cob=`) are skipped: every function that ran has its
 /// own `fn=` block (their lines still name functions for later `(id)`s). Recursion levels (`name'2`) are one function, and functions without a
 /// symbol (`0x…`) cannot be ordered.
-pub(crate) fn functions_of(callgrind: &str, binary: &Path) -> Vec<String> {
+pub(crate) fn functions_of(files: &[&str], binary: &Path) -> Vec<String> {
     use std::collections::{HashMap, HashSet};
     fn resolve(v: &str, table: &mut HashMap<String, String>) -> String {
         let v = v.trim();
@@ -321,30 +313,32 @@ pub(crate) fn functions_of(callgrind: &str, binary: &Path) -> Vec<String> {
             None => v.to_owned(),
         }
     }
-    // `ob=` and `cob=` share one table of names, `fn=` and `cfn=` another.
-    let (mut objects, mut fns) = (HashMap::new(), HashMap::new());
-    let mut current_ob = String::new();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for line in callgrind.lines() {
-        if let Some(v) = line.strip_prefix("ob=") {
-            current_ob = resolve(v, &mut objects);
-        } else if let Some(v) = line.strip_prefix("cob=") {
-            resolve(v, &mut objects);
-        } else if let Some(v) = line.strip_prefix("cfn=") {
-            resolve(v, &mut fns);
-        } else if let Some(v) = line.strip_prefix("fn=") {
-            let name = resolve(v, &mut fns);
-            let name = match name.rsplit_once('\'') {
-                Some((base, level)) if level.chars().all(|c| c.is_ascii_digit()) => base,
-                _ => name.as_str(),
-            };
-            if Path::new(&current_ob) == binary
-                && !name.is_empty()
-                && !name.starts_with("0x")
-                && seen.insert(name.to_owned())
-            {
-                out.push(name.to_owned());
+    for callgrind in files {
+        // Per file, `ob=` and `cob=` share one table of names, `fn=` and `cfn=` another.
+        let (mut objects, mut fns) = (HashMap::new(), HashMap::new());
+        let mut current_ob = String::new();
+        for line in callgrind.lines() {
+            if let Some(v) = line.strip_prefix("ob=") {
+                current_ob = resolve(v, &mut objects);
+            } else if let Some(v) = line.strip_prefix("cob=") {
+                resolve(v, &mut objects);
+            } else if let Some(v) = line.strip_prefix("cfn=") {
+                resolve(v, &mut fns);
+            } else if let Some(v) = line.strip_prefix("fn=") {
+                let name = resolve(v, &mut fns);
+                let name = match name.rsplit_once('\'') {
+                    Some((base, level)) if level.chars().all(|c| c.is_ascii_digit()) => base,
+                    _ => name.as_str(),
+                };
+                if Path::new(&current_ob) == binary
+                    && !name.is_empty()
+                    && !name.starts_with("0x")
+                    && seen.insert(name.to_owned())
+                {
+                    out.push(name.to_owned());
+                }
             }
         }
     }
@@ -389,13 +383,20 @@ fn=(5) sqlite3_open_v2
 0 2
 ";
         assert_eq!(
-            functions_of(file, Path::new("/bin/app")),
+            functions_of(&[file], Path::new("/bin/app")),
             [
                 "_ZN3app4main17h0123456789abcdefE",
                 "_ZN3app6helper17h1111111111111111E",
                 "sqlite3_open_v2",
             ]
         );
-        assert!(functions_of(file, Path::new("/bin/other")).is_empty());
+        assert!(functions_of(&[file], Path::new("/bin/other")).is_empty());
+        // A second file (ids of its own): only the functions the first did not have.
+        let second =
+            "ob=(1) /bin/app\nfn=(1) sqlite3_step\n0 1\nfn=(2) sqlite3_open_v2\n0 1\nfn=(1)\n0 1\n";
+        assert_eq!(
+            functions_of(&[file, second], Path::new("/bin/app"))[3..],
+            ["sqlite3_step"]
+        );
     }
 }

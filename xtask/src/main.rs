@@ -170,6 +170,24 @@ fn ci() -> Result<(), String> {
     test(&[])
 }
 
+/// Takes `--no-default-features` or `--features F` (with its value from `it`) into `out`, as
+/// cargo's arguments; false for any other argument.
+fn feature_arg(
+    a: &str,
+    it: &mut std::slice::Iter<'_, String>,
+    out: &mut Vec<String>,
+) -> Result<bool, String> {
+    match a {
+        "--no-default-features" => out.push(a.to_owned()),
+        "--features" => {
+            let f = it.next().ok_or("--features needs a list")?;
+            out.extend(["--features".to_owned(), f.clone()]);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// `cargo xtask bench [--profile P] [--package PKG] [--no-default-features] [--features F]
 /// [bench args…]`: the serve bench runs a real binary — `strata` (the launcher) by default,
 /// or PKG's (`strata-example`) — built with profile P (`release` by default; `production` is
@@ -182,11 +200,7 @@ fn bench(extra: &[String]) -> Result<(), String> {
         match a.as_str() {
             "--profile" => profile = it.next().cloned().ok_or("--profile needs a name")?,
             "--package" => package = Some(it.next().cloned().ok_or("--package needs a name")?),
-            "--no-default-features" => features.push(a.clone()),
-            "--features" => {
-                let f = it.next().ok_or("--features needs a list")?;
-                features.extend(["--features".to_owned(), f.clone()]);
-            }
+            _ if feature_arg(a, &mut it, &mut features)? => {}
             _ => rest.push(a.clone()),
         }
     }
