@@ -1,4 +1,6 @@
-//! Links the example's machine code in the order `link-order.txt` gives.
+//! Compiles in every file of `src/tools/` (`strata_build::tools`: a tool saved in its own
+//! file needs no `mod` line), and links the example's machine code in the order
+//! `link-order.txt` gives.
 //!
 //! `strata serve` runs a few thousand of the binary's functions from start to its first
 //! answers, scattered over 12 MiB of code; the kernel maps 64 KiB around every page it faults
@@ -13,6 +15,7 @@
 use std::path::Path;
 
 fn main() {
+    strata_build::tools();
     println!("cargo::rerun-if-changed=link-order.txt");
     println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
     let env = |k: &str| std::env::var(k).unwrap_or_default();

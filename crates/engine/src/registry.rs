@@ -217,6 +217,15 @@ impl Registry {
         Ok(order)
     }
 
+    /// Every `#[tool]` linked into this binary as (tool name, source file it was declared in),
+    /// shadowed ones included: what `strata doctor` compares an overlay's `src/tools/` with.
+    pub fn linked_sources() -> Vec<(&'static str, &'static str)> {
+        inventory::iter::<ToolRegistration>
+            .into_iter()
+            .map(|r| (r.name, r.file))
+            .collect()
+    }
+
     /// Builds the registry from every `#[tool]` linked into the binary.
     ///
     /// `declared_modules` is the module order the deployment declared (earlier loses).
@@ -469,6 +478,7 @@ mod tests {
             crate_name,
             name: "dup",
             make,
+            file: file!(),
         }
     }
 

@@ -333,6 +333,9 @@ pub struct ToolRegistration {
     pub name: &'static str,
     /// Builds the tool.
     pub make: fn() -> Box<dyn Tool>,
+    /// The source file that declared it (`file!()` where `#[tool]` was written): how `strata
+    /// doctor` finds a file in an overlay's `src/tools/` that registered no tool.
+    pub file: &'static str,
 }
 
 inventory::collect!(ToolRegistration);

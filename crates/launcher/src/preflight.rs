@@ -164,3 +164,47 @@ pub async fn online(c: &LoadedConfig, vault: Option<&dyn Vault>, f: &mut Finding
         }
     }
 }
+
+/// The files an overlay's build script compiles in from `<overlay>/src/tools/`
+/// (`strata_build::tools`) that declared no `#[tool]` in this binary — `linked` is each linked
+/// tool's (name, source file). `(files seen, the silent ones)`: a file with no `#[tool]` (a
+/// helper is fine), or a binary built before the file was added, or from another crate.
+pub fn silent_tool_files(
+    overlay: &std::path::Path,
+    linked: &[(&str, &str)],
+) -> (usize, Vec<std::path::PathBuf>) {
+    use std::path::{Path, PathBuf};
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let dir = overlay.join("src/tools");
+    let found = strata_build::scan(&dir);
+    let dir = canon(&dir);
+    let sources: Vec<PathBuf> = linked
+        .iter()
+        .map(|(_, f)| {
+            let p = Path::new(f);
+            if p.is_absolute() {
+                canon(p)
+            } else {
+                p.to_path_buf()
+            }
+        })
+        .collect();
+    let silent = found
+        .files
+        .iter()
+        .filter(|t| {
+            // A directory module registers through any file beneath it.
+            let root = if t.path.ends_with("mod.rs") {
+                dir.join(&t.module)
+            } else {
+                canon(&t.path)
+            };
+            let rel = Path::new("src/tools").join(root.strip_prefix(&dir).unwrap_or(&root));
+            !sources
+                .iter()
+                .any(|s| s.starts_with(&root) || (s.is_relative() && s.ends_with(&rel)))
+        })
+        .map(|t| t.path.clone())
+        .collect();
+    (found.files.len(), silent)
+}

@@ -381,6 +381,7 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
                     crate_name: ::core::env!("CARGO_PKG_NAME"),
                     name: #tool_name,
                     make: || ::std::boxed::Box::new(#impl_ident),
+                    file: ::core::file!(),
                 }
             }
         };

@@ -243,3 +243,55 @@ fn the_health_check_job_alerts_when_a_service_is_down() {
     assert!(ran, "no health_check run recorded");
     assert!(alerted, "no alert that strata-api is down");
 }
+
+/// The README's completions line works on a fresh account, where the completions directory
+/// does not exist yet.
+#[test]
+fn the_readme_completions_line_works_without_the_directory() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let line = readme
+        .lines()
+        .find(|l| l.contains("completions bash >"))
+        .expect("the README's completions line");
+    let command = line
+        .split("  #")
+        .next()
+        .unwrap_or(line)
+        .replace("cargo run -p strata-example --", BIN);
+    let home = tempfile::tempdir().expect("home");
+    let o = Command::new("bash")
+        .args(["-ec", &command])
+        .env("HOME", home.path())
+        .output()
+        .expect("bash");
+    assert!(
+        o.status.success(),
+        "`{command}`: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let script = std::fs::read_to_string(
+        home.path()
+            .join(".local/share/bash-completion/completions/strata-example"),
+    )
+    .expect("the completion script");
+    assert!(script.contains("strata-example"), "{script}");
+}
+
+/// A tool in a file of its own under src/tools/ (`agent_brief.rs`) is compiled in by build.rs
+/// with no `mod` line, and doctor finds every file there registered a tool.
+#[test]
+fn a_tool_file_needs_no_mod_line() {
+    let mod_rs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/tools/mod.rs"))
+        .expect("mod.rs");
+    assert!(!mod_rs.contains("mod agent_brief"), "{mod_rs}");
+    let data = tempfile::tempdir().expect("tmp");
+    let v = json(&run(data.path(), &["tools", "--json"]));
+    assert!(v.to_string().contains("\"agent_brief\""), "{v}");
+    let o = run(data.path(), &["doctor"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("ok   src/tools: each of its 1 file(s) registered a tool"),
+        "{text}"
+    );
+}

@@ -130,6 +130,24 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
         l.registry.len(),
         layer_summary(&l.registry)
     ));
+    let linked = strata_engine::Registry::linked_sources();
+    match crate::preflight::silent_tool_files(&c.overlay_dir, &linked) {
+        (0, _) => {}
+        (n, silent) if silent.is_empty() => lines.push(format!(
+            "ok   src/tools: each of its {n} file(s) registered a tool"
+        )),
+        (_, silent) => {
+            for f in silent {
+                warns.push(format!(
+                    "{} registered no tool in this binary: it needs a `#[tool]` fn (a helper \
+                     file is fine), and the binary must be built from this overlay after the \
+                     file was added (`cargo build` in {})",
+                    f.display(),
+                    c.overlay_dir.display()
+                ));
+            }
+        }
+    }
     for s in l.registry.shadowed() {
         lines.push(format!(
             "info tool `{}`: {} shadows {}",
