@@ -288,10 +288,10 @@ impl LlmProvider for OpenAiProvider {
             }
         })
         .await?;
-        Ok(format!(
-            "{} accepts the key ({url})",
-            self.endpoint.provider
-        ))
+        Ok(match self.api_key {
+            Some(_) => format!("{} accepts the key ({url})", self.endpoint.provider),
+            None => format!("{} answers without a key ({url})", self.endpoint.provider),
+        })
     }
 
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {

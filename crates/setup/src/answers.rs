@@ -47,7 +47,7 @@ pub struct Answers {
 }
 
 /// Where the engine comes from, for the generated `Cargo.toml`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Engine {
     /// A checkout of the engine (default: the one running the wizard).
@@ -60,6 +60,22 @@ pub struct Engine {
     pub tag: Option<String>,
     /// A registry version instead.
     pub version: Option<String>,
+    /// With an engine checkout (`path`, or the one running the wizard): build into its target
+    /// directory (`.cargo/config.toml`), reusing what it compiled. Default true.
+    pub share_build: bool,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine {
+            path: None,
+            git: None,
+            rev: None,
+            tag: None,
+            version: None,
+            share_build: true,
+        }
+    }
 }
 
 /// `vault.*`
@@ -171,6 +187,19 @@ pub struct Agent {
     /// Discord channel ids it answers in (empty: every channel of the guild it is mentioned
     /// in, plus DMs).
     pub channels: Vec<String>,
+    /// Its tools: a list (`name` or `prefix*`), or `all`. Unset: a short list fitted to the
+    /// other answers (every tool's schema is sent with each request, and `all` is ~50 of them).
+    pub tools: Option<ToolChoice>,
+}
+
+/// `agent.tools`: `all`, or a list of names and `prefix*` patterns.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    /// `all` (the only word allowed).
+    Word(String),
+    /// Names and patterns.
+    List(Vec<String>),
 }
 
 /// `approvals.*`

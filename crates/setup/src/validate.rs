@@ -30,6 +30,9 @@ fn block_on<T>(what: &str, f: impl std::future::Future<Output = T>) -> anyhow::R
 }
 
 /// Checks a provider: `Ok(what was seen)` or `Err(why)`. `api_key` is `env:VAR` or the key.
+/// Without a key but with a base URL (a local OpenAI-compatible server) the model is also
+/// asked for one token: listing models says the server answers, the call says the model
+/// named exists there (it costs nothing on one's own server; a vendor's key is not spent).
 pub fn provider(
     kind: &str,
     model: Option<&str>,
@@ -46,7 +49,29 @@ pub fn provider(
     block_on(&what, async {
         let p =
             strata_llm::build(&llm, None, "provider", &ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
-        p.check().await.map_err(|e| anyhow::anyhow!("{e}"))
+        let seen = p.check().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        match (api_key, base_url, model) {
+            (None, Some(_), Some(model)) => {
+                let req = strata_engine::llm::CompletionRequest {
+                    model: model.to_owned(),
+                    system: None,
+                    messages: vec![strata_engine::llm::ChatMessage::text(
+                        strata_engine::llm::Role::User,
+                        "Reply with OK.",
+                    )],
+                    tools: std::sync::Arc::from(Vec::new()),
+                    max_tokens: Some(16),
+                    temperature: None,
+                    provider_state: None,
+                    turn: None,
+                };
+                p.complete(&req)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("model `{model}`: {e}"))?;
+                Ok(format!("{seen}; model `{model}` answered"))
+            }
+            _ => Ok(seen),
+        }
     })?
 }
 

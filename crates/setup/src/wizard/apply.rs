@@ -85,7 +85,7 @@ pub(super) fn main_config(p: &Plan) -> Value {
         if let Some(m) = pr.model.as_deref().or(default_model(&pr.kind)) {
             llm["model"] = json!(m);
         }
-        if pr.kind != "claude-code" {
+        if p.key_ref {
             llm["api_key"] = json!(format!("vault:{}-api-key", pr.kind));
         }
         if let Some(b) = &pr.base_url {
@@ -109,15 +109,18 @@ pub(super) fn agents_config(p: &Plan) -> Value {
     let mut agent = json!({
         "name": a.agent.name.clone().unwrap_or_else(|| "Main".into()),
         "description": a.agent.description.as_deref().unwrap_or(DEFAULT_DESCRIPTION),
-        "tools": "all",
+        "tools": p.agent_tools,
     });
     if let (Some(m), Some(pr)) = (
         &a.agent.model,
         a.provider.as_ref().filter(|p| p.kind != "none"),
     ) {
         let mut llm = json!({"provider": pr.kind, "model": m});
-        if pr.kind != "claude-code" {
+        if p.key_ref {
             llm["api_key"] = json!(format!("vault:{}-api-key", pr.kind));
+        }
+        if let Some(b) = &pr.base_url {
+            llm["base_url"] = json!(b);
         }
         agent["llm"] = llm;
     }
@@ -167,7 +170,13 @@ pub(super) fn apply(
     }
     step_done("dirs", stop)?;
     // crate
-    let cargo = render::overlay_cargo_toml(&p.name, &p.modules, &p.a.engine, root);
+    let cargo = render::overlay_cargo_toml(
+        &p.name,
+        &p.modules,
+        &p.a.engine,
+        root,
+        p.a.discord.is_some(),
+    );
     let cargo = match std::fs::read_to_string(o.join("Cargo.toml")) {
         Ok(old) => render::keep_own_dependencies(&cargo, &old),
         Err(_) => cargo,
@@ -182,6 +191,18 @@ pub(super) fn apply(
         j.write(
             &o.join("src/tools/mod.rs"),
             render::overlay_tools_rs(&p.name).as_bytes(),
+            0o644,
+        )?;
+    }
+    j.write(
+        &o.join("build.rs"),
+        render::overlay_build_rs().as_bytes(),
+        0o644,
+    )?;
+    if let Some(target) = &p.target_dir {
+        j.write(
+            &o.join(".cargo/config.toml"),
+            render::overlay_cargo_config(target).as_bytes(),
             0o644,
         )?;
     }
@@ -360,12 +381,12 @@ pub(super) fn apply(
         let spec = units::UnitSpec {
             name: p.name.clone(),
             overlay: o.clone(),
-            binary: p
-                .a
-                .units
-                .binary
-                .clone()
-                .unwrap_or_else(|| o.join(format!("target/release/strata-{}", p.name))),
+            binary: p.a.units.binary.clone().unwrap_or_else(|| {
+                p.target_dir
+                    .clone()
+                    .unwrap_or_else(|| o.join("target"))
+                    .join(format!("release/strata-{}", p.name))
+            }),
             group: p.a.units.group.clone().unwrap_or_else(|| user.clone()),
             user,
             key_file: p.key_file.clone(),

@@ -65,6 +65,20 @@ pub(super) fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow
                 "Write it to a key file (0600) so the service can start unattended?",
                 true,
             )?;
+            if a.vault.write_key_file && a.vault.key_file.is_none() {
+                let path = p.text(
+                    "Key file path (empty = ~/.config/strata/vault-key, or <name>.vault-key \
+                     beside it when that one holds another passphrase)",
+                    Some(""),
+                )?;
+                let path = path.trim();
+                if !path.is_empty() {
+                    a.vault.key_file = Some(match (path.strip_prefix("~/"), home()) {
+                        (Some(rest), Some(h)) => h.join(rest),
+                        _ => PathBuf::from(path),
+                    });
+                }
+            }
         }
     }
     if a.provider.is_none() {

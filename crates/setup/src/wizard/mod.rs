@@ -48,6 +48,14 @@ struct Plan {
     key_file: Option<PathBuf>,
     secrets: Vec<(String, Zeroizing<String>)>,
     agent_id: String,
+    /// Whether config names the provider's key (`api_key: vault:<kind>-api-key`): when one
+    /// was given, or when the provider cannot work without one (no `base_url`). A keyless
+    /// local server gets no reference: doctor would fail on a key nobody has.
+    key_ref: bool,
+    /// The first agent's `tools:`.
+    agent_tools: serde_json::Value,
+    /// The engine checkout's target directory the overlay builds into, when it shares it.
+    target_dir: Option<PathBuf>,
     notes: Vec<String>,
 }
 
@@ -216,17 +224,14 @@ pub fn run_with(
                 plan.overlay.display()
             ));
             lines.extend(journal.report.iter().map(|l| format!("  {l}")));
-            if let Some(k) = &plan.key_file {
+            if let Some(t) = &plan.target_dir {
                 lines.push(format!(
-                    "vault key file: {} (the units set STRATA_VAULT_KEY_FILE to it; by hand: export STRATA_VAULT_KEY_FILE={})",
-                    k.display(),
-                    k.display()
+                    "builds go to {} (shared with the engine checkout: what it compiled is reused; \
+                     .cargo/config.toml says so)",
+                    t.display()
                 ));
             }
-            lines.push(format!(
-                "next: cd {} && cargo run -- doctor && cargo run -- serve   (docs/DEPLOY.md)",
-                plan.overlay.display()
-            ));
+            lines.extend(next_steps(&plan));
             Ok(lines)
         }
         Err(e) => {
@@ -240,6 +245,44 @@ pub fn run_with(
             )
         }
     }
+}
+
+/// The closing "next" block: the commands of docs/DEPLOY.md's "3. Build, check, run" for
+/// this overlay (a test holds the two together), the vault's passphrase included.
+fn next_steps(plan: &Plan) -> Vec<String> {
+    let mut out = vec![
+        "next (docs/DEPLOY.md, \"3. Build, check, run\"):".to_owned(),
+        format!("  cd {}", plan.overlay.display()),
+    ];
+    match (&plan.key_file, &plan.passphrase) {
+        (Some(k), _) => out.push(format!("  export STRATA_VAULT_KEY_FILE={}", k.display())),
+        (None, Some(_)) => out.push(
+            "  read -rs STRATA_VAULT_PASSPHRASE && export STRATA_VAULT_PASSPHRASE".to_owned(),
+        ),
+        (None, None) => {}
+    }
+    out.push("  cargo run -- doctor".to_owned());
+    out.push("  cargo run -- serve".to_owned());
+    out
+}
+
+/// `p` with `.` and `..` taken out lexically (it may not exist yet, so not `canonicalize`):
+/// `/work/engine/../acme` is shown and written as `/work/acme`.
+pub fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// The non-empty, trimmed items of a comma-separated answer.
@@ -427,5 +470,19 @@ mod tests {
         // The main agent keeps the default: no built-ins.
         let main = std::fs::read_to_string(dir.join("config/config.yaml")).expect("config");
         assert!(!main.contains("builtins"), "{main}");
+    }
+}
+
+#[cfg(test)]
+mod normalize_tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_shown_without_dot_and_dot_dot() {
+        assert_eq!(
+            normalize(Path::new("/work/engine/../acme/./deploy")),
+            PathBuf::from("/work/acme/deploy")
+        );
+        assert_eq!(normalize(Path::new("../x/../y")), PathBuf::from("../y"));
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use zeroize::Zeroizing;
 
-use crate::answers::{Answers, secret_value};
+use crate::answers::{Answers, ToolChoice, secret_value};
 use crate::validate;
 
 #[allow(unused_imports)]
@@ -18,11 +18,11 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
     let Some(dir) = a.overlay_dir.clone() else {
         bail!("`overlay_dir` is missing: where should the overlay go?");
     };
-    let overlay = if dir.is_absolute() {
+    let overlay = normalize(&if dir.is_absolute() {
         dir
     } else {
         std::env::current_dir()?.join(dir)
-    };
+    });
     let name = a.name.clone().unwrap_or_else(|| {
         overlay
             .file_name()
@@ -92,6 +92,7 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
     // Then read, checked, stored in the vault later, referenced as vault:<key> in config.
     let mut secrets = Vec::new();
     let mut literal = false;
+    let mut key_ref = false;
     if let Some(p) = a.provider.as_ref().filter(|p| p.kind != "none") {
         if !["openai", "anthropic", "gemini", "claude-code"].contains(&p.kind.as_str()) {
             bail!(
@@ -106,7 +107,10 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
             }
             None => None,
         };
-        if p.validate && (key.is_some() || p.kind == "claude-code") {
+        // A server of one's own (a base URL) may need no key; a vendor's API always does.
+        let keyless = key.is_none() && p.base_url.is_some();
+        let checkable = key.is_some() || keyless || p.kind == "claude-code";
+        if p.validate && checkable {
             let model = p.model.as_deref().or(default_model(&p.kind));
             let k = key.as_deref().map(String::as_str);
             match validate::provider(&p.kind, model, k, p.base_url.as_deref()) {
@@ -115,9 +119,23 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
                     bail!("provider check failed: {e} (set `provider.validate: false` to skip it)")
                 }
             }
+        } else if p.validate {
+            notes.push(format!(
+                "info provider not checked: no {} key to check (nothing was sent)",
+                p.kind
+            ));
         }
+        key_ref = p.kind != "claude-code" && !keyless;
         if let Some(k) = key {
             secrets.push((format!("{}-api-key", p.kind), k));
+        } else if keyless {
+            notes.push(format!(
+                "info no {} key: {} is used without one (add `api_key: vault:{}-api-key` to \
+                 defaults.llm if it wants one)",
+                p.kind,
+                p.base_url.as_deref().unwrap_or_default(),
+                p.kind
+            ));
         } else if p.kind != "claude-code" {
             notes.push(format!(
                 "info no {} key given: `strata vault set {}-api-key --from-stdin` later",
@@ -174,7 +192,8 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
     }
     let key_file = if passphrase.is_some() && a.vault.write_key_file {
         Some(match &a.vault.key_file {
-            Some(k) => k.clone(),
+            Some(k) if k.is_relative() => normalize(&std::env::current_dir()?.join(k)),
+            Some(k) => normalize(k),
             None => {
                 let dir = home()
                     .context("HOME is not set: give vault.key_file")?
@@ -203,7 +222,16 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
             notes.push(format!("info approver `{ap}` is not in team.json yet: add them (team_add or edit config/team.json)"));
         }
     }
+    let agent_tools = match &a.agent.tools {
+        Some(ToolChoice::Word(w)) if w == "all" => serde_json::json!("all"),
+        Some(ToolChoice::Word(w)) => {
+            bail!("agent.tools `{w}`: a list of tool names (`prefix*` allowed) or `all`")
+        }
+        Some(ToolChoice::List(l)) => serde_json::json!(l),
+        None => serde_json::json!(fitted_tools(&name, &modules, a.discord.is_some(), root)),
+    };
     a.name = Some(name.clone());
+    let target_dir = crate::render::shared_target(&a.engine, root);
     Ok(Plan {
         a,
         overlay,
@@ -215,6 +243,91 @@ pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow:
         key_file,
         secrets,
         agent_id,
+        key_ref,
+        agent_tools,
+        target_dir,
         notes,
     })
+}
+
+/// The core tools a first agent is given (the example agent's list): the clock, files and
+/// notes in its roots, memory, the web, reminders, and what it may call.
+const CORE_TOOLS: &[&str] = &[
+    "current_time",
+    "list_capabilities",
+    "list_files",
+    "read_file",
+    "write_file",
+    "search_notes",
+    "memory_search",
+    "memory_store",
+    "read_url",
+    "web_search",
+    "schedule_*",
+];
+
+/// A first agent's tools fitted to the answers: [`CORE_TOOLS`], the overlay's own sample tool,
+/// each linked module's tools (read from its source: the functions under `#[tool]`), and the
+/// channel tools when a Discord bot answers. Not `all`: every tool's schema goes out with each
+/// request, and a small model's context cannot hold fifty.
+pub(super) fn fitted_tools(
+    name: &str,
+    modules: &[String],
+    discord: bool,
+    root: &Path,
+) -> Vec<String> {
+    let mut out: Vec<String> = CORE_TOOLS.iter().map(|s| (*s).to_owned()).collect();
+    out.push(format!("{}_about", name.replace('-', "_")));
+    for m in modules {
+        for t in module_tools(&root.join("modules").join(m).join("src")) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    if discord {
+        out.extend(["read_channel_history", "search_channel_history"].map(str::to_owned));
+    }
+    out
+}
+
+/// The tool names declared in a module's sources: each `#[tool…]` attribute's
+/// `name = "…"`, or else the name of the `fn` that follows it.
+fn module_tools(src: &Path) -> Vec<String> {
+    let mut files = vec![src.to_path_buf()];
+    let mut out = Vec::new();
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+                entries.sort();
+                entries.reverse();
+                files.extend(entries);
+            }
+            continue;
+        }
+        if p.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let mut pending: Option<Option<String>> = None;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[tool(") || line == "#[tool]" {
+                let named = line
+                    .split_once("name = \"")
+                    .and_then(|(_, r)| r.split_once('"').map(|(n, _)| n.to_owned()));
+                pending = Some(named);
+            } else if let Some(named) = pending.take() {
+                if let Some(f) = line
+                    .split_once("fn ")
+                    .map(|(_, r)| r.split(['(', '<']).next().unwrap_or("").trim().to_owned())
+                {
+                    out.push(named.unwrap_or(f));
+                } else if line.starts_with('#') || line.starts_with("//") {
+                    pending = Some(named);
+                }
+            }
+        }
+    }
+    out
 }

@@ -71,6 +71,75 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// The README's "Write your first tool" example, as a newcomer saves it.
+fn readme_first_tool() -> String {
+    let readme = std::fs::read_to_string(engine_root().join("README.md")).expect("README");
+    let start = readme
+        .find("```rust\nuse serde::Serialize;")
+        .expect("the README's first tool");
+    let code = &readme[start + "```rust\n".len()..];
+    code[..code.find("```").expect("end of the block")].to_owned()
+}
+
+/// Builds an overlay into the engine's target directory with the features the workspace's own
+/// test build has (every optional part), so what that build compiled is reused.
+fn build_overlay(overlay: &Path, target: &Path) {
+    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--offline",
+            "--quiet",
+            "--features",
+            "full",
+            "--manifest-path",
+        ])
+        .arg(overlay.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("cargo build");
+    assert!(build.status.success(), "{}", text(&build));
+}
+
+/// Each command of the wizard's closing "next" block is in docs/DEPLOY.md's section 3, with
+/// the paths as placeholders.
+fn assert_next_steps_are_documented(out: &str, overlay: &Path) {
+    let deploy = std::fs::read_to_string(engine_root().join("docs/DEPLOY.md")).expect("DEPLOY.md");
+    let section = deploy
+        .split("## 3. Build, check, run")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("DEPLOY.md section 3");
+    let steps: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("next (docs/DEPLOY.md"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(steps.len() >= 3, "no next steps in: {out}");
+    assert!(
+        steps.contains(&format!("cd {}", overlay.display()).as_str()),
+        "{steps:?}"
+    );
+    for step in steps {
+        // The command up to the first path it names.
+        let command = step
+            .split_once('=')
+            .map(|(k, _)| format!("{k}="))
+            .unwrap_or_else(|| {
+                if step.starts_with("cd ") {
+                    "cd ".to_owned()
+                } else {
+                    step.to_owned()
+                }
+            });
+        assert!(
+            section.contains(&command),
+            "the wizard's next step `{step}` is not in docs/DEPLOY.md section 3"
+        );
+    }
+}
+
 fn whoami() -> String {
     let o = Command::new("id").arg("-un").output().expect("id");
     String::from_utf8_lossy(&o.stdout).trim().to_owned()
@@ -270,14 +339,32 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
         assert_eq!(mode & 0o777, 0o600);
     }
 
-    // The overlay builds as its own crate…
-    let build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--offline", "--quiet", "--manifest-path"])
-        .arg(overlay.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("cargo build");
-    assert!(build.status.success(), "{}", text(&build));
+    // It builds into the engine checkout's target directory, reusing what that compiled.
+    let shared = std::fs::read_to_string(overlay.join(".cargo/config.toml")).expect("config");
+    assert!(shared.contains("target-dir = "), "{shared}");
+    // The closing steps are docs/DEPLOY.md's, the vault's key file among them.
+    assert_next_steps_are_documented(&out, &overlay);
+    assert!(
+        out.contains(&format!(
+            "export STRATA_VAULT_KEY_FILE={}",
+            tmp.path().join("keys/acme.vault-key").display()
+        )),
+        "{out}"
+    );
+
+    // A tool saved in a file of its own is compiled in without a `mod` line (the README's
+    // first tool, as a newcomer would save it); a file with no tool is named by doctor.
+    std::fs::write(
+        overlay.join("src/tools/count_words.rs"),
+        readme_first_tool(),
+    )
+    .expect("w");
+    std::fs::write(
+        overlay.join("src/tools/text_helpers.rs"),
+        "//! Helpers, no tool.\n#[allow(dead_code)]\npub fn words(s: &str) -> usize {\n    s.split_whitespace().count()\n}\n",
+    )
+    .expect("w");
+    build_overlay(&overlay, &target);
     let strata = |args: &[&str]| {
         Command::new(&binary)
             .arg("--overlay")
@@ -311,9 +398,29 @@ async fn the_wizard_makes_an_overlay_that_builds_passes_doctor_and_updates_in_pl
         "mind_api",
         "call_agent",
         "acme_about",
+        "count_words",
     ] {
         assert!(out.contains(tool), "{tool} missing: {out}");
     }
+    // The README's tool names the file it could not read.
+    let o = strata(&[
+        "invoke",
+        "--tool",
+        "count_words",
+        "--args",
+        r#"{"path": "knowledgebase/missing.md"}"#,
+    ]);
+    assert!(
+        text(&o).contains("knowledgebase/missing.md"),
+        "{}",
+        text(&o)
+    );
+    let o = strata(&["doctor"]);
+    let out = text(&o);
+    assert!(
+        out.contains("text_helpers.rs registered no tool") && !out.contains("count_words.rs"),
+        "{out}"
+    );
     // The ops profile runs only the ops agent and the ops bot.
     let o = strata(&["--profile", "ops", "config", "show", "--json"]);
     let shown: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -722,8 +829,9 @@ fn the_example_overlay_has_the_layout_the_wizard_generates() {
     for rel in tree(&dir).keys() {
         let name = rel.to_string_lossy();
         // The example keeps its own lock in the workspace's, and placeholders for empty dirs
-        // only where it has no content.
-        if name == "Cargo.lock" || name.ends_with(".gitkeep") {
+        // only where it has no content; as a workspace member it builds into the workspace's
+        // target directory without a .cargo/config.toml saying so.
+        if name == "Cargo.lock" || name.ends_with(".gitkeep") || name == ".cargo/config.toml" {
             continue;
         }
         assert!(
@@ -977,4 +1085,229 @@ async fn the_key_checks_show_a_progress_line_on_a_terminal_only() {
     );
     assert!(!text(&piped).contains("checking"), "{}", text(&piped));
     assert!(!tmp.path().join("acme").exists());
+}
+
+/// Starts `binary --overlay overlay serve` on a free port; (child, base URL, control token).
+fn serve_overlay(binary: &Path, overlay: &Path) -> (std::process::Child, String, String) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(binary)
+        .arg("--overlay")
+        .arg(overlay)
+        .args(["serve", "--set", "server.port=0"])
+        .env_remove("STRATA_VAULT_PASSPHRASE")
+        .env("STRATA_SYSTEMD_DIR", overlay.join("no-units-installed"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let (mut line, mut said) = (String::new(), String::new());
+    let base = loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            panic!("serve did not announce its address; it said:\n{said}");
+        }
+        said.push_str(&line);
+        if let Some(i) = line.find("control API on ") {
+            let rest = &line[i + "control API on ".len()..];
+            break rest
+                .split(',')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .trim_end_matches("/api")
+                .to_owned();
+        }
+    };
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while err.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    let token = std::fs::read_to_string(overlay.join("data/api-token"))
+        .expect("per-boot token")
+        .trim()
+        .to_owned();
+    (child, base, token)
+}
+
+/// The requests of a keyless check: the model list, then one tiny call, neither with a key.
+fn assert_keyless_check(reqs: &[strata_test_support::Recorded], model: &str) {
+    let seen: Vec<(&str, &str)> = reqs
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("GET", "/v1/models"), ("POST", "/v1/chat/completions")],
+        "{reqs:?}"
+    );
+    assert!(
+        reqs.iter()
+            .all(|r| !r.headers.contains_key("authorization"))
+    );
+    assert_eq!(reqs[1].body["model"], model, "{:?}", reqs[1].body);
+}
+
+/// A local OpenAI-compatible server without a key, set up from an answers file and on a
+/// terminal: no key reference is written, the check reaches the server (models, one tiny
+/// call), doctor passes, serve starts the agent and /chat answers through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_local_server_is_checked_passes_doctor_and_answers() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let llm = FakeServer::start().await.expect("llm");
+    let models = || {
+        FakeResponse::ok(
+            serde_json::json!({"object": "list", "data": [{"id": "local-model", "object": "model"}]}),
+        )
+    };
+    llm.script([models(), strata_test_support::openai::text("OK")]);
+    let overlay = tmp.path().join("answers/local");
+    let file = tmp.path().join("answers.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "overlay_dir: {}/answers/sub/../local\nname: local\nmodules: []\nmaintainer: true\n\
+             provider: {{kind: openai, model: local-model, base_url: {}/v1}}\n\
+             owner: {{name: Example Owner}}\nunits: {{enabled: false}}\n",
+            tmp.path().display(),
+            llm.url
+        ),
+    )
+    .expect("w");
+    let o = run_setup(&file, &[]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    // The path as a person would write it: no `sub/..` left in what is shown or written.
+    assert!(
+        out.contains(&format!(
+            "created overlay `local` at {}\n",
+            overlay.display()
+        )) && !out.contains("/../"),
+        "{out}"
+    );
+    assert!(out.contains("model `local-model` answered"), "{out}");
+    assert_keyless_check(&llm.requests(), "local-model");
+    let config = std::fs::read_to_string(overlay.join("config/config.yaml")).expect("config");
+    assert!(
+        !config.contains("api_key") && config.contains(&format!("base_url: {}/v1", llm.url)),
+        "{config}"
+    );
+    // The agent gets a short list fitted to the answers, not `all`.
+    let agents = std::fs::read_to_string(overlay.join("config/agents.yaml")).expect("agents");
+    let doc: serde_json::Value = yaml_serde::from_str(&agents).expect("yaml");
+    let tools = doc["agents"]["main"]["tools"]
+        .as_array()
+        .expect("a list")
+        .clone();
+    assert!(
+        tools.len() < 20 && tools.contains(&serde_json::json!("local_about")),
+        "{agents}"
+    );
+
+    // The same on a terminal: typed answers, the check answered yes.
+    let typed = tmp.path().join("typed/local");
+    if strata_test_support::pty_available() {
+        use std::io::Write;
+        llm.script([models(), strata_test_support::openai::text("OK")]);
+        let mut child = Command::new("script")
+            .args(["-qfec", &format!("{SETUP} setup"), "/dev/null"])
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("script");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let keys: Vec<String> = vec![
+            format!("{}\r", typed.display()), // where
+            "\r".into(),                      // name: the directory's, `local`
+            "\r".into(),                      // two-layer
+            "\r".into(),                      // no vault
+            "openai\r".into(),                // provider
+            "local-model\r".into(),           // model
+            "\r".into(),                      // no key
+            format!("{}/v1\r", llm.url),      // base URL
+            "\r".into(),                      // check it now: yes
+            "\r".into(),                      // no Discord
+            "Typed Owner\r".into(),           // owner
+            "\r".into(),                      // agent id: main
+            "\r".into(),                      // display name
+            "\r".into(),                      // description
+            "\r".into(),                      // tier
+            "\r".into(),                      // approvers: owners
+            "\r".into(),                      // per minute
+            "\r".into(),                      // per hour
+            "\r".into(),                      // no ops instance
+            "n\r".into(),                     // no units
+        ];
+        for k in keys {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            stdin.write_all(k.as_bytes()).expect("type");
+            stdin.flush().expect("flush");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        drop(stdin);
+        let o = child.wait_with_output().expect("wait");
+        let screen = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{screen}");
+        assert!(screen.contains("model `local-model` answered"), "{screen}");
+        assert_keyless_check(&llm.requests()[2..], "local-model");
+        let cfg = std::fs::read_to_string(typed.join("config/config.yaml")).expect("config");
+        assert!(!cfg.contains("api_key"), "{cfg}");
+    }
+
+    // Built (beside the engine, into its target directory), doctor passes for both…
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(PathBuf::from)
+        .expect("target dir");
+    build_overlay(&overlay, &target);
+    let binary = target.join("debug/strata-local");
+    for dir in [&overlay, &typed] {
+        if !dir.exists() {
+            continue;
+        }
+        let o = Command::new(&binary)
+            .arg("--overlay")
+            .arg(dir)
+            .arg("doctor")
+            .env_remove("STRATA_VAULT_PASSPHRASE")
+            .env("STRATA_SYSTEMD_DIR", dir.join("no-units-installed"))
+            .output()
+            .expect("doctor");
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        assert!(!out.contains("FAIL"), "{out}");
+    }
+    // …and serve runs the agent, which answers /chat through the local server.
+    llm.script([strata_test_support::openai::text(
+        "hello from the local model",
+    )]);
+    let (mut child, base, token) = serve_overlay(&binary, &overlay);
+    let answer = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+        .post(format!("{base}/chat"))
+        .header("X-Strata-Token", &token)
+        .json(&serde_json::json!({"message": "hello?"}))
+        .send()
+        .await
+        .expect("chat");
+    let status = answer.status();
+    let body: serde_json::Value = answer.json().await.unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.to_string().contains("hello from the local model"),
+        "{body}"
+    );
+    let last = llm.requests().last().cloned().expect("a request");
+    assert_eq!(last.path, "/v1/chat/completions");
+    assert!(!last.headers.contains_key("authorization"));
 }
