@@ -93,7 +93,7 @@ pages.overview = async () => {
     el('h2', {}, 'Agents'),
     table('Agents', ['Agent', 'Provider', 'Health'], agents.map((a) => [
       el('a', { href: `#agents/${encodeURIComponent(a.id)}` }, a.id), text(a.provider),
-      a.healthy ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad' }, `not started: ${text(a.reason)}`)]),
+      a.healthy ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad lines' }, `not started: ${text(a.reason)}`)]),
     'No agents.'),
     el('h2', {}, 'Connectors'),
     table('Connectors', ['Connector', 'State', 'Since', 'Reconnects'], (st.connectors || []).map((c) => [
@@ -110,7 +110,7 @@ pages.overview = async () => {
       'No model calls today.'));
   nodes.push(el('h2', {}, 'Recent warnings and alerts'),
     table('Recent warnings', ['When', 'Level', 'Where', 'Message'], (st.errors || []).slice().reverse().map((e) => [
-      when(e.ts), el('span', { class: e.level === 'ERROR' ? 'bad' : 'warn' }, text(e.level)), text(e.target), text(e.message)]),
+      when(e.ts), el('span', { class: e.level === 'ERROR' ? 'bad' : 'warn' }, text(e.level)), text(e.target), el('span', { class: 'lines' }, text(e.message))]),
     'Nothing logged at warning level or above.'));
   render('Overview', ...nodes);
 };
@@ -356,14 +356,14 @@ pages.agents = async (arg) => {
   const one = arg && agents.find((a) => a.id === arg);
   if (one) {
     return render(`Agent ${one.id}`, el('p', {}, el('a', { href: '#agents' }, '← All agents')),
-      el('p', {}, one.running ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad' }, `not started: ${text(one.reason)}`)),
+      el('p', {}, one.running ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad lines' }, `not started: ${text(one.reason)}`)),
       el('h2', {}, 'Tools it may use'), el('p', {}, (one.tools || []).map((t) => el('code', {}, t, ' '))),
       el('h2', {}, 'Configuration (merged, secrets masked)'), pretty(one.config));
   }
   render('Agents & skills',
     table('Agents', ['Agent', 'State', 'Provider', 'Tools'], agents.map((a) => [
       el('a', { href: `#agents/${encodeURIComponent(a.id)}` }, a.id),
-      a.running ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad' }, text(a.reason)),
+      a.running ? el('span', { class: 'ok' }, 'running') : el('span', { class: 'bad lines' }, text(a.reason)),
       text(a.provider), text((a.tools || []).length)]), 'No agents.'),
     el('h2', {}, 'Skills'),
     table('Skills', ['Skill', 'Kind', 'Description', 'From', ''], (v.skills || []).map((s) => [

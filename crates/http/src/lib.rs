@@ -1086,11 +1086,15 @@ async fn chat(
     let message = body::required(b.message, "message")
         .map_err(ApiError::bad_request)?
         .0;
+    // Nothing to say is not sent to a model.
+    if message.trim().is_empty() {
+        return Err(ApiError::bad_request("field `message` must not be blank"));
+    }
     let Some(manager) = st.manager.clone() else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
-            "no agent is running; configure an LLM provider",
+            no_agent_running(&st),
         ));
     };
     let agent = b
@@ -1099,10 +1103,16 @@ async fn chat(
         .or_else(|| st.default_agent.clone())
         .ok_or_else(|| ApiError::bad_request("field `agent` is required (no default agent)"))?;
     if manager.agent(&agent).is_none() {
+        let why = st
+            .skipped
+            .iter()
+            .find(|(id, _)| *id == agent)
+            .map(|(_, why)| format!(": it did not start: {why}"))
+            .unwrap_or_default();
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            format!("no running agent `{agent}`"),
+            format!("no running agent `{agent}`{why}"),
         ));
     }
     let session_id = b
@@ -1130,6 +1140,24 @@ async fn chat(
     }
     let reply = manager.turn(req).await.map_err(chat_error)?;
     Ok(Json(chat_answer(reply, &session_id)).into_response())
+}
+
+/// Why `/chat` has no agent to run: each agent that did not start, with the reason `GET
+/// /api/status` gives for it (`HttpState::skipped`); with no agent configured at all, how to
+/// add one and its provider.
+fn no_agent_running(st: &HttpState) -> String {
+    if st.skipped.is_empty() {
+        return "no agent is running: none is configured; add one under `agents:` in \
+                config/agents.yaml and configure an LLM provider (`defaults.llm`, see README, \
+                \"Providers\")"
+            .into();
+    }
+    let why: Vec<String> = st
+        .skipped
+        .iter()
+        .map(|(id, why)| format!("agent `{id}` did not start: {why}"))
+        .collect();
+    format!("no agent is running: {}", why.join("; "))
 }
 
 /// How a failed `/chat` turn is answered.

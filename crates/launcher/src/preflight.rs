@@ -22,20 +22,14 @@ pub struct Findings {
 /// profile, environment, flags) fails; one that only a core or module default names warns
 /// (the feature may simply be unused).
 pub fn vault_refs(c: &LoadedConfig, vault: Option<&dyn Vault>, has_vault: bool, f: &mut Findings) {
-    let origins: std::collections::HashMap<String, String> = c
-        .origins()
-        .into_iter()
-        .map(|(k, _, layer)| (k, layer))
-        .collect();
-    let tree = serde_json::to_value(&c.config).unwrap_or_default();
-    let refs = strata_engine::secret::vault_refs(&tree);
+    // Only the references the config uses: a default's in a section the team left alone
+    // is not one.
     let mut held = 0;
-    for (path, key) in &refs {
-        if vault.is_some_and(|v| v.get(key).is_some()) {
+    for crate::wiring::VaultRef { path, key, layer } in crate::wiring::vault_refs_in_use(c) {
+        if vault.is_some_and(|v| v.get(&key).is_some()) {
             held += 1;
             continue;
         }
-        let layer = origins.get(path).map(String::as_str).unwrap_or("core");
         let why = if vault.is_some() {
             "the vault does not hold it".to_owned()
         } else if has_vault {

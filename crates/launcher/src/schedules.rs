@@ -33,6 +33,8 @@ pub struct Runner {
     drift: std::sync::Mutex<Option<String>>,
     /// When each `permission_check` finding was last reported (again after the cooldown).
     reported: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// The `vault:` references the config uses, which `vault_check` looks up.
+    vault_refs: Vec<crate::wiring::VaultRef>,
 }
 
 impl Runner {
@@ -53,6 +55,7 @@ impl Runner {
             watch,
             drift: std::sync::Mutex::default(),
             reported: std::sync::Mutex::default(),
+            vault_refs: wired.vault_refs.clone(),
         }
     }
 }
@@ -318,11 +321,13 @@ impl Runner {
             }
             "vault_check" => {
                 let env = self.invoker.env();
-                let tree = serde_json::to_value(&env.config).unwrap_or_default();
-                let missing: Vec<String> = strata_engine::secret::vault_refs(&tree)
-                    .into_iter()
-                    .filter(|(_, key)| env.vault.as_ref().is_none_or(|v| v.get(key).is_none()))
-                    .map(|(path, key)| format!("`{path}` → vault key `{key}`"))
+                // The references the config uses (`wiring::vault_refs_in_use`), against the
+                // vault as it is now.
+                let missing: Vec<String> = self
+                    .vault_refs
+                    .iter()
+                    .filter(|r| env.vault.as_ref().is_none_or(|v| v.get(&r.key).is_none()))
+                    .map(|r| format!("`{}` → vault key `{}`", r.path, r.key))
                     .collect();
                 if missing.is_empty() {
                     return Ok("every vault reference resolves".into());

@@ -153,7 +153,18 @@ fn example_config_is_valid_and_doctor_passes() {
         "overlay:config/config.yaml"
     );
     assert_eq!(v["modules.fleet.mind_token"]["origin"], "module:fleet");
-    // …whose vault reference is only a warning: a module default, maybe unused.
+    // …whose vault reference is not warned about while the Mind is unused (no mind_url)…
+    assert!(!text.contains("mind-token"), "{text}");
+    // …and is, as a warning (a module default), once the overlay's layers point at a Mind.
+    let o = run(
+        data.path(),
+        &[
+            "--set",
+            "modules.fleet.mind_url=http://127.0.0.1:9",
+            "doctor",
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains(
             "warn `modules.fleet.mind_token` (set by module:fleet) refers to vault key `mind-token`"

@@ -8,6 +8,11 @@ use super::context::*;
 use crate::Exit;
 
 pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: String) -> Exit {
+    // Nothing to say is not sent to a model (nor stored as a turn).
+    if message.trim().is_empty() {
+        eprintln!("error: the message is empty; say something, e.g. strata chat \"hello\"");
+        return Exit::Usage;
+    }
     let agent_id = match agent.map_or_else(|| crate::wiring::default_agent(&l.config), Ok) {
         Ok(a) => a,
         Err(e) => {

@@ -698,3 +698,50 @@ async fn the_one_time_link_viewers_and_forgeries() {
     drop(b);
     drop(s);
 }
+
+/// A warning of several lines keeps its line breaks on the overview (issue #41): here the
+/// hint `serve` logs when no provider is configured, whose YAML example only reads as one
+/// when its lines stay lines (a YAML error's caret line is another such warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_line_warning_keeps_its_line_breaks() {
+    let Some(b) = browser().await else { return };
+    let c = &b.c;
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(d, "agents/main/AGENTS.md", "# Main\nYou help.\n");
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!("server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n"),
+    );
+    common::write(d, "config/agents.yaml", "agents:\n  main: {}\n");
+    let (s, _link) = serve_ui(d);
+    let base = s.base.clone();
+    sign_in(c, &base, BOSS).await;
+    wait_text(c, "#who", "boss").await;
+    wait_text(c, "main h1", "Overview").await;
+    wait_text(
+        c,
+        "main table[aria-label='Recent warnings']",
+        "No LLM provider",
+    )
+    .await;
+    // The message cell as it is rendered (`innerText`: collapsed white space reads as spaces).
+    let shown = c
+        .execute(
+            "const cells = document.querySelectorAll(\"table[aria-label='Recent warnings'] tbody td:nth-child(4)\");
+             const hint = [...cells].find((td) => td.textContent.includes('No LLM provider'));
+             return hint ? hint.innerText : null;",
+            vec![],
+        )
+        .await
+        .expect("execute");
+    let shown = shown.as_str().unwrap_or_default();
+    assert!(
+        shown.contains("e.g.\n  defaults:\n    llm:\n      provider: openai"),
+        "{shown:?}"
+    );
+    shot(c, "overview-multi-line-warning").await;
+    drop(b);
+    drop(s);
+}

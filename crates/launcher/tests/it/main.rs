@@ -6,6 +6,7 @@
 
 mod channels;
 mod chat;
+mod chat_input;
 mod claude_mcp;
 mod cli;
 mod cluster;
@@ -32,3 +33,4 @@ mod stream;
 mod surfaces;
 mod taint;
 mod usage;
+mod vault_refs;
