@@ -4,6 +4,7 @@
 //! cargo xtask test     the whole test suite (nextest when installed, else cargo test) + doctests
 //! cargo xtask ci       rustfmt --check, clippy -D warnings, check-core, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
+//! cargo xtask bench first-build   a new overlay's first build beside a built engine checkout
 //! cargo xtask deny     supply chain: cargo deny (advisories offline, licences, bans, sources)
 //! cargo xtask dist     the release binary, its sha256, SBOM and systemd units in target/dist/
 //! cargo xtask link-order [--package PKG]   remake PKG/link-order.txt (valgrind): the functions
@@ -20,6 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod first_build;
 mod link_order;
 
 fn root() -> PathBuf {
@@ -63,12 +65,146 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Where skipped tests write what they did not test (`strata_test_support::skipped`).
-fn skip_log() -> PathBuf {
+/// The target directory (`CARGO_TARGET_DIR`, relative to the workspace, or `target/`).
+fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
+        .map(|p| if p.is_relative() { root().join(p) } else { p })
         .unwrap_or_else(|| root().join("target"))
-        .join("test-skips.log")
+}
+
+/// Where skipped tests write what they did not test (`strata_test_support::skipped`).
+fn skip_log() -> PathBuf {
+    target_dir().join("test-skips.log")
+}
+
+/// Tests counted as the runners report them: a test that returned early because something
+/// was missing is among `passed` there, and is taken out for the closing line.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    passed: usize,
+    failed: usize,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.passed += o.passed;
+        self.failed += o.failed;
+    }
+}
+
+/// Sums libtest's `test result: ok. 5 passed; 1 failed; …` lines (cargo test, doctests).
+fn libtest_counts(out: &str) -> Counts {
+    let mut c = Counts::default();
+    for line in out.lines() {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            continue;
+        };
+        for part in rest.split(';') {
+            let words: Vec<&str> = part.split_whitespace().collect();
+            let n = |i: usize| words.get(i).and_then(|w| w.parse::<usize>().ok());
+            // `ok. 5 passed` / `FAILED. 3 passed` / ` 1 failed`
+            let (num, what) = match words.as_slice() {
+                [_, _, w] => (n(1), *w),
+                [_, w] => (n(0), *w),
+                _ => continue,
+            };
+            match (num, what) {
+                (Some(k), "passed") => c.passed += k,
+                (Some(k), "failed") => c.failed += k,
+                _ => {}
+            }
+        }
+    }
+    c
+}
+
+/// The counts of nextest's JUnit report: `<testsuites … tests="N" failures="F" errors="E">`.
+fn junit_counts(xml: &str) -> Option<Counts> {
+    let start = xml.find("<testsuites")?;
+    let tag = &xml[start..start + xml[start..].find('>')?];
+    let attr = |name: &str| -> Option<usize> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        tag[at..].split('"').next()?.parse().ok()
+    };
+    let tests = attr("tests")?;
+    let failed = attr("failures").unwrap_or(0) + attr("errors").unwrap_or(0);
+    Some(Counts {
+        passed: tests.saturating_sub(failed),
+        failed,
+    })
+}
+
+/// Runs `cmd` with its standard output echoed as it comes and kept, for the counts in it.
+fn run_captured(mut cmd: Command) -> (Result<(), String>, String) {
+    use std::io::{BufRead as _, Write as _};
+    let shown = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    eprintln!("$ {shown}");
+    let mut child = match cmd.stdout(std::process::Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => return (Err(format!("cannot run `{shown}`: {e}")), String::new()),
+    };
+    let mut kept = String::new();
+    if let Some(out) = child.stdout.take() {
+        let mut stdout = std::io::stdout();
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = writeln!(stdout, "{line}");
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    }
+    let result = match child.wait() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("`{shown}` failed ({s})")),
+        Err(e) => Err(format!("`{shown}`: {e}")),
+    };
+    (result, kept)
+}
+
+/// The tests that said they did not run, per reason: (distinct tests, [(what, tests)]).
+fn not_run(log: &Path) -> (usize, Vec<(String, usize)>) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut tests: Vec<&str> = Vec::new();
+    let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, " | ");
+        let (Some(test), Some(what)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if !tests.contains(&test) {
+            tests.push(test);
+        }
+        match reasons.iter_mut().find(|(w, _)| w == what) {
+            Some((_, t)) if !t.contains(&test) => t.push(test),
+            Some(_) => {}
+            None => reasons.push((what.to_owned(), vec![test])),
+        }
+    }
+    (
+        tests.len(),
+        reasons.into_iter().map(|(w, t)| (w, t.len())).collect(),
+    )
+}
+
+/// The one closing line: `509 passed, 17 not run: <why> (n), …, 0 failed`.
+fn closing_line(c: Counts, not_run: usize, reasons: &[(String, usize)]) -> String {
+    let passed = c.passed.saturating_sub(not_run);
+    if not_run == 0 {
+        return format!("{passed} passed, 0 not run, {} failed", c.failed);
+    }
+    let why: Vec<String> = reasons.iter().map(|(w, n)| format!("{w} ({n})")).collect();
+    format!(
+        "{passed} passed, {not_run} not run: {}, {} failed",
+        why.join(", "),
+        c.failed
+    )
 }
 
 /// The run's closing lines: one per thing not tested (how many tests it held back) and the
@@ -106,36 +242,58 @@ fn skip_summary(log: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The whole suite; its last line is the honest total (`N passed, N not run: …, N failed`):
+/// a test that returned early for a missing tool or service is not counted as passed.
 fn test(extra: &[String]) -> Result<(), String> {
     let log = skip_log();
     let _ = std::fs::remove_file(&log);
-    let ran = run_tests(extra, &log);
+    let mut counts = Counts::default();
+    let ran = run_tests(extra, &log, &mut counts);
     let summary = skip_summary(&log);
+    let (n, reasons) = not_run(&log);
+    eprintln!("{}", closing_line(counts, n, &reasons));
     ran.and(summary)
 }
 
-fn run_tests(extra: &[String], log: &Path) -> Result<(), String> {
+fn run_tests(extra: &[String], log: &Path, counts: &mut Counts) -> Result<(), String> {
     if has_nextest() {
         // nextest does not run doctests (the README and API examples are doctests): run them
         // first, so the suite's closing lines are nextest's summary.
         let mut d = cargo();
         d.args(["test", "--workspace", "--doc"]);
-        run(d)?;
+        let (doc, out) = run_captured(d);
+        counts.add(libtest_counts(&out));
+        doc?;
+        let profile = if std::env::var_os("CI").is_some() {
+            "ci"
+        } else {
+            "default"
+        };
+        let junit = target_dir().join("nextest").join(profile).join("junit.xml");
+        let _ = std::fs::remove_file(&junit);
         let mut c = cargo();
         c.env("STRATA_SKIP_LOG", log);
         c.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
-        if std::env::var_os("CI").is_some() {
-            c.args(["--profile", "ci"]);
-        }
+        c.args(["--profile", profile]);
         c.args(extra);
-        run(c)
+        let ran = run(c);
+        match std::fs::read_to_string(&junit)
+            .ok()
+            .and_then(|x| junit_counts(&x))
+        {
+            Some(c) => counts.add(c),
+            None => eprintln!("no test counts: nextest wrote no {}", junit.display()),
+        }
+        ran
     } else {
         eprintln!("cargo-nextest not installed: using cargo test");
         let mut c = cargo();
         c.env("STRATA_SKIP_LOG", log);
         c.args(["test", "--workspace", "--no-fail-fast"])
             .args(extra);
-        run(c)
+        let (ran, out) = run_captured(c);
+        counts.add(libtest_counts(&out));
+        ran
     }
 }
 
@@ -345,18 +503,46 @@ fn train_safety() -> Result<(), String> {
 }
 
 /// Runs `strata-setup <args>` (built on first use).
+///
+/// The build shows cargo's own progress on stderr (the first one compiles ~250 crates for a
+/// minute or more: a silent terminal for that long looks hung); the binary's path comes from
+/// cargo's JSON messages on stdout, so a target directory set anywhere is followed.
 fn setup_tool(args: &[String]) -> Result<(), String> {
-    let mut c = cargo();
-    c.arg("run")
-        .arg("--manifest-path")
-        .arg(root().join("Cargo.toml"))
-        .args(["--quiet", "-p", "strata-setup", "--"])
-        .args(args);
+    eprintln!(
+        "building the setup tool (strata-setup; the first time compiles the engine's crates)…"
+    );
+    let out = cargo()
+        .args(["build", "-p", "strata-setup", "--bin", "strata-setup"])
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building strata-setup failed ({})", out.status));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let exe = stdout
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
+        .find_map(|l| {
+            let rest = l.split_once("\"executable\":\"")?.1;
+            rest.split_once('"').map(|(p, _)| p.replace("\\\\", "\\"))
+        })
+        .ok_or("cargo built strata-setup but named no executable")?;
+    let mut c = Command::new(exe);
+    c.args(args);
     // Relative paths in the arguments mean the caller's directory, not the workspace root.
     if let Ok(here) = std::env::current_dir() {
         c.current_dir(here);
     }
-    run(c)
+    let status = c
+        .status()
+        .map_err(|e| format!("cannot run strata-setup: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("strata-setup {} failed ({status})", args.join(" ")))
+    }
 }
 
 fn main() -> ExitCode {
@@ -368,6 +554,7 @@ fn main() -> ExitCode {
     let result = match cmd {
         "test" => test(rest),
         "ci" => ci(),
+        "bench" if rest.first().is_some_and(|a| a == "first-build") => first_build::first_build(),
         "bench" => bench(rest),
         "deny" => deny(),
         "link-order" => link_order::link_order(rest),
@@ -377,7 +564,7 @@ fn main() -> ExitCode {
         }
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  link-order [--package PKG]   remake PKG/link-order.txt (needs valgrind): the functions serve runs, laid out together by lld\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  bench first-build   a wizard-made overlay's first build beside a built engine checkout vs on its own\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  link-order [--package PKG]   remake PKG/link-order.txt (needs valgrind): the functions serve runs, laid out together by lld\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }
@@ -389,5 +576,50 @@ fn main() -> ExitCode {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_that_skipped_is_not_run_rather_than_passed() {
+        let dir = std::env::temp_dir().join(format!("xtask-skip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = dir.join("skips.log");
+        // Two lines from one test (one reason twice), one from another.
+        std::fs::write(
+            &log,
+            "it::sandbox::a | the bubblewrap tests | apt-get install bubblewrap\n\
+             it::sandbox::a | the bubblewrap tests | apt-get install bubblewrap\n\
+             it::ui::b | the browser tests | apt-get install chromium-driver\n",
+        )
+        .expect("log");
+        // nextest's report of the run: 12 tests, one failed.
+        let junit = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nextest-run" tests="12" failures="1" errors="0" uuid="x" timestamp="t" time="1.0">
+<testsuite name="strata-build" tests="12" disabled="0" errors="0" failures="1">"#;
+        let mut c = junit_counts(junit).expect("counts");
+        assert_eq!(
+            c,
+            Counts {
+                passed: 11,
+                failed: 1
+            }
+        );
+        // The doctests, as cargo test prints them.
+        c.add(libtest_counts(
+            "running 3 tests\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\
+             test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\n",
+        ));
+        let (n, reasons) = not_run(&log);
+        assert_eq!(n, 2);
+        assert_eq!(
+            closing_line(c, n, &reasons),
+            "14 passed, 2 not run: the bubblewrap tests (1), the browser tests (1), 2 failed"
+        );
+        assert_eq!(closing_line(c, 0, &[]), "16 passed, 0 not run, 2 failed");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -419,6 +419,67 @@ mod tests {
     }
 
     #[test]
+    fn the_interactive_wizard_takes_a_key_file_path() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("keyed");
+        let dir_s: &'static str = Box::leak(dir.display().to_string().into_boxed_str());
+        // Typed relative to the working directory, with a `..` in it.
+        let key = tmp.path().join("keys/keyed.vault-key");
+        let typed: &'static str = Box::leak(
+            format!("{}/keys/../keys/keyed.vault-key", tmp.path().display()).into_boxed_str(),
+        );
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .map(PathBuf::from)
+            .expect("root");
+        let mut p = Scripted(VecDeque::from([
+            ("Where should", dir_s),
+            ("Deployment name", ""),
+            ("Layers", "two-layer"),
+            ("Vault passphrase", "typed passphrase"),
+            ("passphrase again", "typed passphrase"),
+            ("key file", "y"),
+            ("Key file path", typed),
+            ("LLM provider", "none"),
+            ("Discord bot", "n"),
+            ("Owner's name", "Example Owner"),
+            ("First agent's id", ""),
+            ("display name", ""),
+            ("What it is for", ""),
+            ("tier", "assistant"),
+            ("Approvers", ""),
+            ("per minute", ""),
+            ("per hour", ""),
+            ("ops", "n"),
+            ("systemd units", "n"),
+        ]));
+        let a = Answers {
+            maintainer: true,
+            ..Default::default()
+        };
+        let opts = Options {
+            answers: None,
+            maintainer: true,
+            engine_root: root,
+        };
+        let lines = run_with(&opts, a, Some(&mut p)).expect("wizard");
+        assert!(p.0.is_empty(), "questions not asked: {:?}", p.0);
+        assert_eq!(
+            std::fs::read_to_string(&key)
+                .expect("the key file")
+                .trim_end(),
+            "typed passphrase"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim() == format!("export STRATA_VAULT_KEY_FILE={}", key.display())),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn the_ops_instance_on_claude_code_gets_the_clis_own_tools() {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path().join("ops-bot");
