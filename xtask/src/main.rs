@@ -35,16 +35,21 @@ fn cargo() -> Command {
     c
 }
 
-/// Runs a command, echoing it; Err with a readable line when it fails.
-fn run(mut cmd: Command) -> Result<(), String> {
-    let shown = format!(
+/// A command as a person would type it.
+fn shown(cmd: &Command) -> String {
+    format!(
         "{} {}",
         cmd.get_program().to_string_lossy(),
         cmd.get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join(" ")
-    );
+    )
+}
+
+/// Runs a command, echoing it; Err with a readable line when it fails.
+fn run(mut cmd: Command) -> Result<(), String> {
+    let shown = shown(&cmd);
     eprintln!("$ {shown}");
     let status = cmd
         .status()
@@ -138,14 +143,7 @@ fn junit_counts(xml: &str) -> Option<Counts> {
 /// Runs `cmd` with its standard output echoed as it comes and kept, for the counts in it.
 fn run_captured(mut cmd: Command) -> (Result<(), String>, String) {
     use std::io::{BufRead as _, Write as _};
-    let shown = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let shown = shown(&cmd);
     eprintln!("$ {shown}");
     let mut child = match cmd.stdout(std::process::Stdio::piped()).spawn() {
         Ok(c) => c,

@@ -7,11 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
+use super::ask::{DEFAULT_DESCRIPTION, default_model};
+use super::{Plan, current_user};
 use crate::journal::{Journal, snapshot};
 use crate::{remote, render, units};
-
-#[allow(unused_imports)]
-use super::*;
 
 pub(super) fn yaml_text(header: &str, v: &Value) -> anyhow::Result<String> {
     Ok(format!(

@@ -4,11 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
+use super::{available_modules, comma_list, home, is_overlay};
 use crate::answers::{Answers, Discord, Ops, Provider, SecretText};
 use crate::prompt::Prompter;
-
-#[allow(unused_imports)]
-use super::*;
 
 /// Asks for every answer the file did not give.
 pub(super) fn fill(a: &mut Answers, p: &mut dyn Prompter, root: &Path) -> anyhow::Result<()> {

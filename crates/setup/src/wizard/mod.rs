@@ -19,7 +19,6 @@ mod plan;
 
 use apply::apply;
 use ask::fill;
-use ask::{DEFAULT_DESCRIPTION, default_model};
 use plan::resolve;
 
 /// How the wizard runs.
@@ -313,6 +312,28 @@ mod tests {
         }
     }
 
+    /// Runs the wizard as a maintainer with the answers `p` types; every scripted question
+    /// must have been asked. The closing lines.
+    fn run_scripted(p: &mut Scripted) -> Vec<String> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .map(PathBuf::from)
+            .expect("root");
+        let a = Answers {
+            maintainer: true,
+            ..Default::default()
+        };
+        let opts = Options {
+            answers: None,
+            maintainer: true,
+            engine_root: root,
+        };
+        let lines = run_with(&opts, a, Some(p)).expect("wizard");
+        assert!(p.0.is_empty(), "questions not asked: {:?}", p.0);
+        lines
+    }
+
     impl Prompter for Scripted {
         fn text(&mut self, q: &str, default: Option<&str>) -> anyhow::Result<String> {
             let a = self.next(q);
@@ -428,11 +449,6 @@ mod tests {
         let typed: &'static str = Box::leak(
             format!("{}/keys/../keys/keyed.vault-key", tmp.path().display()).into_boxed_str(),
         );
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .nth(2)
-            .map(PathBuf::from)
-            .expect("root");
         let mut p = Scripted(VecDeque::from([
             ("Where should", dir_s),
             ("Deployment name", ""),
@@ -454,17 +470,7 @@ mod tests {
             ("ops", "n"),
             ("systemd units", "n"),
         ]));
-        let a = Answers {
-            maintainer: true,
-            ..Default::default()
-        };
-        let opts = Options {
-            answers: None,
-            maintainer: true,
-            engine_root: root,
-        };
-        let lines = run_with(&opts, a, Some(&mut p)).expect("wizard");
-        assert!(p.0.is_empty(), "questions not asked: {:?}", p.0);
+        let lines = run_scripted(&mut p);
         assert_eq!(
             std::fs::read_to_string(&key)
                 .expect("the key file")
@@ -484,11 +490,6 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = tmp.path().join("ops-bot");
         let dir_s: &'static str = Box::leak(dir.display().to_string().into_boxed_str());
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .nth(2)
-            .map(PathBuf::from)
-            .expect("root");
         let mut p = Scripted(VecDeque::from([
             ("Where should", dir_s),
             ("Deployment name", ""),
@@ -512,16 +513,7 @@ mod tests {
             ("ops", "y"),
             ("systemd units", "n"),
         ]));
-        let a = Answers {
-            maintainer: true,
-            ..Default::default()
-        };
-        let opts = Options {
-            answers: None,
-            maintainer: true,
-            engine_root: root,
-        };
-        run_with(&opts, a, Some(&mut p)).expect("wizard");
+        run_scripted(&mut p);
         let ops = std::fs::read_to_string(dir.join("config/agents.ops.yaml")).expect("ops");
         let doc: serde_json::Value = yaml_serde::from_str(&ops).expect("yaml");
         let llm = &doc["agents"]["ops"]["llm"];

@@ -6,11 +6,10 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use zeroize::Zeroizing;
 
+use super::ask::default_model;
+use super::{Plan, available_modules, home, is_overlay, normalize, valid_id, valid_name};
 use crate::answers::{Answers, ToolChoice, secret_value};
 use crate::validate;
-
-#[allow(unused_imports)]
-use super::*;
 
 /// Turns answers into a plan: names checked, secrets read, credentials validated.
 pub(super) fn resolve(mut a: Answers, root: &Path, interactive: bool) -> anyhow::Result<Plan> {

@@ -841,18 +841,12 @@ fn the_example_overlay_has_the_layout_the_wizard_generates() {
     }
 }
 
-/// The interactive wizard on a real pseudo-terminal (util-linux `script`), keys typed one
-/// answer at a time: inquire's prompts, defaults and filtering, end to end.
-#[test]
-fn the_wizard_on_a_terminal_takes_typed_answers() {
+/// Runs `strata-setup setup` on a real pseudo-terminal (util-linux `script`), typing `keys`
+/// one answer at a time; its exit and what the screen showed.
+fn typed_setup(keys: &[String]) -> (Output, String) {
+    use std::io::Write;
     // Type-ahead works (the keys wait in the pty), so the pause only paces the screen.
     const KEY_DELAY_MS: u64 = 150;
-    use std::io::Write;
-    if !strata_test_support::pty_available() {
-        return;
-    }
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("typed");
     let mut child = Command::new("script")
         .args(["-qfec", &format!("{SETUP} setup"), "/dev/null"])
         .env("TERM", "xterm")
@@ -862,6 +856,27 @@ fn the_wizard_on_a_terminal_takes_typed_answers() {
         .spawn()
         .expect("script");
     let mut stdin = child.stdin.take().expect("stdin");
+    for k in keys {
+        std::thread::sleep(std::time::Duration::from_millis(KEY_DELAY_MS));
+        stdin.write_all(k.as_bytes()).expect("type");
+        stdin.flush().expect("flush");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    drop(stdin);
+    let o = child.wait_with_output().expect("wait");
+    let screen = String::from_utf8_lossy(&o.stdout).into_owned();
+    (o, screen)
+}
+
+/// The interactive wizard on a real pseudo-terminal (util-linux `script`), keys typed one
+/// answer at a time: inquire's prompts, defaults and filtering, end to end.
+#[test]
+fn the_wizard_on_a_terminal_takes_typed_answers() {
+    if !strata_test_support::pty_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("typed");
     let keys: Vec<String> = vec![
         format!("{}\r", dir.display()), // where
         "\r".into(),                    // name: the directory's
@@ -880,15 +895,7 @@ fn the_wizard_on_a_terminal_takes_typed_answers() {
         "\r".into(),                    // no ops instance
         "n\r".into(),                   // no units
     ];
-    for k in keys {
-        std::thread::sleep(std::time::Duration::from_millis(KEY_DELAY_MS));
-        stdin.write_all(k.as_bytes()).expect("type");
-        stdin.flush().expect("flush");
-    }
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    drop(stdin);
-    let o = child.wait_with_output().expect("wait");
-    let screen = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (o, screen) = typed_setup(&keys);
     assert!(o.status.success(), "{screen}");
     assert!(screen.contains("created overlay `typed`"), "{screen}");
     let team = std::fs::read_to_string(dir.join("config/team.json")).expect("team");
@@ -1211,17 +1218,7 @@ async fn a_keyless_local_server_is_checked_passes_doctor_and_answers() {
     // The same on a terminal: typed answers, the check answered yes.
     let typed = tmp.path().join("typed/local");
     if strata_test_support::pty_available() {
-        use std::io::Write;
         llm.script([models(), strata_test_support::openai::text("OK")]);
-        let mut child = Command::new("script")
-            .args(["-qfec", &format!("{SETUP} setup"), "/dev/null"])
-            .env("TERM", "xterm")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("script");
-        let mut stdin = child.stdin.take().expect("stdin");
         let keys: Vec<String> = vec![
             format!("{}\r", typed.display()), // where
             "\r".into(),                      // name: the directory's, `local`
@@ -1244,15 +1241,7 @@ async fn a_keyless_local_server_is_checked_passes_doctor_and_answers() {
             "\r".into(),                      // no ops instance
             "n\r".into(),                     // no units
         ];
-        for k in keys {
-            std::thread::sleep(std::time::Duration::from_millis(150));
-            stdin.write_all(k.as_bytes()).expect("type");
-            stdin.flush().expect("flush");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(400));
-        drop(stdin);
-        let o = child.wait_with_output().expect("wait");
-        let screen = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (o, screen) = typed_setup(&keys);
         assert!(o.status.success(), "{screen}");
         assert!(screen.contains("model `local-model` answered"), "{screen}");
         assert_keyless_check(&llm.requests()[2..], "local-model");
