@@ -4,11 +4,14 @@
 //! try every third of the lease and take over, fetching what arrived in between. Replies and
 //! reactions go out through the REST API from whichever instance runs the turn.
 
-#[allow(unused_imports)]
-use super::*;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_engine::session::StoreError;
+use tokio::sync::watch;
+use twilight_gateway::{Shard, ShardId};
+
+use crate::gateway::{AccountCtx, Cursor, run_account};
 
 /// The lease store, who this instance is, and how long a lease lasts.
 #[derive(Clone)]
@@ -99,7 +102,7 @@ pub(crate) async fn hold(
                     .acquire(&name, &lease.holder, lease.ttl, state.as_deref()),
             )
             .await
-            .unwrap_or_else(|_| Err(StoreError("no answer in time".into())));
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("no answer in time".into())));
             match renewed {
                 Ok(Some(_)) => deadline = asked + lease.ttl - margin,
                 Ok(None) => break Ended::Lost,

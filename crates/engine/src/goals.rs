@@ -467,7 +467,7 @@ mod tests {
     #[async_trait]
     impl GoalStore for NoStore {
         async fn insert_goal(&self, _: &Goal, _: &GoalEvent) -> Result<bool, StoreError> {
-            Err(StoreError("none".into()))
+            Err(StoreError::Unsupported("none".into()))
         }
         async fn goal(&self, _: &str) -> Result<Option<Goal>, StoreError> {
             Ok(None)
@@ -476,7 +476,7 @@ mod tests {
             Ok(Vec::new())
         }
         async fn save_goal(&self, _: &Goal, _: &[GoalEvent]) -> Result<bool, StoreError> {
-            Err(StoreError("none".into()))
+            Err(StoreError::Unsupported("none".into()))
         }
         async fn goal_events(
             &self,

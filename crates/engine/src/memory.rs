@@ -43,7 +43,7 @@ impl std::str::FromStr for MemoryScope {
     type Err = MemoryError;
     fn from_str(s: &str) -> Result<Self, MemoryError> {
         let bad = || {
-            MemoryError(format!(
+            MemoryError::Invalid(format!(
                 "scope `{s}`: expected agent:<id>, private:<person>, global or group:<name>"
             ))
         };
@@ -327,15 +327,69 @@ impl Stored {
     }
 }
 
-/// Memory failures. The runtime logs them and goes on without memory.
+/// Memory failures. The runtime logs them and goes on without memory. The kind says what a
+/// caller can do about it; the message, for a person, says what happened (`memory: <message>`
+/// is how it shows).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("memory: {0}")]
-pub struct MemoryError(pub String);
+pub enum MemoryError {
+    /// The backend (its database, the embedder, a Honcho server) cannot answer now.
+    #[error("memory: {0}")]
+    Unavailable(String),
+    /// What was asked is not acceptable (empty or oversized content, a scope the caller may
+    /// not use, a configuration that cannot work).
+    #[error("memory: {0}")]
+    Invalid(String),
+    /// What is stored does not read back (a newer schema, a row that does not parse).
+    #[error("memory: {0}")]
+    Corrupt(String),
+    /// An operation this backend does not offer.
+    #[error("memory: {0}")]
+    Unsupported(String),
+    /// Any other failure of the backend.
+    #[error("memory: {0}")]
+    Failed(String),
+}
 
 impl MemoryError {
     /// An operation this backend does not offer.
     pub fn unsupported(what: &str) -> Self {
-        MemoryError(format!("{what} is not supported by this memory backend"))
+        MemoryError::Unsupported(format!("{what} is not supported by this memory backend"))
+    }
+    /// [`MemoryError::Unavailable`] from anything printable.
+    pub fn unavailable(m: impl std::fmt::Display) -> Self {
+        MemoryError::Unavailable(m.to_string())
+    }
+    /// [`MemoryError::Invalid`] from anything printable.
+    pub fn invalid(m: impl std::fmt::Display) -> Self {
+        MemoryError::Invalid(m.to_string())
+    }
+    /// [`MemoryError::Failed`] from anything printable.
+    pub fn failed(m: impl std::fmt::Display) -> Self {
+        MemoryError::Failed(m.to_string())
+    }
+    /// The message, without the `memory:` prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            MemoryError::Unavailable(m)
+            | MemoryError::Invalid(m)
+            | MemoryError::Corrupt(m)
+            | MemoryError::Unsupported(m)
+            | MemoryError::Failed(m) => m,
+        }
+    }
+}
+
+/// A store's failure under memory (PostgreSQL memory shares the store's pool): the same kind
+/// where there is one, the same message.
+impl From<crate::session::StoreError> for MemoryError {
+    fn from(e: crate::session::StoreError) -> Self {
+        use crate::session::StoreError as S;
+        match e {
+            S::Unavailable(m) => MemoryError::Unavailable(m),
+            S::Corrupt(m) => MemoryError::Corrupt(m),
+            S::Unsupported(m) => MemoryError::Unsupported(m),
+            S::Conflict(m) | S::NotFound(m) | S::Failed(m) => MemoryError::Failed(m),
+        }
     }
 }
 

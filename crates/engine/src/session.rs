@@ -171,11 +171,58 @@ pub struct ToolLogEntry {
     pub request_id: String,
 }
 
-/// A store's failure (sessions, approvals, rate-limit counters): the one error type the
-/// store traits share, so a backend (SQLite, later Postgres) maps its own errors once.
+/// A store's failure (sessions, approvals, rate-limit counters, schedules, goals): the one
+/// error type the store traits share, so a backend (SQLite, PostgreSQL) maps its own errors
+/// once. The kind says what a caller can do about it; the message, for a person, says what
+/// happened (`store: <message>` is how it shows).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The backend cannot answer now — a lost or refused connection, a stopped writer, no
+    /// answer in time: the same request may work later.
+    #[error("store: {0}")]
+    Unavailable(String),
+    /// Another writer changed what this one read (a version or a unique key taken).
+    #[error("store: {0}")]
+    Conflict(String),
+    /// What was asked for is not there.
+    #[error("store: {0}")]
+    NotFound(String),
+    /// What is stored does not read back (a row that does not parse, a newer schema).
+    #[error("store: {0}")]
+    Corrupt(String),
+    /// An operation this store does not offer.
+    #[error("store: {0}")]
+    Unsupported(String),
+    /// Any other failure of the backend (a statement refused, a value it cannot take).
+    #[error("store: {0}")]
+    Failed(String),
+}
+
+impl StoreError {
+    /// [`StoreError::Unavailable`] from anything printable.
+    pub fn unavailable(m: impl std::fmt::Display) -> Self {
+        StoreError::Unavailable(m.to_string())
+    }
+    /// [`StoreError::Corrupt`] from anything printable.
+    pub fn corrupt(m: impl std::fmt::Display) -> Self {
+        StoreError::Corrupt(m.to_string())
+    }
+    /// [`StoreError::Failed`] from anything printable.
+    pub fn failed(m: impl std::fmt::Display) -> Self {
+        StoreError::Failed(m.to_string())
+    }
+    /// The message, without the `store:` prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            StoreError::Unavailable(m)
+            | StoreError::Conflict(m)
+            | StoreError::NotFound(m)
+            | StoreError::Corrupt(m)
+            | StoreError::Unsupported(m)
+            | StoreError::Failed(m) => m,
+        }
+    }
+}
 
 /// Where sessions live. `strata-store` keeps them in SQLite; [`InMemoryStore`] is for tests
 /// and embedders that do not need restarts.
@@ -246,7 +293,9 @@ pub trait SessionStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<SessionInfo>, StoreError> {
         let _ = (query, limit);
-        Err(StoreError("this store cannot list its sessions".into()))
+        Err(StoreError::Unsupported(
+            "this store cannot list its sessions".into(),
+        ))
     }
     /// A session's transcript: its turns since the last compaction with when each was
     /// stored, and the summary before them; `None` if it does not exist. The default reads

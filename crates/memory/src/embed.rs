@@ -25,7 +25,7 @@ impl OpenAiEmbedder {
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .build()
-            .map_err(|e| MemoryError(format!("embedder client: {e}")))?;
+            .map_err(|e| MemoryError::Failed(format!("embedder client: {e}")))?;
         Ok(OpenAiEmbedder {
             client,
             url: format!("{}/embeddings", base_url.trim_end_matches('/')),
@@ -49,17 +49,15 @@ impl Embedder for OpenAiEmbedder {
             if let Some(k) = &self.key {
                 req = req.bearer_auth(k);
             }
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| MemoryError(format!("embeddings at {}: {e}", self.url)))?;
+            let resp = req.send().await.map_err(|e| {
+                MemoryError::Unavailable(format!("embeddings at {}: {e}", self.url))
+            })?;
             let status = resp.status();
-            let body: Value = resp
-                .json()
-                .await
-                .map_err(|e| MemoryError(format!("embeddings at {}: not JSON ({e})", self.url)))?;
+            let body: Value = resp.json().await.map_err(|e| {
+                MemoryError::Failed(format!("embeddings at {}: not JSON ({e})", self.url))
+            })?;
             if !status.is_success() {
-                return Err(MemoryError(format!(
+                return Err(MemoryError::Failed(format!(
                     "embeddings at {} answered {status}: {}",
                     self.url,
                     body["error"]["message"].as_str().unwrap_or("no message")
@@ -67,13 +65,15 @@ impl Embedder for OpenAiEmbedder {
             }
             let data = body["data"]
                 .as_array()
-                .ok_or_else(|| MemoryError("embeddings: no `data` array".into()))?;
+                .ok_or_else(|| MemoryError::Failed("embeddings: no `data` array".into()))?;
             let mut out = vec![Vec::new(); texts.len()];
             for (i, d) in data.iter().enumerate() {
                 let idx = d["index"].as_u64().map_or(i, |x| x as usize);
                 let v: Vec<f32> = d["embedding"]
                     .as_array()
-                    .ok_or_else(|| MemoryError("embeddings: an item has no `embedding`".into()))?
+                    .ok_or_else(|| {
+                        MemoryError::Failed("embeddings: an item has no `embedding`".into())
+                    })?
                     .iter()
                     .map(|x| x.as_f64().unwrap_or(0.0) as f32)
                     .collect();
@@ -82,7 +82,9 @@ impl Embedder for OpenAiEmbedder {
                 }
             }
             if out.iter().any(Vec::is_empty) {
-                return Err(MemoryError("embeddings: fewer vectors than inputs".into()));
+                return Err(MemoryError::Failed(
+                    "embeddings: fewer vectors than inputs".into(),
+                ));
             }
             Ok(out)
         })

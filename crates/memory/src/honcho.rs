@@ -49,7 +49,7 @@ impl HonchoMemory {
             .timeout(timeout)
             .connect_timeout(timeout)
             .build()
-            .map_err(|e| MemoryError(format!("honcho client: {e}")))?;
+            .map_err(|e| MemoryError::Failed(format!("honcho client: {e}")))?;
         Ok(HonchoMemory {
             client,
             base: cfg.url.trim_end_matches('/').to_owned(),
@@ -78,10 +78,12 @@ impl HonchoMemory {
         let resp = req
             .send()
             .await
-            .map_err(|e| MemoryError(format!("honcho {url}: {e}")))?;
+            .map_err(|e| MemoryError::Unavailable(format!("honcho {url}: {e}")))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(MemoryError(format!("honcho {url} answered {status}")));
+            return Err(MemoryError::Failed(format!(
+                "honcho {url} answered {status}"
+            )));
         }
         // 200 and 201 both mean "here it is" for get-or-create.
         Ok(resp.json().await.unwrap_or(Value::Null))

@@ -124,7 +124,7 @@ fn secret(
     r.as_deref()
         .map(|v| resolve_ref(v, vault, path).map(|s| s.expose().to_owned()))
         .transpose()
-        .map_err(|e| MemoryError(e.to_string()))
+        .map_err(MemoryError::invalid)
 }
 
 /// The embedder `memory.embedder` configures, if any.
@@ -161,14 +161,14 @@ pub fn build(
             }
             Ok(Some(Backend::Kept(Arc::new(mem))))
         }
-        MemoryBackendKind::Postgres => Err(MemoryError(
+        MemoryBackendKind::Postgres => Err(MemoryError::Invalid(
             "`memory.backend: postgres` is opened by the launcher (`strata-postgres`); this \
              binary was built without its `postgres` feature"
                 .into(),
         )),
         MemoryBackendKind::Honcho => {
             let h = m.honcho.as_ref().ok_or_else(|| {
-                MemoryError(
+                MemoryError::Invalid(
                     "`memory.backend: honcho` needs a `memory.honcho` section (url, workspace)"
                         .into(),
                 )

@@ -58,7 +58,7 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
                     let mut results = run(calls).await.into_iter();
                     for a in answers {
                         let r = results.next().unwrap_or_else(|| {
-                            Err(StoreError(format!("batch of {n} answered short")))
+                            Err(StoreError::Failed(format!("batch of {n} answered short")))
                         });
                         // The caller may have gone (its turn was cancelled): nothing to do.
                         let _ = a.send(r);
@@ -74,8 +74,9 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send((q, tx))
-            .map_err(|_| StoreError("the PostgreSQL writer has stopped".into()))?;
-        rx.await
-            .map_err(|_| StoreError("the PostgreSQL writer stopped before answering".into()))?
+            .map_err(|_| StoreError::Unavailable("the PostgreSQL writer has stopped".into()))?;
+        rx.await.map_err(|_| {
+            StoreError::Unavailable("the PostgreSQL writer stopped before answering".into())
+        })?
     }
 }

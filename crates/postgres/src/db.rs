@@ -183,7 +183,7 @@ impl Db {
     /// A connection, or an error naming the server (at once while backing off).
     pub async fn client(&self) -> Result<Client, StoreError> {
         if let Some((left, why)) = self.backoff.blocked() {
-            return Err(StoreError(format!(
+            return Err(StoreError::Unavailable(format!(
                 "PostgreSQL at {} is unavailable ({why}); retrying in {} ms",
                 self.target,
                 left.as_millis()
@@ -199,7 +199,7 @@ impl Db {
                 tracing::warn!(target = %self.target, error = %why, "PostgreSQL connection failed");
                 self.backoff.failed(why.clone());
                 strata_engine::meters::store_error("postgres");
-                Err(StoreError(format!(
+                Err(StoreError::Unavailable(format!(
                     "PostgreSQL at {} is unavailable: {why}",
                     self.target
                 )))
@@ -213,7 +213,12 @@ impl Db {
         if e.is_closed() {
             self.backoff.failed(e.to_string());
         }
-        StoreError(format!("PostgreSQL at {}: {}", self.target, sql_error(&e)))
+        let m = format!("PostgreSQL at {}: {}", self.target, sql_error(&e));
+        if e.is_closed() {
+            StoreError::Unavailable(m)
+        } else {
+            StoreError::Failed(m)
+        }
     }
 
     /// The pool's state.

@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 use crate::PgStore;
 
 fn fail(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::failed(e)
 }
 
 fn read_doc(r: &Row) -> Result<Goal, StoreError> {

@@ -192,11 +192,11 @@ impl PgMemory {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client, MemoryError> {
-        self.db.client().await.map_err(|e| MemoryError(e.0))
+        self.db.client().await.map_err(MemoryError::from)
     }
 
     fn fail(&self, e: tokio_postgres::Error) -> MemoryError {
-        MemoryError(self.db.fail(e).0)
+        MemoryError::from(self.db.fail(e))
     }
 
     /// Refreshes the planner's statistics after a bulk write (autovacuum would, within a
@@ -871,10 +871,10 @@ impl MemoryBackend for PgMemory {
 
     async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
         if m.content.trim().is_empty() {
-            return Err(MemoryError("content is empty".into()));
+            return Err(MemoryError::Invalid("content is empty".into()));
         }
         if !viewer.may_write(&m.scope) {
-            return Err(MemoryError(format!(
+            return Err(MemoryError::Invalid(format!(
                 "scope `{}` is not writable here",
                 m.scope
             )));
@@ -1019,7 +1019,7 @@ impl MemoryBackend for PgMemory {
             return Ok(false);
         };
         if !viewer.may_write(&m.scope) {
-            return Err(MemoryError(format!(
+            return Err(MemoryError::Invalid(format!(
                 "memory `{id}` is in scope `{}`, not writable here",
                 m.scope
             )));

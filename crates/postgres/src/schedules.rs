@@ -27,7 +27,7 @@ impl ScheduleStore for PgStore {
 
     async fn add_def(&self, def: &ScheduleDef) -> Result<bool, StoreError> {
         let db = self.db();
-        let json = serde_json::to_string(def).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(def).map_err(StoreError::failed)?;
         let c = db.client().await?;
         c.execute(
             "INSERT INTO schedule_defs (name, def) VALUES ($1, $2) ON CONFLICT DO NOTHING",

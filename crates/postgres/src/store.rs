@@ -76,7 +76,7 @@ async fn write_turns(db: Arc<Db>, batch: Vec<TurnWrite>) -> Vec<Result<bool, Sto
     }
     results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(StoreError("turn not written".into()))))
+        .map(|r| r.unwrap_or_else(|| Err(StoreError::Failed("turn not written".into()))))
         .collect()
 }
 
@@ -241,7 +241,7 @@ async fn read_versions(db: Arc<Db>, keys: Vec<SessionKey>) -> Vec<Result<i64, St
     match versions {
         Ok(v) if v.len() == keys.len() => v.into_iter().map(Ok).collect(),
         Ok(v) => {
-            let e = StoreError(format!("{} versions for {} sessions", v.len(), keys.len()));
+            let e = StoreError::Failed(format!("{} versions for {} sessions", v.len(), keys.len()));
             keys.iter().map(|_| Err(e.clone())).collect()
         }
         Err(e) => keys.iter().map(|_| Err(e.clone())).collect(),
@@ -300,7 +300,7 @@ impl PgStore {
         provider_state: Option<&Value>,
         tools: &[ToolLogEntry],
     ) -> Result<bool, StoreError> {
-        let json = serde_json::to_string(messages).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(messages).map_err(StoreError::failed)?;
         self.turn_writer()
             .call(TurnWrite {
                 key: key.clone(),
@@ -581,7 +581,7 @@ impl SessionStore for PgStore {
         let json: String = row.get(0);
         serde_json::from_str(&json)
             .map(Some)
-            .map_err(|e| StoreError(format!("stored turn {turn_id}: {e}")))
+            .map_err(|e| StoreError::Corrupt(format!("stored turn {turn_id}: {e}")))
     }
 
     async fn compact(
@@ -631,9 +631,9 @@ impl SessionStore for PgStore {
                     .map_err(|e| self.db.fail(e))?
                     .get(0);
                 let mut msgs: Vec<ChatMessage> =
-                    serde_json::from_str(&text).map_err(|e| StoreError(e.to_string()))?;
+                    serde_json::from_str(&text).map_err(StoreError::corrupt)?;
                 let tail = msgs.split_off(msgs.len().saturating_sub(take as usize));
-                let json = serde_json::to_string(&tail).map_err(|e| StoreError(e.to_string()))?;
+                let json = serde_json::to_string(&tail).map_err(StoreError::failed)?;
                 tx.execute(
                     "UPDATE turns SET messages = $3, message_count = $4 WHERE session = $1 AND turn = $2",
                     &[&pk, &turn, &json, &take],
@@ -704,7 +704,7 @@ impl SessionStore for PgStore {
         key: &SessionKey,
         sources: &[strata_engine::taint::TaintSource],
     ) -> Result<(), StoreError> {
-        let json = serde_json::to_string(sources).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(sources).map_err(StoreError::failed)?;
         let c = self.db.client().await?;
         c.execute(
             "UPDATE sessions SET taint = $3 WHERE agent_id = $1 AND session_id = $2",
@@ -980,7 +980,9 @@ impl StateStore for PgStore {
         };
         match answer.await {
             Ok(_) => StoreHealth::Ok,
-            Err(e) => StoreHealth::Degraded { reason: e.0 },
+            Err(e) => StoreHealth::Degraded {
+                reason: e.message().to_owned(),
+            },
         }
     }
 

@@ -9,7 +9,7 @@ use strata_engine::session::StoreError;
 use crate::SqliteStore;
 
 fn fail(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::failed(e)
 }
 
 fn doc(g: &Goal) -> Result<String, StoreError> {

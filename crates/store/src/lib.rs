@@ -378,7 +378,7 @@ impl SqliteStore {
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| StoreError(e.to_string()))
+            .map_err(|e| sqlite_error(&e))
     }
 
     /// Queues a write for the writer thread and waits for its commit.
@@ -392,12 +392,12 @@ impl SqliteStore {
                 op: Box::new(f),
                 reply,
             })
-            .map_err(|_| StoreError("the database writer has stopped".into()))?;
+            .map_err(|_| StoreError::Unavailable("the database writer has stopped".into()))?;
         rx.await
-            .map_err(|_| StoreError("the database writer has stopped".into()))?
+            .map_err(|_| StoreError::Unavailable("the database writer has stopped".into()))?
             .map_err(|e| {
                 strata_engine::meters::store_error("sqlite");
-                StoreError(e)
+                StoreError::Failed(e)
             })
     }
 
@@ -437,10 +437,10 @@ impl SqliteStore {
             f(&mut c)
         })
         .await
-        .map_err(|e| StoreError(format!("store task failed: {e}")))?
+        .map_err(|e| StoreError::Failed(format!("store task failed: {e}")))?
         .map_err(|e| {
             strata_engine::meters::store_error("sqlite");
-            StoreError(e.to_string())
+            sqlite_error(&e)
         })
     }
 }
@@ -701,7 +701,7 @@ impl SessionStore for SqliteStore {
         sources: &[strata_engine::taint::TaintSource],
     ) -> Result<(), StoreError> {
         let key = key.clone();
-        let json = serde_json::to_string(sources).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(sources).map_err(StoreError::failed)?;
         self.write(move |c| {
             c.execute(
                 "UPDATE sessions SET taint = ?3 WHERE agent_id = ?1 AND session_id = ?2",
@@ -821,5 +821,49 @@ impl StateStore for SqliteStore {
             rows,
             pool: None,
         })
+    }
+}
+
+/// A SQLite failure as a [`StoreError`] of the right kind: busy or locked is `Unavailable` (it
+/// may work in a moment), a constraint is `Conflict`, a file that is not a database is
+/// `Corrupt`, anything else `Failed`; the message is SQLite's.
+pub(crate) fn sqlite_error(e: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::unavailable(e),
+        Some(C::ConstraintViolation) => StoreError::Conflict(e.to_string()),
+        Some(C::NotADatabase | C::DatabaseCorrupt) => StoreError::corrupt(e),
+        _ => StoreError::failed(e),
+    }
+}
+
+#[cfg(test)]
+mod error_kinds {
+    use super::*;
+
+    /// SQLite's failures become store errors of the kind a caller can act on.
+    #[test]
+    fn sqlite_failures_map_to_their_kind() {
+        let c = rusqlite::Connection::open_in_memory().expect("open");
+        c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY); INSERT INTO t VALUES ('a');")
+            .expect("schema");
+        let dup = c
+            .execute("INSERT INTO t VALUES ('a')", [])
+            .expect_err("a taken key");
+        assert!(
+            matches!(sqlite_error(&dup), StoreError::Conflict(_)),
+            "{dup}"
+        );
+        let bad = c
+            .execute("INSERT INTO nowhere VALUES (1)", [])
+            .expect_err("no such table");
+        let e = sqlite_error(&bad);
+        assert!(matches!(e, StoreError::Failed(_)), "{e:?}");
+        assert_eq!(e.to_string(), format!("store: {bad}"));
+        let busy = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            None,
+        );
+        assert!(matches!(sqlite_error(&busy), StoreError::Unavailable(_)));
     }
 }

@@ -33,7 +33,7 @@ fn run(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
 }
 
 fn fail(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::failed(e)
 }
 
 #[async_trait]

@@ -61,7 +61,7 @@ impl RateLog for SqliteStore {
         })
         .await?;
         rx.await
-            .map_err(|_| StoreError("the database writer has stopped".into()))
+            .map_err(|_| StoreError::Unavailable("the database writer has stopped".into()))
     }
 
     fn append(&self, e: RateEvent) {
@@ -126,7 +126,6 @@ impl ApprovalStore for SqliteStore {
         })
         .await
         .map(|_| ())
-        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -140,7 +139,6 @@ impl ApprovalStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn list(
@@ -167,7 +165,6 @@ impl ApprovalStore for SqliteStore {
             }
         })
         .await
-        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn decide(
@@ -192,7 +189,6 @@ impl ApprovalStore for SqliteStore {
         })
         .await
         .map(|n| n == 1)
-        .map_err(|e| StoreError(e.to_string()))
     }
 
     async fn expire(&self, created_before: i64, at: i64) -> Result<usize, StoreError> {
@@ -204,6 +200,5 @@ impl ApprovalStore for SqliteStore {
             )
         })
         .await
-        .map_err(|e| StoreError(e.to_string()))
     }
 }

@@ -43,7 +43,7 @@ fn viewer(ctx: &ToolContext, mem: &dyn MemoryBackend) -> Viewer {
 }
 
 fn failed(e: strata_engine::memory::MemoryError) -> ToolError {
-    ToolError::failed(e.0)
+    ToolError::failed(e.message())
 }
 
 /// The calling turn's taint, when memory takes part in taint tracking.
@@ -80,7 +80,9 @@ fn parse_scope(v: &Viewer, s: &str) -> Result<MemoryScope, ToolError> {
             .ok_or_else(|| ToolError::invalid("scope", "no private scope: the sender is unknown")),
         other => other
             .parse()
-            .map_err(|e: strata_engine::memory::MemoryError| ToolError::invalid("scope", e.0)),
+            .map_err(|e: strata_engine::memory::MemoryError| {
+                ToolError::invalid("scope", e.message())
+            }),
     }
 }
 

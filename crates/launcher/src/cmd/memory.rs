@@ -74,7 +74,7 @@ fn parse_import(v: Value) -> Result<NewMemory, String> {
         .and_then(Value::as_str)
         .unwrap_or("global")
         .parse()
-        .map_err(|e: strata_engine::memory::MemoryError| e.0)?;
+        .map_err(|e: strata_engine::memory::MemoryError| e.message().to_owned())?;
     let memory_type = match obj.get("type").and_then(Value::as_str) {
         None => MemoryType::Semantic,
         Some(t) => MemoryType::parse(t).ok_or_else(|| format!("unknown type `{t}`"))?,

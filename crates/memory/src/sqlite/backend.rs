@@ -1,8 +1,16 @@
 //! `MemoryBackend` over SQLite: the context block, recorded exchanges, and the memory
 //! tools' operations.
 
-#[allow(unused_imports)]
-use super::*;
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params, params_from_iter};
+use strata_engine::Principal;
+use strata_engine::memory::{
+    Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, NewMemory, Stored,
+    Viewer,
+};
+
+use super::{COLS, SqliteMemory, row_to_memory};
+use crate::text::{to_blob, word_similarity};
 
 impl SqliteMemory {
     /// Finds a near-duplicate of `content` in `scope`: (mid, id, content).
@@ -130,10 +138,10 @@ impl MemoryBackend for SqliteMemory {
 
     async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
         if m.content.trim().is_empty() {
-            return Err(MemoryError("content is empty".into()));
+            return Err(MemoryError::Invalid("content is empty".into()));
         }
         if !viewer.may_write(&m.scope) {
-            return Err(MemoryError(format!(
+            return Err(MemoryError::Invalid(format!(
                 "scope `{}` is not writable here",
                 m.scope
             )));
@@ -250,7 +258,7 @@ impl MemoryBackend for SqliteMemory {
             return Ok(false);
         };
         if !viewer.may_write(&m.scope) {
-            return Err(MemoryError(format!(
+            return Err(MemoryError::Invalid(format!(
                 "memory `{id}` is in scope `{}`, not writable here",
                 m.scope
             )));

@@ -1,7 +1,12 @@
 //! Maintenance: decay, statistics, export and import, history.
 
-#[allow(unused_imports)]
-use super::*;
+use async_trait::async_trait;
+use rusqlite::params;
+use strata_engine::memory::{Memory, MemoryError, NewMemory};
+
+use super::{COLS, DecayReport, SqliteMemory, Stats, row_to_memory};
+use crate::rank::VecIndex;
+use crate::text::{from_blob, normalize, to_blob};
 
 impl SqliteMemory {
     /// Runs decay at the clock's now: unused, unpinned memories lose confidence

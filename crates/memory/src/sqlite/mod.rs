@@ -5,17 +5,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
-use strata_engine::Principal;
 use strata_engine::config::{Config, MemoryConfig};
-use strata_engine::memory::{
-    Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
-    NewMemory, Stored, Viewer,
-};
+use strata_engine::memory::{Embedder, Memory, MemoryError, MemoryScope, MemoryType, Viewer};
 
-use crate::text::{from_blob, normalize, to_blob, word_similarity};
+use crate::text::{from_blob, normalize};
 
 mod backend;
 mod maintenance;
@@ -152,7 +147,7 @@ pub struct SqliteMemory {
 }
 
 fn err(e: impl std::fmt::Display) -> MemoryError {
-    MemoryError(e.to_string())
+    MemoryError::failed(e)
 }
 
 fn system_now() -> i64 {
@@ -167,7 +162,7 @@ impl SqliteMemory {
     pub fn open(path: &Path, config: &Config) -> Result<Self, MemoryError> {
         // Opened as every Strata database is (0600, busy timeout, WAL retried while another
         // process opens the same new file).
-        let conn = strata_store::open_connection(path).map_err(|e| MemoryError(e.to_string()))?;
+        let conn = strata_store::open_connection(path).map_err(MemoryError::unavailable)?;
         // Forgotten content is overwritten on disk, not just unlinked from the b-tree.
         conn.pragma_update(None, "secure_delete", "ON")
             .map_err(err)?;
@@ -188,7 +183,7 @@ impl SqliteMemory {
             }
         };
         let checked = match version {
-            Some(v) if v > SCHEMA_VERSION => Err(MemoryError(format!(
+            Some(v) if v > SCHEMA_VERSION => Err(MemoryError::Corrupt(format!(
                 "{} has memory schema {v}, newer than this binary's {SCHEMA_VERSION}; upgrade strata",
                 path.display()
             ))),
@@ -278,7 +273,7 @@ impl SqliteMemory {
             f(&mut c)
         })
         .await
-        .map_err(|e| MemoryError(format!("memory task failed: {e}")))?
+        .map_err(|e| MemoryError::Failed(format!("memory task failed: {e}")))?
         .map_err(err)
     }
 

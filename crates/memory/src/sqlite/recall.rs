@@ -1,7 +1,11 @@
 //! Recall: keyword search in the FTS index, vector search, and their fusion.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, params_from_iter};
+use strata_engine::memory::{Memory, MemoryError, MemoryQuery, Viewer};
+
+use super::{COLS, SqliteMemory, row_to_memory};
 
 impl SqliteMemory {
     pub(super) async fn keyword(

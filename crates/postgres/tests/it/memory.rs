@@ -591,3 +591,31 @@ async fn very_common_query_words_do_not_drag_in_everything(kind: Kind) {
     assert!(r.iter().all(|c| c.contains("number")), "{r:?}");
 }
 both!(very_common_query_words_do_not_drag_in_everything);
+
+/// A refusal says what kind it is, alike on both backends: empty content and a write to
+/// another person's private scope are `Invalid` (the caller's to fix), not a backend failure.
+async fn refusals_carry_their_kind(kind: Kind) {
+    use strata_engine::memory::MemoryError;
+    let Some(h) = Harness::new(kind) else { return };
+    let mem = h.memory(&config(), MemOpts::default()).await;
+    let op = Viewer::operator();
+    let e = mem
+        .store(&op, new("   ", MemoryScope::Global))
+        .await
+        .expect_err("empty content is refused");
+    assert!(matches!(e, MemoryError::Invalid(_)), "{e:?}");
+    assert_eq!(e.to_string(), "memory: content is empty");
+    let bob = mem.viewer(Some("main"), &Principal::Person { id: "bob".into() });
+    let e = mem
+        .store(
+            &bob,
+            new(
+                "alice's secret",
+                MemoryScope::Private("person:alice".into()),
+            ),
+        )
+        .await
+        .expect_err("another person's private scope is refused");
+    assert!(matches!(e, MemoryError::Invalid(_)), "{e:?}");
+}
+both!(refusals_carry_their_kind);

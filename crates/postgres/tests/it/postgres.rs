@@ -99,7 +99,7 @@ async fn an_outage_fails_calls_clearly_reports_degraded_and_recovers() {
         .await
         .expect_err("fails while the server is away");
     assert!(
-        e.0.contains(&proxy.addr.to_string()),
+        e.message().contains(&proxy.addr.to_string()),
         "names the server: {e}"
     );
     match s.health().await {
@@ -288,20 +288,20 @@ impl strata_engine::agent::Agent for Counter {
 }
 
 /// An instance of [`Counter`] over its own pool on the harness's schema.
-async fn counters(h: &Harness) -> strata_engine::runtime::AgentManager {
+async fn counters(h: &Harness) -> strata_engine::manager::AgentManager {
     let env = Arc::new(strata_engine::Env::new(
         strata_engine::config::Config::default(),
         h.dir.path().to_path_buf(),
         h.dir.path().join("data"),
     ));
-    strata_engine::runtime::AgentManager::new(vec![Arc::new(Counter)], h.store().await, env)
+    strata_engine::manager::AgentManager::new(vec![Arc::new(Counter)], h.store().await, env)
 }
 
 /// Two instances answering in one session in turn: each reads what the other wrote since,
 /// instead of answering from its own stale copy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_alternating_in_a_session_see_each_others_turns() {
-    use strata_engine::runtime::TurnRequest;
+    use strata_engine::turns::TurnRequest;
     let Some(h) = Harness::new(Kind::Postgres) else {
         return;
     };
@@ -489,7 +489,7 @@ async fn a_turn_id_is_stored_once() {
 /// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_delivered_twice_runs_once() {
-    use strata_engine::runtime::TurnRequest;
+    use strata_engine::turns::TurnRequest;
     let Some(h) = Harness::new(Kind::Postgres) else {
         return;
     };
