@@ -83,6 +83,17 @@ fn skip_log() -> PathBuf {
     target_dir().join("test-skips.log")
 }
 
+/// `cargo <args> --manifest-path examples/downstream/Cargo.toml`, into the workspace's target
+/// directory (the third-party crates the workspace compiled are reused).
+fn downstream(args: &[&str]) -> Command {
+    let mut c = cargo();
+    c.args(args)
+        .arg("--manifest-path")
+        .arg(root().join("examples/downstream/Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target_dir());
+    c
+}
+
 /// Tests counted as the runners report them: a test that returned early because something
 /// was missing is among `passed` there, and is taken out for the closing line.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +258,15 @@ fn test(extra: &[String]) -> Result<(), String> {
     let _ = std::fs::remove_file(&log);
     let mut counts = Counts::default();
     let ran = run_tests(extra, &log, &mut counts);
+    // The downstream example is a workspace of its own (as a team's crate is): its tests run
+    // after the workspace's, into the same target directory.
+    let ran = ran.and(if extra.is_empty() {
+        let (r, out) = run_captured(downstream(&["test"]));
+        counts.add(libtest_counts(&out));
+        r
+    } else {
+        Ok(())
+    });
     let summary = skip_summary(&log);
     let (n, reasons) = not_run(&log);
     eprintln!("{}", closing_line(counts, n, &reasons));
@@ -322,6 +342,11 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run(lean)?;
+    // The downstream example, its own workspace: formatted and lint-free too.
+    run(downstream(&["fmt", "--check"]))?;
+    let mut c = downstream(&["clippy", "--all-targets"]);
+    c.args(["--", "-D", "warnings"]);
+    run(c)?;
     setup_tool(&["check-core".to_owned()])?;
     test(&[])
 }
