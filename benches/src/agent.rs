@@ -10,12 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::AuditSink;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
-use strata_engine::runtime::{AgentManager, LlmAgent, ToolFilter, TurnRequest};
+use strata_engine::manager::AgentManager;
 use strata_engine::session::{InMemoryStore, SessionStore};
+use strata_engine::turns::TurnRequest;
 use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
 use strata_store::JsonlAudit;
 use strata_store::SqliteStore;

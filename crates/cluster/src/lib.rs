@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use strata_engine::Principal;
 use strata_engine::agent::{AgentError, Message, Reply};
 use strata_engine::config::ClusterConfig;
-use strata_engine::runtime::AgentManager;
+use strata_engine::manager::AgentManager;
 use strata_engine::session::SessionStore;
 use strata_engine::taint::{Taint, TaintSource};
 use strata_engine::turns::{TurnQueue, TurnRequest};

@@ -1,8 +1,18 @@
 //! Answering a routed message: typing, the turn through the agent directory, progress for
 //! long turns, the reply split and posted with its attachments.
 
-#[allow(unused_imports)]
-use super::*;
+use std::sync::{Arc, Mutex};
+
+use strata_engine::Principal;
+use strata_engine::agent::{Message, is_no_reply};
+use strata_engine::connector::{ChannelRef, InboundMessage, OutboundMessage};
+use strata_engine::turns::{AgentDirectory, TurnRequest};
+use tokio::sync::mpsc;
+use twilight_model::id::Id;
+
+use crate::attach::Attachments;
+use crate::gateway::Progress;
+use crate::{DiscordAccount, guards, live};
 
 /// Runs `agent`'s turn for `msg` and posts the reply in the channel.
 #[allow(clippy::too_many_arguments)]

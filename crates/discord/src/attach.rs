@@ -1,9 +1,6 @@
 //! Files in and out: attachments saved into the agents' workspaces (size cap, safe names),
 //! and `[attach: path]` lines in replies read under the path guard.
 
-#[allow(unused_imports)]
-use super::*;
-
 /// Incoming attachments, saved into the agents' workspaces (`tools.terminal.workspace`), so
 /// file tools and `terminal_exec` can open them.
 pub(crate) struct Attachments {

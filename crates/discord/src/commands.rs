@@ -2,10 +2,18 @@
 //! parameters as options with their choices), registered per guild when the bot connects.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
+use strata_engine::Principal;
+use strata_engine::agent::{Message, is_no_reply};
+use strata_engine::connector::{ChannelRef, InboundMessage};
 use strata_engine::skills::{ParamType, Skill};
+use strata_engine::turns::{AgentDirectory, TurnRequest};
 use twilight_model::application::command::Command;
+use twilight_model::id::Id;
+
+use crate::{DiscordAccount, MAX_MESSAGE, split_message};
 
 /// A skill's command name: lower case, `[a-z0-9_-]`, other characters (`:` of agent skills,
 /// spaces) become `-`, at most 32 characters.
@@ -102,9 +110,6 @@ pub fn skill_for<'a>(skills: &'a BTreeMap<String, Skill>, command: &str) -> Opti
 
 // Answering a slash command (an INTERACTION_CREATE of one of the commands above).
 
-#[allow(unused_imports)]
-use crate::*;
-
 /// What runs skills: the skill set, the Invoker for command skills, the runner of prompt
 /// skills with their own settings.
 pub(crate) type SkillRunners = (
@@ -177,7 +182,7 @@ pub(crate) async fn slash(
         }
         name => {
             let snapshot = skills.as_ref().map(|s| s.snapshot()).unwrap_or_default();
-            match commands::skill_for(&snapshot, name) {
+            match skill_for(&snapshot, name) {
                 None => format!("There is no skill `{name}` any more."),
                 Some(skill) => {
                     let given: BTreeMap<String, String> = data
@@ -189,7 +194,7 @@ pub(crate) async fn slash(
                                 .parameters
                                 .iter()
                                 .map(|(n, _)| n)
-                                .find(|n| commands::command_name(n) == o.name)?;
+                                .find(|n| command_name(n) == o.name)?;
                             use twilight_model::application::interaction::application_command::CommandOptionValue as V;
                             let v = match &o.value {
                                 V::String(s) => s.clone(),

@@ -1,9 +1,19 @@
 //! One account's gateway loop: READY, messages (de-duplicated, routed, guarded, answered),
 //! reactions for approvals, interactions for slash commands, and registering the commands.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use strata_engine::connector::InboundMessage;
+use strata_engine::turns::AgentDirectory;
+use tokio::sync::watch;
+use twilight_gateway::{Event, EventTypeFlags, Shard, StreamExt};
+use twilight_model::id::Id;
+
+use crate::answer::{Categories, answer};
+use crate::attach::Attachments;
 use crate::commands::slash;
+use crate::{DiscordAccount, Seen, approvals, commands, guards, route};
 
 /// What one account's loop works with.
 #[derive(Clone)]

@@ -27,17 +27,18 @@ pub mod split;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use strata_engine::agent::Message;
-use strata_engine::agent::is_no_reply;
+use strata_engine::async_trait;
 use strata_engine::config::{Config, DiscordConfig};
 use strata_engine::connector::{
     ChannelRef, Connector, ConnectorError, ConnectorHub, InboundMessage, OutboundMessage,
 };
-use strata_engine::turns::{AgentDirectory, TurnRequest};
-use strata_engine::{Principal, async_trait};
+use strata_engine::turns::AgentDirectory;
 use tokio::sync::{mpsc, watch};
-use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt};
+use twilight_gateway::{ConfigBuilder, Intents, Shard, ShardId};
 use twilight_model::id::Id;
+
+use crate::attach::Attachments;
+use crate::gateway::{AccountCtx, run_account};
 
 pub use lease::Lease;
 pub use route::route;
@@ -696,7 +697,3 @@ pub fn start(
     }
     tasks
 }
-
-use answer::*;
-use attach::*;
-use gateway::*;

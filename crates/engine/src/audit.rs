@@ -1,6 +1,7 @@
 //! What the audit log records and where records go: [`AuditRecord`], the [`AuditSink`] and
-//! [`AlertSink`] seams, [`Alert`], and redaction (by key name and by value shape). The JSONL
-//! file with its hash chain and rotation is storage: `strata_store::audit_log`.
+//! [`AlertSink`] seams, [`AuditLog`] (reading it back), [`Alert`], and redaction (by key name
+//! and by value shape). The JSONL file with its hash chain and rotation is storage:
+//! `strata_store::audit_log`.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -59,6 +60,13 @@ pub trait AuditSink: Send + Sync {
     fn event(&self, _event: &Value) {}
 }
 
+/// The audit log read back (`GET /api/events`), wherever it is kept.
+pub trait AuditLog: Send + Sync {
+    /// The last `n` records and events, oldest first; an empty or missing log has none.
+    /// Blocks on storage: call it off the async threads.
+    fn tail(&self, n: usize) -> std::io::Result<Vec<Value>>;
+}
+
 /// A security alert: content safety, the behaviour monitor, rate-limit trips, approvals.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
@@ -100,7 +108,6 @@ pub trait AlertSink: Send + Sync {
     fn alert(&self, alert: &Alert);
 }
 
-/// Failure opening the audit log.
 /// Discards records (benchmarks of the bare pipeline, embedders with their own audit).
 pub struct NoAudit;
 

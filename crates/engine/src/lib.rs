@@ -49,7 +49,6 @@ pub mod paths;
 pub mod principal;
 pub mod ratelimit;
 pub mod registry;
-pub mod runtime;
 pub mod safety;
 pub mod schedule;
 pub mod scheduler;
@@ -73,10 +72,6 @@ pub use schemars;
 pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;
 pub use taint::Taint;
-/// The old name of [`Env`] ("runtime" named five things; this one is the environment a
-/// tool and an agent see).
-#[deprecated(note = "renamed to `Env`")]
-pub type RuntimeEnv = Env;
 pub use tool::{
     Capability, Component, ComponentKind, Env, Layer, McpHost, SideEffects, Tool, ToolContext,
     ToolDirectory, ToolError, ToolOutput, ToolRegistration, ToolSpec,

@@ -1,9 +1,12 @@
-//! Control-API tokens: lookup in constant time, scopes, principals.
+//! Control-API tokens: lookup in constant time, the principal and tool scope each carries, and
+//! the [`Caller`] a token makes (the caller itself is `caller.rs`).
 
 use sha2::{Digest, Sha256};
+use strata_engine::Principal;
 use strata_engine::config::Access;
-use strata_engine::{Invocation, Principal, Scope, ToolFilter};
 use subtle::ConstantTimeEq;
+
+use crate::caller::Caller;
 
 /// A resolved token.
 #[derive(Debug, Clone)]
@@ -45,17 +48,6 @@ impl Token {
     }
 }
 
-/// Who a request comes from (inserted into request extensions by the auth middleware).
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// Principal for the audit log and access control.
-    pub principal: Principal,
-    /// Tool scope (`None` = all).
-    pub tools: Option<Vec<String>>,
-    /// Tier.
-    pub tier: Access,
-}
-
 impl Caller {
     /// The caller a token makes.
     pub fn of(token: &Token) -> Self {
@@ -64,43 +56,6 @@ impl Caller {
             tools: token.tools.clone(),
             tier: token.tier,
         }
-    }
-
-    /// The local operator (stdio MCP, CLI): everything.
-    pub fn operator() -> Self {
-        Caller {
-            principal: Principal::Operator,
-            tools: None,
-            tier: Access::Owner,
-        }
-    }
-
-    /// The token's tool scope, carried on every call it makes so the Invoker refuses (and
-    /// audits) a call outside it. `None` for an unscoped token.
-    pub fn scope(&self) -> Option<Scope> {
-        let filter = ToolFilter::from_list(self.tools.clone());
-        if filter == ToolFilter::All {
-            return None;
-        }
-        Some(match &self.principal {
-            // A CLI agent's own token carries that agent's tool list: layer 3.
-            Principal::Agent { id } => Scope::agent(id.clone(), filter),
-            p => Scope::token(p.to_string(), filter),
-        })
-    }
-
-    /// A test for which tools the scope lets be listed (the Invoker decides calls); the
-    /// scope is built once for the whole listing.
-    pub fn lister(&self) -> impl Fn(&str) -> bool + use<> {
-        let scope = self.scope();
-        move |tool| scope.as_ref().is_none_or(|s| s.filter.allows(tool))
-    }
-
-    /// A call of `tool` by this caller, inside its scope.
-    pub fn invocation(&self, tool: String, args: serde_json::Value) -> Invocation {
-        let mut call = Invocation::new(tool, args, self.principal.clone());
-        call.scopes.extend(self.scope());
-        call
     }
 }
 

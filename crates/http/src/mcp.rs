@@ -19,7 +19,7 @@ use strata_engine::{Invoker, Principal};
 /// provider from `CompletionRequest::turn`).
 pub const TURN_HEADER: &str = "x-strata-turn";
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 
 /// Our MCP server: the registry's tools, called through the Invoker.
 #[derive(Clone)]

@@ -10,20 +10,8 @@ use strata_engine::Env;
 use strata_engine::config::{Access, LoadedConfig};
 use strata_http::{HttpState, Token};
 
+use crate::token::generate_token;
 use crate::wiring::Wired;
-
-/// A token of 32 random bytes, URL-safe base64 behind the prefix `st_`. The prefix keeps it
-/// from starting with `-` (one random token in 64 did, and `--token -…` is read as a flag by
-/// every CLI parser, ours included) and makes a leaked one recognisable.
-pub fn generate_token() -> anyhow::Result<String> {
-    use base64::Engine;
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
-    Ok(format!(
-        "st_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    ))
-}
 
 /// Writes the per-boot token file (0600), replacing any previous one.
 fn write_token_file(path: &Path, token: &str) -> anyhow::Result<()> {
@@ -142,6 +130,7 @@ pub fn state(
         execute_key,
         max_body_bytes: s.max_body_bytes,
         read_timeout: Duration::from_secs(s.read_timeout_secs.max(1)),
+        audit: wired.audit.clone(),
         audit_path: wired.audit.path().to_path_buf(),
         artifact_roots: s
             .artifact_roots
@@ -196,19 +185,4 @@ pub fn sign_in_link(state: &HttpState, addr: &SocketAddr) -> anyhow::Result<Opti
         "http://{host}:{}/ui/login?once={secret}",
         addr.port()
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn generated_tokens_can_follow_a_flag() {
-        for _ in 0..2000 {
-            let t = super::generate_token().expect("token");
-            assert!(t.starts_with("st_") && t.len() == 46, "{t}");
-            assert!(
-                t.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            );
-        }
-    }
 }

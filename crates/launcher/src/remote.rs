@@ -254,7 +254,7 @@ pub fn approvals(url: &str, token: &str, command: &crate::cli::ApprovalsCommand)
             (C::List { json, .. }, _) => {
                 let rows: Vec<strata_engine::approval::ApprovalRecord> =
                     serde_json::from_value(v["approvals"].clone()).unwrap_or_default();
-                crate::cmd::security::print_list(&rows, *json)
+                crate::approvals::print_list(&rows, *json)
             }
             (_, Some(verb)) => {
                 println!("{verb} {id}");

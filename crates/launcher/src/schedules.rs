@@ -19,7 +19,7 @@ use crate::wiring::Wired;
 /// Runs schedules with what `serve` has wired.
 pub struct Runner {
     directory: Arc<dyn AgentDirectory>,
-    manager: Arc<strata_engine::runtime::AgentManager>,
+    manager: Arc<strata_engine::manager::AgentManager>,
     invoker: Arc<strata_engine::Invoker>,
     memory: Option<strata_memory::Backend>,
     audit_path: PathBuf,

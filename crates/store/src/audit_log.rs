@@ -15,7 +15,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use serde_json::Value;
-use strata_engine::audit::{AuditRecord, AuditSink, redact};
+use strata_engine::audit::{AuditLog, AuditRecord, AuditSink, redact};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot open audit log `{path}`: {source}")]
@@ -143,6 +143,13 @@ impl AuditSink for JsonlAudit {
     }
 }
 
+impl AuditLog for JsonlAudit {
+    /// The file's last `n` records ([`tail`]): what the writer has written so far.
+    fn tail(&self, n: usize) -> std::io::Result<Vec<Value>> {
+        tail(&self.path, n)
+    }
+}
+
 impl JsonlAudit {
     fn send(&self, line: Vec<u8>) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -163,8 +170,6 @@ impl Drop for JsonlAudit {
     }
 }
 
-/// The last `n` records of a JSONL audit file, oldest first (reads only the file's end).
-/// Lines that are not JSON are skipped. A missing file is an empty log.
 /// Reads the lines appended to a log file since the last read: whole lines only (a partial
 /// last line waits for the next read), from the start again when the file shrank (rotated).
 pub struct Follower {
@@ -209,6 +214,8 @@ impl Follower {
     }
 }
 
+/// The last `n` records of a JSONL audit file, oldest first (reads only the file's end).
+/// Lines that are not JSON are skipped. A missing file is an empty log.
 pub fn tail(path: &Path, n: usize) -> std::io::Result<Vec<Value>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = match std::fs::File::open(path) {

@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use serde_json::json;
 use strata_engine::ToolFilter;
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::config::{
     Access, AgentConfig, Config, DiscordAccount, DiscordRouting, Person, RoutingConfig,
 };
-use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent};
+use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
+use strata_engine::turns::AgentDirectory;
 use strata_engine::{Env, Invoker, Registry};
 use strata_test_support::scripted::Scripted;
 

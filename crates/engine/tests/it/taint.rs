@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message};
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::agent_loop::TAINTED_SUMMARY;
 use strata_engine::audit::NoAudit;
 use strata_engine::llm::{ChatMessage, Role, ToolCall};
-use strata_engine::runtime::{AgentManager, LlmAgent, TurnRequest};
+use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
+use strata_engine::turns::TurnRequest;
 use strata_engine::{Env, Invoker, Principal, Registry, ToolError, ToolFilter, tool};
 use strata_test_support::scripted::{Scripted, calls, text};
 

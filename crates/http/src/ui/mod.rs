@@ -14,6 +14,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::caller::Caller;
 use crate::{ApiError, HttpState, auth};
 pub use signin::{COOKIE, CSRF_HEADER, SignIns, SignedIn};
 
@@ -74,6 +75,19 @@ fn page(body: impl Into<axum::body::Body>, status: StatusCode) -> Response {
 
 fn see_other(to: &'static str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+}
+
+/// The dashboard's pages: `/` and `/ui` (to the dashboard), `/ui/`, `/ui/login`,
+/// `/ui/logout`, `/ui/assets/{file}`.
+pub(crate) fn routes() -> axum::Router<Arc<HttpState>> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/", get(root))
+        .route("/ui", get(root))
+        .route("/ui/", get(index))
+        .route("/ui/login", get(login_page).post(login))
+        .route("/ui/logout", post(logout))
+        .route("/ui/assets/{file}", get(asset))
 }
 
 /// The browser's live sign-in, if any.
@@ -144,12 +158,7 @@ fn cookie_header(headers: &HeaderMap, value: &str, max_age: u64) -> HeaderValue 
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-fn signed_in_response(
-    st: &HttpState,
-    headers: &HeaderMap,
-    caller: auth::Caller,
-    name: &str,
-) -> Response {
+fn signed_in_response(st: &HttpState, headers: &HeaderMap, caller: Caller, name: &str) -> Response {
     match st.ui.sign_in(caller, name) {
         Ok(id) => {
             let mut r = see_other("/ui/");
@@ -203,7 +212,7 @@ pub async fn login(State(st): State<Arc<HttpState>>, req: Request) -> Response {
     if !signin::same_origin(&headers) {
         return csrf_refused();
     }
-    let body = match crate::read_body(&st, req).await {
+    let body = match crate::api::read_body(&st, req).await {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
@@ -212,7 +221,7 @@ pub async fn login(State(st): State<Arc<HttpState>>, req: Request) -> Response {
         .map(|(_, v)| v.trim().to_owned())
         .unwrap_or_default();
     match auth::find(&st.tokens, &token) {
-        Some(t) => signed_in_response(&st, &headers, auth::Caller::of(t), &t.name.clone()),
+        Some(t) => signed_in_response(&st, &headers, Caller::of(t), &t.name.clone()),
         None => page(
             login_with("That token is not valid here."),
             StatusCode::UNAUTHORIZED,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::auth::Caller;
+use crate::caller::Caller;
 
 /// The cookie's name.
 pub const COOKIE: &str = "strata_session";

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::config::{Access, Config, LlmConfig};
-use strata_engine::runtime::{AgentManager, LlmAgent};
+use strata_engine::manager::AgentManager;
 use strata_engine::{Env, Invoker, Registry, ToolError, tool};
 use strata_http::{HttpState, Token};
 use strata_store::JsonlAudit;
@@ -104,6 +105,7 @@ async fn server_with(config: Config) -> Server {
         execute_key: Some("execute-key-123".into()),
         max_body_bytes: 1024,
         read_timeout: Duration::from_secs(1),
+        audit: audit.clone(),
         audit_path: d.join("data/audit.jsonl"),
         artifact_roots: vec![d.join("tmp"), d.join("agents")],
         overlay_dir: d.to_path_buf(),

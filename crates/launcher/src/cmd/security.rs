@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use strata_engine::Principal;
-use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore, decide_in};
+use strata_engine::approval::{ApprovalStatus, ApprovalStore, decide_in};
 use strata_engine::safety::{ContentSafety, Scan};
 
 use crate::Exit;
@@ -20,46 +20,6 @@ fn rt() -> Result<tokio::runtime::Runtime, Exit> {
             eprintln!("error: {e}");
             Exit::Failure
         })
-}
-
-fn when(secs: i64) -> String {
-    std::time::UNIX_EPOCH
-        .checked_add(std::time::Duration::from_secs(secs.max(0) as u64))
-        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
-        .unwrap_or_default()
-}
-
-pub(crate) fn print_list(rows: &[ApprovalRecord], json: bool) -> Exit {
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "approvals": rows })).unwrap_or_default()
-        );
-        return Exit::Ok;
-    }
-    if rows.is_empty() {
-        println!("no approval requests");
-        return Exit::Ok;
-    }
-    for r in rows {
-        println!(
-            "{}  {:<8} {}  {}",
-            r.id,
-            r.status.as_str(),
-            when(r.created_at),
-            r.description
-        );
-        if let Some(a) = &r.approver {
-            println!(
-                "    decided by {a}{}",
-                r.reason
-                    .as_deref()
-                    .map(|x| format!(": {x}"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    Exit::Ok
 }
 
 /// Runs an approvals command on the local data dir (the running server's waiters notice the
@@ -103,7 +63,7 @@ pub fn approvals(loaded: Option<&Context>, command: ApprovalsCommand) -> Exit {
             }
             let status = (!all).then_some(ApprovalStatus::Pending);
             match rt.block_on(store.list(status, limit)) {
-                Ok(rows) => print_list(&rows, json),
+                Ok(rows) => crate::approvals::print_list(&rows, json),
                 Err(e) => {
                     eprintln!("error: {e}");
                     Exit::Failure

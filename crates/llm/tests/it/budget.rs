@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use strata_engine::access::AccessPolicy;
 use strata_engine::agent::{Agent, AgentError, Message, TurnContext};
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::approval::{ApprovalStatus, ApprovalStore, Approvals, MemoryApprovalStore};
 use strata_engine::audit::{Alert, AlertSink, NoAudit};
 use strata_engine::budget::Budgets;
@@ -17,7 +18,6 @@ use strata_engine::config::{
     BudgetAction, BudgetConfig, Config, LlmConfig, Person, PriceConfig, ScheduleConfig,
 };
 use strata_engine::llm::Usage;
-use strata_engine::runtime::LlmAgent;
 use strata_engine::usage::{InMemoryUsage, ModelCall, Pricing, UsageMeter};
 use strata_engine::{Env, Invoker, Principal, Registry};
 use strata_llm::AgentContext;

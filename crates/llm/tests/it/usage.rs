@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{CompletionRequest, Usage};
-use strata_engine::runtime::LlmAgent;
 use strata_engine::usage::{InMemoryUsage, Pricing, UsageMeter};
 use strata_engine::{Env, Invoker, Principal, Registry};
 use strata_llm::AgentContext;

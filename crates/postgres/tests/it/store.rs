@@ -319,7 +319,8 @@ impl strata_engine::agent::Agent for Counter {
 }
 
 async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
-    use strata_engine::runtime::{AgentManager, TurnRequest};
+    use strata_engine::manager::AgentManager;
+    use strata_engine::turns::TurnRequest;
     let Some(h) = Harness::new(kind) else { return };
     let env = Arc::new(strata_engine::Env::new(
         Config::default(),
@@ -693,7 +694,8 @@ impl strata_engine::agent::Agent for Marker {
 /// tainted after a restart (before the store kept taint, only source tools' results in the
 /// history re-tainted it; a sender's message did not).
 async fn a_senders_taint_outlives_a_restart(kind: Kind) {
-    use strata_engine::runtime::{AgentManager, TurnRequest};
+    use strata_engine::manager::AgentManager;
+    use strata_engine::turns::TurnRequest;
     let Some(h) = Harness::new(kind) else { return };
     let env = Arc::new(strata_engine::Env::new(
         Config::default(),

@@ -7,14 +7,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
+use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, AgentTier, Config, Person, TeamAgent};
 use strata_engine::connector::{
     ChannelRef, Connector, ConnectorError, InboundMessage, OutboundMessage,
 };
 use strata_engine::llm::*;
-use strata_engine::runtime::{AgentDirectory, AgentManager, LlmAgent, TurnRequest};
+use strata_engine::manager::AgentManager;
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
+use strata_engine::turns::{AgentDirectory, TurnRequest};
 use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, async_trait};
 
 use strata_test_support::scripted::{Scripted, text};

@@ -1,23 +1,33 @@
 //! `GET /api/status`: one document for `strata status` — instances, agents, connectors,
-//! pending approvals, today's spend by agent, budgets and the last warnings and errors.
+//! pending approvals, today's spend by agent, budgets and the last warnings and errors; and
+//! `GET /api/state`, the shorter overview (agents, sessions, tools, connectors).
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::get;
 use serde_json::{Value, json};
 use strata_engine::approval::ApprovalStatus;
 use strata_engine::usage::{UsageBy, UsageQuery, day_start_ms};
 
-use crate::{HttpState, ok};
+use super::ok;
+use crate::HttpState;
 
 /// How many pending approvals are listed (all are counted).
 const APPROVALS_LISTED: usize = 5;
 
-pub(crate) async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
+pub(crate) fn routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route("/api/status", get(api_status))
+        .route("/api/state", get(api_state))
+}
+
+async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
     let env = st.invoker.env();
     let now_ms = strata_engine::clock::now_ms();
-    let (mut agents, skipped) = crate::agents_json(&st);
+    let (mut agents, skipped) = agents_json(&st);
     agents.extend(skipped);
     let cluster = match &st.cluster {
         Some(c) => c.status().await.unwrap_or_else(|e| json!({"error": e})),
@@ -103,4 +113,75 @@ pub(crate) async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
         "store": store,
         "errors": st.errors.as_ref().map(|e| e()).unwrap_or_default(),
     }))
+}
+
+/// The running agents (`id`, `provider`, `healthy: true`) and those that did not start
+/// (`healthy: false`, `reason`).
+fn agents_json(st: &HttpState) -> (Vec<Value>, Vec<Value>) {
+    let running = st
+        .manager
+        .as_ref()
+        .map(|m| {
+            m.agent_ids()
+                .iter()
+                .map(|id| {
+                    let agent = m.agent(id);
+                    let provider = agent
+                        .as_ref()
+                        .and_then(|a| a.provider().map(str::to_owned));
+                    // Healthy until a model call says otherwise: its last call's outcome.
+                    let health = agent.as_ref().and_then(|a| a.health());
+                    let healthy = health.as_ref().is_none_or(|h| h.last_call_ok);
+                    json!({"id": id, "provider": provider, "healthy": healthy, "model_calls": health})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let skipped = st
+        .skipped
+        .iter()
+        .map(|(id, why)| json!({"id": id, "healthy": false, "reason": why}))
+        .collect();
+    (running, skipped)
+}
+
+async fn api_state(State(st): State<Arc<HttpState>>) -> Response {
+    let (agents, skipped) = agents_json(&st);
+    let sessions = match &st.sessions {
+        Some(s) => s.count().await.ok(),
+        None => None,
+    };
+    ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_secs": st.started.elapsed().as_secs(),
+        "agents": agents,
+        "agents_not_started": skipped,
+        "live_sessions": st.manager.as_ref().map(|m| m.live_sessions()),
+        "sessions": sessions,
+        "tools": st.invoker.registry().len(),
+        "connectors": connectors_json(&st),
+    }))
+}
+
+/// The connectors running here with their state: this server's own (`http`, `mcp`, up
+/// while it answers) and every connector the hub knows (a Discord account connected,
+/// reconnecting, or disabled with the reason).
+fn connectors_json(st: &HttpState) -> Vec<Value> {
+    let mut out = vec![
+        json!({"name": "http", "up": true}),
+        json!({"name": "mcp", "up": true}),
+    ];
+    for c in st.invoker.env().connectors().states() {
+        let state = match (&c.disabled, c.up) {
+            (Some(_), _) => "disabled",
+            (None, Some(true)) => "connected",
+            (None, Some(false)) if c.reconnects > 0 => "reconnecting",
+            (None, Some(false)) => "disconnected",
+            (None, None) => "running",
+        };
+        let mut v = serde_json::to_value(&c).unwrap_or(Value::Null);
+        v["state"] = json!(state);
+        out.push(v);
+    }
+    out
 }

@@ -4,14 +4,24 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use axum::routing::get;
 use serde_json::json;
 use strata_engine::goal::GoalError;
 use strata_engine::goals::Goals;
 
-use crate::{ApiError, HttpState, Limit, Query, ok, parse_limit};
+use super::{ApiError, Limit, Query, ok, parse_limit};
+use crate::HttpState;
+
+pub(crate) fn routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route("/api/goals", get(list))
+        .route("/api/goals/{id}", get(show))
+        .route("/api/goals/{id}/events", get(events))
+}
 
 fn goals(st: &HttpState) -> Result<&Arc<Goals>, ApiError> {
     st.invoker.env().goals().ok_or_else(|| {
@@ -34,13 +44,13 @@ fn failed(e: GoalError) -> ApiError {
     }
 }
 
-pub(crate) async fn list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+async fn list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
     let all = goals(&st)?.list().await.map_err(failed)?;
     let rows: Vec<_> = all.iter().map(strata_engine::goal::Goal::summary).collect();
     Ok(ok(json!({ "goals": rows })))
 }
 
-pub(crate) async fn show(
+async fn show(
     State(st): State<Arc<HttpState>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -48,7 +58,7 @@ pub(crate) async fn show(
     Ok(ok(json!({ "goal": goal })))
 }
 
-pub(crate) async fn events(
+async fn events(
     State(st): State<Arc<HttpState>>,
     Path(id): Path<String>,
     Query(q): Query<Limit>,

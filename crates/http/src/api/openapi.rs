@@ -1,7 +1,21 @@
-//! The OpenAPI 3.1 description of the control API. A test checks it against [`ROUTES`] and
-//! the router.
+//! `GET /api/openapi.json`: the OpenAPI 3.1 description of the control API. A test checks it
+//! against [`ROUTES`] and the router.
 
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::{Json, Router};
 use serde_json::{Value, json};
+
+use crate::HttpState;
+
+pub(crate) fn routes() -> Router<Arc<HttpState>> {
+    Router::new().route("/api/openapi.json", get(openapi_doc))
+}
+
+async fn openapi_doc() -> Json<Value> {
+    Json(openapi())
+}
 
 /// Every route (method, path) the router serves besides `/mcp` and the dashboard's pages
 /// (`/`, `/ui/*`: HTML for a browser, described in docs/DASHBOARD.md).
