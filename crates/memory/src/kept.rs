@@ -153,3 +153,269 @@ pub async fn search<R: Recall + ?Sized>(
     r.touch(ranked.iter().map(|(m, _)| *m).collect()).await;
     Ok(ranked.into_iter().map(|(_, m)| m).collect())
 }
+
+/// What a backend keeps in rows: its storage and queries, no policy. The functions of
+/// [`policy`] are the rules over it — who may write where, deduplication, the vector index,
+/// what a turn's context holds — written once for SQLite and PostgreSQL.
+#[async_trait]
+pub trait Rows: Recall {
+    /// `memory.*`.
+    fn memory_config(&self) -> &MemoryConfig;
+    /// The whole config (the team, for private scopes).
+    fn team(&self) -> &Config;
+    /// The backend's clock, in seconds.
+    fn now(&self) -> i64;
+    /// The in-process vector index.
+    fn vectors(&self) -> &std::sync::Mutex<crate::rank::VecIndex>;
+    /// The normalised embedding of `text`, when an embedder is configured and answers.
+    async fn embed(&self, text: &str) -> Option<Vec<f32>>;
+    /// The pinned memories `viewer` sees, newest first (at most 20).
+    async fn pinned(&self, viewer: &Viewer) -> Result<Vec<Memory>, MemoryError>;
+    /// A near-duplicate of `content` in `scope` (by vector when there is one, else by
+    /// words), as (row, id).
+    async fn duplicate(
+        &self,
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError>;
+    /// Folds `m` into row `mid` (id `id`): the longer text, the union of the tags, pinned
+    /// and confidence raised, unarchived, logged as a merge.
+    async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError>;
+    /// Inserts `m` as `id` with its vector, logged; its row number.
+    async fn insert(
+        &self,
+        id: &str,
+        m: &NewMemory,
+        vector: Option<&[f32]>,
+        now: i64,
+    ) -> Result<i64, MemoryError>;
+    /// The memory with `id`, whoever may see it.
+    async fn by_id(&self, id: &str) -> Result<Option<Memory>, MemoryError>;
+    /// Deletes `id` without a trace but the log's line; the row number it had.
+    async fn delete(
+        &self,
+        id: &str,
+        reason: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<i64>, MemoryError>;
+    /// What `viewer` sees, not archived, updated since `since`, in `scope`: newest first, at
+    /// most `limit` (1 to 10,000).
+    async fn list(
+        &self,
+        viewer: &Viewer,
+        since: Option<i64>,
+        scope: Option<&MemoryScope>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, MemoryError>;
+}
+
+/// `impl MemoryBackend for $ty` handing every operation to [`policy`] over the type's
+/// [`Rows`]: what makes a backend of rows a memory backend, written once.
+#[macro_export]
+macro_rules! kept_backend {
+    ($ty:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::MemoryBackend for $ty {
+            fn viewer(
+                &self,
+                agent: Option<&str>,
+                sender: &$crate::__private::Principal,
+            ) -> $crate::__private::Viewer {
+                $crate::kept::policy::viewer(self, agent, sender)
+            }
+
+            async fn context_block(
+                &self,
+                turn: &$crate::__private::MemoryTurn<'_>,
+                message: &str,
+            ) -> Result<Option<String>, $crate::__private::MemoryError> {
+                $crate::kept::policy::context_block(self, turn, message).await
+            }
+
+            async fn record_exchange(
+                &self,
+                turn: &$crate::__private::MemoryTurn<'_>,
+                user: &str,
+                reply: &str,
+            ) -> Result<(), $crate::__private::MemoryError> {
+                $crate::kept::policy::record_exchange(self, turn, user, reply).await
+            }
+
+            async fn search(
+                &self,
+                viewer: &$crate::__private::Viewer,
+                q: &$crate::__private::MemoryQuery,
+            ) -> Result<Vec<$crate::__private::Memory>, $crate::__private::MemoryError> {
+                $crate::kept::policy::search(self, viewer, q).await
+            }
+
+            async fn store(
+                &self,
+                viewer: &$crate::__private::Viewer,
+                m: $crate::__private::NewMemory,
+            ) -> Result<$crate::__private::Stored, $crate::__private::MemoryError> {
+                $crate::kept::policy::store(self, viewer, m).await
+            }
+
+            async fn get(
+                &self,
+                viewer: &$crate::__private::Viewer,
+                id: &str,
+            ) -> Result<Option<$crate::__private::Memory>, $crate::__private::MemoryError> {
+                $crate::kept::policy::get(self, viewer, id).await
+            }
+
+            async fn forget(
+                &self,
+                viewer: &$crate::__private::Viewer,
+                id: &str,
+                reason: &str,
+                by: &str,
+            ) -> Result<bool, $crate::__private::MemoryError> {
+                $crate::kept::policy::forget(self, viewer, id, reason, by).await
+            }
+
+            async fn list(
+                &self,
+                viewer: &$crate::__private::Viewer,
+                since: Option<i64>,
+                scope: Option<&$crate::__private::MemoryScope>,
+                limit: usize,
+            ) -> Result<Vec<$crate::__private::Memory>, $crate::__private::MemoryError> {
+                $crate::kept::Rows::list(self, viewer, since, scope, limit).await
+            }
+        }
+    };
+}
+
+/// The rules every backend Strata keeps itself follows, over its [`Rows`]. Each is one
+/// [`strata_engine::memory::MemoryBackend`] method.
+pub mod policy {
+    use strata_engine::Principal;
+    use strata_engine::memory::{
+        Memory, MemoryError, MemoryQuery, MemoryTurn, NewMemory, Stored, Viewer,
+    };
+
+    use super::Rows;
+
+    /// `MemoryBackend::viewer`.
+    pub fn viewer<R: Rows + ?Sized>(r: &R, agent: Option<&str>, sender: &Principal) -> Viewer {
+        super::viewer(r.memory_config(), r.team(), agent, sender)
+    }
+
+    /// `MemoryBackend::search`.
+    pub async fn search<R: Rows + ?Sized>(
+        r: &R,
+        viewer: &Viewer,
+        q: &MemoryQuery,
+    ) -> Result<Vec<Memory>, MemoryError> {
+        super::search(r, viewer, q).await
+    }
+
+    /// `MemoryBackend::context_block`: the pinned memories and those the message recalls.
+    pub async fn context_block<R: Rows + ?Sized>(
+        r: &R,
+        turn: &MemoryTurn<'_>,
+        message: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let viewer = viewer(r, Some(turn.agent_id), turn.sender);
+        let pinned = r.pinned(&viewer).await?;
+        let recalled = search(
+            r,
+            &viewer,
+            &super::context_query(r.memory_config(), message),
+        )
+        .await?;
+        Ok(super::context_block(
+            r.memory_config(),
+            turn,
+            pinned,
+            recalled,
+        ))
+    }
+
+    /// `MemoryBackend::record_exchange`: the exchange kept as the sender sees it.
+    pub async fn record_exchange<R: Rows + ?Sized>(
+        r: &R,
+        turn: &MemoryTurn<'_>,
+        user: &str,
+        reply: &str,
+    ) -> Result<(), MemoryError> {
+        let viewer = viewer(r, Some(turn.agent_id), turn.sender);
+        match super::exchange(r.memory_config(), &viewer, turn, user, reply) {
+            Some(m) => store(r, &viewer, m).await.map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// `MemoryBackend::store`: refused when empty or in a scope the viewer may not write;
+    /// folded into a near-duplicate in the same scope, else inserted with its vector.
+    pub async fn store<R: Rows + ?Sized>(
+        r: &R,
+        viewer: &Viewer,
+        m: NewMemory,
+    ) -> Result<Stored, MemoryError> {
+        if m.content.trim().is_empty() {
+            return Err(MemoryError::Invalid("content is empty".into()));
+        }
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError::Invalid(format!(
+                "scope `{}` is not writable here",
+                m.scope
+            )));
+        }
+        let vector = r.embed(&m.content).await;
+        let now = r.now();
+        if let Some((mid, id)) = r.duplicate(&m.scope, &m.content, vector.as_deref()).await? {
+            r.merge(mid, &id, &m, now).await?;
+            return Ok(Stored::Merged(id));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let mid = r.insert(&id, &m, vector.as_deref(), now).await?;
+        if let Some(v) = vector {
+            r.vectors()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(mid, &m.scope.to_string(), &v);
+        }
+        Ok(Stored::Created(id))
+    }
+
+    /// `MemoryBackend::get`: only what the viewer sees.
+    pub async fn get<R: Rows + ?Sized>(
+        r: &R,
+        viewer: &Viewer,
+        id: &str,
+    ) -> Result<Option<Memory>, MemoryError> {
+        Ok(r.by_id(id).await?.filter(|m| viewer.sees(&m.scope)))
+    }
+
+    /// `MemoryBackend::forget`: what the viewer sees and may write, gone with its vector.
+    pub async fn forget<R: Rows + ?Sized>(
+        r: &R,
+        viewer: &Viewer,
+        id: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<bool, MemoryError> {
+        let Some(m) = get(r, viewer, id).await? else {
+            return Ok(false);
+        };
+        if !viewer.may_write(&m.scope) {
+            return Err(MemoryError::Invalid(format!(
+                "memory `{id}` is in scope `{}`, not writable here",
+                m.scope
+            )));
+        }
+        let mid = r.delete(id, reason, by, r.now()).await?;
+        if let Some(mid) = mid {
+            r.vectors()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(mid);
+        }
+        Ok(mid.is_some())
+    }
+}

@@ -29,6 +29,17 @@ pub use embed::OpenAiEmbedder;
 pub use honcho::HonchoMemory;
 pub use sqlite::{DecayReport, SqliteMemory, Stats};
 
+/// What [`kept_backend!`] expands to. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use strata_engine::Principal;
+    pub use strata_engine::memory::{
+        Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, NewMemory,
+        Stored, Viewer,
+    };
+}
+
 use strata_engine::memory::{Memory, NewMemory};
 
 /// A stored memory as its row holds it, vector included (`strata storage migrate`).

@@ -7,11 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use strata_engine::Principal;
 use strata_engine::config::{Config, MemoryConfig};
 use strata_engine::memory::{
-    Embedder, Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, MemoryType,
-    NewMemory, Stored, Viewer,
+    Embedder, Memory, MemoryError, MemoryQuery, MemoryScope, MemoryType, NewMemory, Viewer,
 };
 use strata_memory::rank::VecIndex;
 use strata_memory::text::{normalize, terms, word_similarity};
@@ -814,139 +812,123 @@ impl strata_memory::kept::Recall for PgMemory {
 }
 
 #[async_trait]
-impl MemoryBackend for PgMemory {
-    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
-        strata_memory::kept::viewer(&self.cfg, &self.team, agent, sender)
+impl strata_memory::kept::Rows for PgMemory {
+    fn memory_config(&self) -> &MemoryConfig {
+        &self.cfg
     }
 
-    async fn context_block(
-        &self,
-        turn: &MemoryTurn<'_>,
-        message: &str,
-    ) -> Result<Option<String>, MemoryError> {
-        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        let (all, scopes, fleet) = visibility(&viewer);
+    fn team(&self) -> &Config {
+        &self.team
+    }
+
+    fn now(&self) -> i64 {
+        PgMemory::now(self)
+    }
+
+    fn vectors(&self) -> &Mutex<VecIndex> {
+        &self.vectors
+    }
+
+    async fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.embed_one(text).await
+    }
+
+    async fn pinned(&self, viewer: &Viewer) -> Result<Vec<Memory>, MemoryError> {
+        let (all, scopes, fleet) = visibility(viewer);
         let c = self.client().await?;
-        let pinned: Vec<Memory> = c
-            .query(
-                &format!(
-                    "SELECT {COLS} FROM memories m WHERE pinned AND NOT archived AND {VISIBLE} \
-                     ORDER BY updated_at DESC LIMIT 20"
-                ),
-                &[&all, &scopes, &fleet],
-            )
-            .await
-            .map_err(|e| self.fail(e))?
-            .iter()
-            .map(|r| row_to_memory(r).1)
-            .collect();
-        drop(c);
-        let recalled = self
-            .search(
-                &viewer,
-                &strata_memory::kept::context_query(&self.cfg, message),
-            )
-            .await?;
-        Ok(strata_memory::kept::context_block(
-            &self.cfg, turn, pinned, recalled,
-        ))
+        Ok(c.query(
+            &format!(
+                "SELECT {COLS} FROM memories m WHERE pinned AND NOT archived AND {VISIBLE} \
+                 ORDER BY updated_at DESC LIMIT 20"
+            ),
+            &[&all, &scopes, &fleet],
+        )
+        .await
+        .map_err(|e| self.fail(e))?
+        .iter()
+        .map(|r| row_to_memory(r).1)
+        .collect())
     }
 
-    async fn record_exchange(
+    async fn duplicate(
         &self,
-        turn: &MemoryTurn<'_>,
-        user: &str,
-        reply: &str,
-    ) -> Result<(), MemoryError> {
-        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        match strata_memory::kept::exchange(&self.cfg, &viewer, turn, user, reply) {
-            Some(m) => self.store(&viewer, m).await.map(|_| ()),
-            None => Ok(()),
-        }
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError> {
+        PgMemory::duplicate(self, scope, content, vector).await
     }
 
-    async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
-        strata_memory::kept::search(self, viewer, q).await
-    }
-
-    async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
-        if m.content.trim().is_empty() {
-            return Err(MemoryError::Invalid("content is empty".into()));
-        }
-        if !viewer.may_write(&m.scope) {
-            return Err(MemoryError::Invalid(format!(
-                "scope `{}` is not writable here",
-                m.scope
-            )));
-        }
-        let vector = self.embed_one(&m.content).await;
-        let now = self.now();
-        if let Some((mid, id)) = self
-            .duplicate(&m.scope, &m.content, vector.as_deref())
-            .await?
-        {
-            let mut c = self.client().await?;
-            let tx = c.transaction().await.map_err(|e| self.fail(e))?;
-            let old = tx
-                .query_one(
-                    "SELECT content, tags FROM memories WHERE mid = $1 FOR UPDATE",
-                    &[&mid],
-                )
-                .await
-                .map_err(|e| self.fail(e))?;
-            let (old_content, old_tags): (String, String) = (old.get(0), old.get(1));
-            let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
-            for t in &m.tags {
-                if !all.contains(t) {
-                    all.push(t.clone());
-                }
+    async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(|e| self.fail(e))?;
+        let old = tx
+            .query_one(
+                "SELECT content, tags FROM memories WHERE mid = $1 FOR UPDATE",
+                &[&mid],
+            )
+            .await
+            .map_err(|e| self.fail(e))?;
+        let (old_content, old_tags): (String, String) = (old.get(0), old.get(1));
+        let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
+        for t in &m.tags {
+            if !all.contains(t) {
+                all.push(t.clone());
             }
-            let keep = if m.content.len() > old_content.len() {
-                m.content.clone()
-            } else {
-                old_content
-            };
-            let tags = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
-            let sql = format!(
-                "UPDATE memories m SET content = $2, tags = $3, pinned = pinned OR $4, \
-                 confidence = GREATEST(confidence, $5), updated_at = $6, archived = FALSE, \
-                 taint = COALESCE(taint, $7), fts = {} WHERE mid = $1",
-                fts_expr(8, 2, 9, 3)
-            );
-            tx.execute(
-                &sql,
-                &[
-                    &mid,
-                    &keep,
-                    &tags,
-                    &m.pinned,
-                    &f64::from(m.confidence.unwrap_or(1.0)),
-                    &now,
-                    &m.taint,
-                    &self.cfg.language,
-                    &m.category,
-                ],
-            )
-            .await
-            .map_err(|e| self.fail(e))?;
-            log(
-                &tx,
-                now,
-                &id,
-                mid,
-                "merge",
-                &m.created_by,
-                Some("near-duplicate stored"),
-            )
-            .await
-            .map_err(|e| self.fail(e))?;
-            tx.commit().await.map_err(|e| self.fail(e))?;
-            return Ok(Stored::Merged(id));
         }
-        let id = uuid::Uuid::new_v4().to_string();
+        let keep = if m.content.len() > old_content.len() {
+            m.content.clone()
+        } else {
+            old_content
+        };
+        let tags = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
+        let sql = format!(
+            "UPDATE memories m SET content = $2, tags = $3, pinned = pinned OR $4, \
+             confidence = GREATEST(confidence, $5), updated_at = $6, archived = FALSE, \
+             taint = COALESCE(taint, $7), fts = {} WHERE mid = $1",
+            fts_expr(8, 2, 9, 3)
+        );
+        tx.execute(
+            &sql,
+            &[
+                &mid,
+                &keep,
+                &tags,
+                &m.pinned,
+                &f64::from(m.confidence.unwrap_or(1.0)),
+                &now,
+                &m.taint,
+                &self.cfg.language,
+                &m.category,
+            ],
+        )
+        .await
+        .map_err(|e| self.fail(e))?;
+        log(
+            &tx,
+            now,
+            id,
+            mid,
+            "merge",
+            &m.created_by,
+            Some("near-duplicate stored"),
+        )
+        .await
+        .map_err(|e| self.fail(e))?;
+        tx.commit().await.map_err(|e| self.fail(e))
+    }
+
+    async fn insert(
+        &self,
+        id: &str,
+        m: &NewMemory,
+        vector: Option<&[f32]>,
+        now: i64,
+    ) -> Result<i64, MemoryError> {
         let tags = serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into());
         let embedder = self.embedder.as_ref().map(|e| e.name());
         let scope = m.scope.to_string();
+        let vector: Option<Vec<f32>> = vector.map(<[f32]>::to_vec);
         let sql = format!(
             "WITH m AS (INSERT INTO memories (id, type, content, category, tags, confidence, \
              pinned, scope, created_by, created_at, updated_at, taint, fts) VALUES ($1, $2, $3, \
@@ -981,50 +963,32 @@ impl MemoryBackend for PgMemory {
             .await
             .map_err(|e| self.fail(e))?
             .get(0);
-        let seq = log(&tx, now, &id, mid, "insert", &m.created_by, None)
+        let seq = log(&tx, now, id, mid, "insert", &m.created_by, None)
             .await
             .map_err(|e| self.fail(e))?;
         tx.commit().await.map_err(|e| self.fail(e))?;
-        if let Some(v) = vector {
-            self.vectors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(mid, &scope, &v);
-        }
         self.applied([seq]).await;
-        Ok(Stored::Created(id))
+        Ok(mid)
     }
 
-    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
+    async fn by_id(&self, id: &str) -> Result<Option<Memory>, MemoryError> {
         let c = self.client().await?;
-        let m = c
-            .query_opt(
-                &format!("SELECT {COLS} FROM memories m WHERE id = $1"),
-                &[&id],
-            )
-            .await
-            .map_err(|e| self.fail(e))?
-            .map(|r| row_to_memory(&r).1);
-        Ok(m.filter(|m| viewer.sees(&m.scope)))
+        Ok(c.query_opt(
+            &format!("SELECT {COLS} FROM memories m WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .map_err(|e| self.fail(e))?
+        .map(|r| row_to_memory(&r).1))
     }
 
-    async fn forget(
+    async fn delete(
         &self,
-        viewer: &Viewer,
         id: &str,
         reason: &str,
         by: &str,
-    ) -> Result<bool, MemoryError> {
-        let Some(m) = self.get(viewer, id).await? else {
-            return Ok(false);
-        };
-        if !viewer.may_write(&m.scope) {
-            return Err(MemoryError::Invalid(format!(
-                "memory `{id}` is in scope `{}`, not writable here",
-                m.scope
-            )));
-        }
-        let now = self.now();
+        now: i64,
+    ) -> Result<Option<i64>, MemoryError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.fail(e))?;
         // The row holds the text, its full-text document and its vector: one delete.
@@ -1053,14 +1017,8 @@ impl MemoryBackend for PgMemory {
                 scrub(&db).await;
             });
         }
-        if let Some(mid) = mid {
-            self.vectors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(mid);
-        }
         self.applied(seq).await;
-        Ok(mid.is_some())
+        Ok(mid)
     }
 
     async fn list(
@@ -1095,6 +1053,9 @@ impl MemoryBackend for PgMemory {
         .collect())
     }
 }
+
+// The policy is `strata_memory::kept::policy`'s, shared with SQLite; this file holds the rows.
+strata_memory::kept_backend!(PgMemory);
 
 #[async_trait]
 impl MemoryMaintenance for PgMemory {

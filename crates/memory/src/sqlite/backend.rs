@@ -1,15 +1,15 @@
-//! `MemoryBackend` over SQLite: the context block, recorded exchanges, and the memory
-//! tools' operations.
+//! SQLite's rows for the memory policy (`kept::Rows`: pinned, duplicates, merge, insert,
+//! delete) and the `MemoryBackend` that hands each operation to `kept::policy`.
+
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params, params_from_iter};
-use strata_engine::Principal;
-use strata_engine::memory::{
-    Memory, MemoryBackend, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, NewMemory, Stored,
-    Viewer,
-};
+use strata_engine::config::{Config, MemoryConfig};
+use strata_engine::memory::{Memory, MemoryError, MemoryQuery, MemoryScope, NewMemory, Viewer};
 
 use super::{COLS, SqliteMemory, row_to_memory};
+use crate::rank::VecIndex;
 use crate::text::{to_blob, word_similarity};
 
 impl SqliteMemory {
@@ -90,208 +90,169 @@ impl crate::kept::Recall for SqliteMemory {
 }
 
 #[async_trait]
-impl MemoryBackend for SqliteMemory {
-    fn viewer(&self, agent: Option<&str>, sender: &Principal) -> Viewer {
-        crate::kept::viewer(&self.cfg, &self.team, agent, sender)
+impl crate::kept::Rows for SqliteMemory {
+    fn memory_config(&self) -> &MemoryConfig {
+        &self.cfg
     }
 
-    async fn context_block(
+    fn team(&self) -> &Config {
+        &self.team
+    }
+
+    fn now(&self) -> i64 {
+        SqliteMemory::now(self)
+    }
+
+    fn vectors(&self) -> &Mutex<VecIndex> {
+        &self.vectors
+    }
+
+    async fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.embed_one(text).await
+    }
+
+    async fn pinned(&self, viewer: &Viewer) -> Result<Vec<Memory>, MemoryError> {
+        let (vis, args) = Self::visibility(viewer);
+        self.db(move |c| {
+            c.prepare(&format!(
+                "SELECT {COLS} FROM memories m WHERE pinned = 1 AND archived = 0 AND {vis} ORDER BY updated_at DESC LIMIT 20"
+            ))?
+            .query_map(params_from_iter(args.iter()), |r| row_to_memory(r).map(|(_, m)| m))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn duplicate(
         &self,
-        turn: &MemoryTurn<'_>,
-        message: &str,
-    ) -> Result<Option<String>, MemoryError> {
-        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        let (vis, args) = Self::visibility(&viewer);
-        let pinned: Vec<Memory> = self
-            .db(move |c| {
-                c.prepare(&format!(
-                    "SELECT {COLS} FROM memories m WHERE pinned = 1 AND archived = 0 AND {vis} ORDER BY updated_at DESC LIMIT 20"
-                ))?
-                .query_map(params_from_iter(args.iter()), |r| row_to_memory(r).map(|(_, m)| m))?
-                .collect()
-            })
-            .await?;
-        let recalled = self
-            .search(&viewer, &crate::kept::context_query(&self.cfg, message))
-            .await?;
-        Ok(crate::kept::context_block(
-            &self.cfg, turn, pinned, recalled,
-        ))
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError> {
+        SqliteMemory::duplicate(self, scope, content, vector).await
     }
 
-    async fn record_exchange(
-        &self,
-        turn: &MemoryTurn<'_>,
-        user: &str,
-        reply: &str,
-    ) -> Result<(), MemoryError> {
-        let viewer = self.viewer(Some(turn.agent_id), turn.sender);
-        match crate::kept::exchange(&self.cfg, &viewer, turn, user, reply) {
-            Some(m) => self.store(&viewer, m).await.map(|_| ()),
-            None => Ok(()),
-        }
-    }
-
-    async fn search(&self, viewer: &Viewer, q: &MemoryQuery) -> Result<Vec<Memory>, MemoryError> {
-        crate::kept::search(self, viewer, q).await
-    }
-
-    async fn store(&self, viewer: &Viewer, m: NewMemory) -> Result<Stored, MemoryError> {
-        if m.content.trim().is_empty() {
-            return Err(MemoryError::Invalid("content is empty".into()));
-        }
-        if !viewer.may_write(&m.scope) {
-            return Err(MemoryError::Invalid(format!(
-                "scope `{}` is not writable here",
-                m.scope
-            )));
-        }
-        let vector = self.embed_one(&m.content).await;
-        let now = self.now();
-        let scope_s = m.scope.to_string();
-        if let Some((mid, id)) = self
-            .duplicate(&m.scope, &m.content, vector.as_deref())
-            .await?
-        {
-            let (content, tags, pinned, actor, taint) = (
-                m.content.clone(),
-                m.tags.clone(),
-                m.pinned,
-                m.created_by.clone(),
-                m.taint.clone(),
-            );
-            let conf = m.confidence.unwrap_or(1.0);
-            let idc = id.clone();
-            self.db(move |c| {
-                let tx = c.transaction()?;
-                let (old_content, old_tags): (String, String) =
-                    tx.query_row("SELECT content, tags FROM memories WHERE mid = ?1", [mid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
-                for t in tags {
-                    if !all.contains(&t) {
-                        all.push(t);
-                    }
+    async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
+        let (content, tags, pinned, actor, taint) = (
+            m.content.clone(),
+            m.tags.clone(),
+            m.pinned,
+            m.created_by.clone(),
+            m.taint.clone(),
+        );
+        let conf = m.confidence.unwrap_or(1.0);
+        let idc = id.to_owned();
+        self.db(move |c| {
+            let tx = c.transaction()?;
+            let (old_content, old_tags): (String, String) =
+                tx.query_row("SELECT content, tags FROM memories WHERE mid = ?1", [mid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
+            for t in tags {
+                if !all.contains(&t) {
+                    all.push(t);
                 }
-                let keep = if content.len() > old_content.len() { content } else { old_content };
-                tx.execute(
-                    "UPDATE memories SET content = ?2, tags = ?3, pinned = MAX(pinned, ?4), \
-                     confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0, \
-                     taint = COALESCE(taint, ?7) WHERE mid = ?1",
-                    params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now, taint],
-                )?;
-                tx.execute(
-                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
-                    params![now, idc, actor],
-                )?;
-                tx.commit()
-            })
-            .await?;
-            return Ok(Stored::Merged(id));
-        }
-        let id = uuid::Uuid::new_v4().to_string();
-        let idc = id.clone();
-        let blob = vector.as_deref().map(to_blob);
-        let embedder = self.embedder.as_ref().map(|e| e.name());
-        let mid = self
-            .db(move |c| {
-                let tx = c.transaction()?;
-                tx.execute(
-                    "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
-                     created_at, updated_at, embedding, embedder, taint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)",
-                    params![
-                        idc,
-                        m.memory_type.as_str(),
-                        m.content,
-                        m.category,
-                        serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
-                        f64::from(m.confidence.unwrap_or(1.0).clamp(0.0, 1.0)),
-                        m.pinned as i64,
-                        scope_s,
-                        m.created_by,
-                        now,
-                        blob,
-                        embedder,
-                        m.taint,
-                    ],
-                )?;
-                let mid = tx.last_insert_rowid();
-                tx.execute(
-                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'insert', ?3, NULL)",
-                    params![now, idc, m.created_by],
-                )?;
-                tx.commit()?;
-                Ok(mid)
-            })
-            .await?;
-        if let Some(v) = vector {
-            self.vectors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(mid, &m.scope.to_string(), &v);
-        }
-        Ok(Stored::Created(id))
+            }
+            let keep = if content.len() > old_content.len() { content } else { old_content };
+            tx.execute(
+                "UPDATE memories SET content = ?2, tags = ?3, pinned = MAX(pinned, ?4), \
+                 confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0, \
+                 taint = COALESCE(taint, ?7) WHERE mid = ?1",
+                params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now, taint],
+            )?;
+            tx.execute(
+                "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
+                params![now, idc, actor],
+            )?;
+            tx.commit()
+        })
+        .await
     }
 
-    async fn get(&self, viewer: &Viewer, id: &str) -> Result<Option<Memory>, MemoryError> {
-        let id = id.to_owned();
-        let m = self
-            .db(move |c| {
-                c.query_row(
-                    &format!("SELECT {COLS} FROM memories m WHERE id = ?1"),
-                    [id],
-                    |r| row_to_memory(r).map(|(_, m)| m),
-                )
-                .optional()
-            })
-            .await?;
-        Ok(m.filter(|m| viewer.sees(&m.scope)))
-    }
-
-    async fn forget(
+    async fn insert(
         &self,
-        viewer: &Viewer,
+        id: &str,
+        m: &NewMemory,
+        vector: Option<&[f32]>,
+        now: i64,
+    ) -> Result<i64, MemoryError> {
+        let idc = id.to_owned();
+        let m = m.clone();
+        let scope_s = m.scope.to_string();
+        let blob = vector.map(to_blob);
+        let embedder = self.embedder.as_ref().map(|e| e.name());
+        self.db(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO memories (id, type, content, category, tags, confidence, pinned, scope, created_by, \
+                 created_at, updated_at, embedding, embedder, taint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)",
+                params![
+                    idc,
+                    m.memory_type.as_str(),
+                    m.content,
+                    m.category,
+                    serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
+                    f64::from(m.confidence.unwrap_or(1.0).clamp(0.0, 1.0)),
+                    m.pinned as i64,
+                    scope_s,
+                    m.created_by,
+                    now,
+                    blob,
+                    embedder,
+                    m.taint,
+                ],
+            )?;
+            let mid = tx.last_insert_rowid();
+            tx.execute(
+                "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'insert', ?3, NULL)",
+                params![now, idc, m.created_by],
+            )?;
+            tx.commit()?;
+            Ok(mid)
+        })
+        .await
+    }
+
+    async fn by_id(&self, id: &str) -> Result<Option<Memory>, MemoryError> {
+        let id = id.to_owned();
+        self.db(move |c| {
+            c.query_row(
+                &format!("SELECT {COLS} FROM memories m WHERE id = ?1"),
+                [id],
+                |r| row_to_memory(r).map(|(_, m)| m),
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
         id: &str,
         reason: &str,
         by: &str,
-    ) -> Result<bool, MemoryError> {
-        let Some(m) = self.get(viewer, id).await? else {
-            return Ok(false);
-        };
-        if !viewer.may_write(&m.scope) {
-            return Err(MemoryError::Invalid(format!(
-                "memory `{id}` is in scope `{}`, not writable here",
-                m.scope
-            )));
-        }
-        let (idc, reason, by, now) = (id.to_owned(), reason.to_owned(), by.to_owned(), self.now());
-        let mid: Option<i64> = self
-            .db(move |c| {
-                let tx = c.transaction()?;
-                let mid: Option<i64> = tx
-                    .query_row("SELECT mid FROM memories WHERE id = ?1", [&idc], |r| r.get(0))
-                    .optional()?;
-                // The delete trigger removes the FTS entry; the vector is in the row.
-                tx.execute("DELETE FROM memories WHERE id = ?1", [&idc])?;
-                tx.execute(
-                    "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'delete', ?3, ?4)",
-                    params![now, idc, by, reason],
-                )?;
-                tx.commit()?;
-                // FTS5 deletes leave tombstones beside the old tokens until segments merge:
-                // merge now so the words are gone from the index, not just hidden.
-                c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')", [])?;
-                // Old page images in the WAL are rewritten into the database and dropped.
-                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-                Ok(mid)
-            })
-            .await?;
-        if let Some(mid) = mid {
-            self.vectors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(mid);
-        }
-        Ok(mid.is_some())
+        now: i64,
+    ) -> Result<Option<i64>, MemoryError> {
+        let (idc, reason, by) = (id.to_owned(), reason.to_owned(), by.to_owned());
+        self.db(move |c| {
+            let tx = c.transaction()?;
+            let mid: Option<i64> = tx
+                .query_row("SELECT mid FROM memories WHERE id = ?1", [&idc], |r| r.get(0))
+                .optional()?;
+            // The delete trigger removes the FTS entry; the vector is in the row.
+            tx.execute("DELETE FROM memories WHERE id = ?1", [&idc])?;
+            tx.execute(
+                "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'delete', ?3, ?4)",
+                params![now, idc, by, reason],
+            )?;
+            tx.commit()?;
+            // FTS5 deletes leave tombstones beside the old tokens until segments merge:
+            // merge now so the words are gone from the index, not just hidden.
+            c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')", [])?;
+            // Old page images in the WAL are rewritten into the database and dropped.
+            let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            Ok(mid)
+        })
+        .await
     }
 
     async fn list(
@@ -324,3 +285,6 @@ impl MemoryBackend for SqliteMemory {
         .await
     }
 }
+
+// The policy is `kept::policy`'s, shared with PostgreSQL; this file holds the rows.
+crate::kept_backend!(SqliteMemory);
