@@ -220,16 +220,18 @@ fn closing_line(c: Counts, not_run: usize, reasons: &[(String, usize)]) -> Strin
 /// command that enables it. Under `CI` a skip fails the run.
 fn skip_summary(log: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut seen: Vec<(String, String, usize)> = Vec::new();
+    // (what, enable, the distinct tests that reported it)
+    let mut seen: Vec<(String, String, Vec<String>)> = Vec::new();
     for line in text.lines() {
         let mut parts = line.splitn(3, " | ");
-        let (_test, what, enable) = (parts.next(), parts.next(), parts.next());
-        let (Some(what), Some(enable)) = (what, enable) else {
+        let (Some(test), Some(what), Some(enable)) = (parts.next(), parts.next(), parts.next())
+        else {
             continue;
         };
         match seen.iter_mut().find(|(w, e, _)| w == what && e == enable) {
-            Some(s) => s.2 += 1,
-            None => seen.push((what.to_owned(), enable.to_owned(), 1)),
+            Some((_, _, tests)) if !tests.iter().any(|t| t == test) => tests.push(test.to_owned()),
+            Some(_) => {}
+            None => seen.push((what.to_owned(), enable.to_owned(), vec![test.to_owned()])),
         }
     }
     if seen.is_empty() {
@@ -237,8 +239,9 @@ fn skip_summary(log: &Path) -> Result<(), String> {
         return Ok(());
     }
     eprintln!("skipped ({}):", seen.len());
-    for (what, enable, n) in &seen {
-        let tests = if *n == 1 {
+    for (what, enable, tests) in &seen {
+        let n = tests.len();
+        let tests = if n == 1 {
             "1 test".to_owned()
         } else {
             format!("{n} tests")

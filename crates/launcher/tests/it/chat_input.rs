@@ -7,6 +7,11 @@ use crate::common;
 use serde_json::json;
 use strata_test_support::{FakeServer, openai};
 
+/// `POST /chat` on `served` with the owner's token: status and body.
+async fn chat(served: &common::Served, body: serde_json::Value) -> (u16, serde_json::Value) {
+    common::api("POST", &format!("{}/chat", served.base), BOSS, Some(body)).await
+}
+
 const BOSS: &str = "boss-token-0123456789";
 
 /// An overlay whose agent `main` talks to the fake at `url` with `api_key`, and an owner token.
@@ -111,13 +116,7 @@ async fn post_chat_says_why_no_agent_is_running() {
     ] {
         let ov = overlay(&common::fake_llm(&fake.url, api_key, "fake-model"));
         let served = common::serve(ov.path());
-        let (st, v) = common::api(
-            "POST",
-            &format!("{}/chat", served.base),
-            BOSS,
-            Some(json!({"message": "hi"})),
-        )
-        .await;
+        let (st, v) = chat(&served, json!({"message": "hi"})).await;
         assert_eq!(st, 503, "{v}");
         let said = v["error"].as_str().unwrap_or_default();
         assert!(said.contains(names), "{api_key}: {said}");
@@ -143,13 +142,7 @@ async fn post_chat_says_why_no_agent_is_running() {
     // No provider anywhere: the answer says where to put one.
     let ov = overlay("");
     let served = common::serve(ov.path());
-    let (st, v) = common::api(
-        "POST",
-        &format!("{}/chat", served.base),
-        BOSS,
-        Some(json!({"message": "hi"})),
-    )
-    .await;
+    let (st, v) = chat(&served, json!({"message": "hi"})).await;
     assert_eq!(st, 503, "{v}");
     let said = v["error"].as_str().unwrap_or_default();
     assert!(
@@ -178,13 +171,7 @@ async fn post_chat_to_an_agent_that_did_not_start_says_why() {
         ),
     );
     let served = common::serve(ov.path());
-    let (st, v) = common::api(
-        "POST",
-        &format!("{}/chat", served.base),
-        BOSS,
-        Some(json!({"message": "hi", "agent": "broken"})),
-    )
-    .await;
+    let (st, v) = chat(&served, json!({"message": "hi", "agent": "broken"})).await;
     assert_eq!((st, v["code"].as_str()), (404, Some("not_found")), "{v}");
     let said = v["error"].as_str().unwrap_or_default();
     assert!(
