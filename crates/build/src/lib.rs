@@ -22,6 +22,9 @@
 //! changes. The `#[tool]` functions in those files register themselves with the engine's
 //! compile-time registry as any other; `strata doctor` names a file that registered none.
 
+// The contract: every public item says what it is for (ARCHITECTURE.md, "API boundaries").
+#![deny(missing_docs)]
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -25,6 +25,9 @@
 //! }
 //! ```
 
+// The contract: every public item says what it is for (ARCHITECTURE.md, "API boundaries").
+#![deny(missing_docs)]
+
 pub mod access;
 pub mod agent;
 pub mod agent_loop;
