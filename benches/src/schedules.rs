@@ -38,7 +38,7 @@ impl RunSchedule for Late {
 fn schedule(i: usize) -> Result<Schedule, String> {
     Ok(Schedule {
         name: format!("s{i:05}"),
-        when: When::every("1h")?,
+        when: When::every("1h").map_err(|e| e.to_string())?,
         action: Action::Job("memory_decay".into()),
         session: format!("schedule-s{i:05}"),
         deliver_to: None,

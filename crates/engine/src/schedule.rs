@@ -34,15 +34,35 @@ pub enum When {
     Once(Timestamp),
 }
 
+/// Why a schedule's text does not read; the message names the text and what would.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A cron expression that does not parse.
+    #[error("{0}")]
+    Cron(String),
+    /// A period or duration (`every: 15m`, `in 2h`) that does not read or is out of range.
+    #[error("{0}")]
+    Period(String),
+    /// A time that does not read (or lands outside the calendar).
+    #[error("{0}")]
+    Time(String),
+    /// A time zone this machine does not know.
+    #[error("{0}")]
+    Zone(String),
+    /// `active_hours` that are not a range of times.
+    #[error("{0}")]
+    Hours(String),
+}
+
 impl When {
     /// A cron expression in `tz`.
-    pub fn cron(text: &str, tz: TimeZone) -> Result<When, String> {
+    pub fn cron(text: &str, tz: TimeZone) -> Result<When, ScheduleError> {
         let parser = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build();
         let cron = parser
             .parse(text)
-            .map_err(|e| format!("`{text}` is not a cron expression: {e}"))?;
+            .map_err(|e| ScheduleError::Cron(format!("`{text}` is not a cron expression: {e}")))?;
         Ok(When::Cron {
             text: text.to_owned(),
             cron: Box::new(cron),
@@ -51,23 +71,26 @@ impl When {
     }
 
     /// `every: 15m` (at least a second).
-    pub fn every(text: &str) -> Result<When, String> {
+    pub fn every(text: &str) -> Result<When, ScheduleError> {
         let d = duration(text)?;
         if d < Duration::from_secs(1) {
-            return Err(format!("`{text}` is shorter than a second"));
+            return Err(ScheduleError::Period(format!(
+                "`{text}` is shorter than a second"
+            )));
         }
         Ok(When::Every(d))
     }
 
     /// What a person or an agent may write: a cron expression, `every 15m`/`15m`, a local
     /// time (`2026-12-07T09:00` in `tz`), an instant with an offset, or `in 2h`.
-    pub fn parse(text: &str, tz: &TimeZone, now: Timestamp) -> Result<When, String> {
+    pub fn parse(text: &str, tz: &TimeZone, now: Timestamp) -> Result<When, ScheduleError> {
         let t = text.trim();
         if let Some(rest) = t.strip_prefix("in ") {
             let d = duration(rest)?;
+            let far = |e: jiff::Error| ScheduleError::Period(format!("`{t}`: {e}"));
             let at = now
-                .checked_add(jiff::SignedDuration::try_from(d).map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
+                .checked_add(jiff::SignedDuration::try_from(d).map_err(far)?)
+                .map_err(far)?;
             return Ok(When::once(at));
         }
         if let Some(rest) = t.strip_prefix("every ") {
@@ -79,17 +102,17 @@ impl When {
         if let Ok(local) = t.parse::<jiff::civil::DateTime>() {
             let at = local
                 .to_zoned(tz.clone())
-                .map_err(|e| format!("`{t}`: {e}"))?;
+                .map_err(|e| ScheduleError::Time(format!("`{t}`: {e}")))?;
             return Ok(When::once(at.timestamp()));
         }
         if t.starts_with('@') || t.split_whitespace().count() >= 5 {
             return When::cron(t, tz.clone());
         }
         When::every(t).map_err(|_| {
-            format!(
+            ScheduleError::Time(format!(
                 "`{t}` is not a time: give a cron expression (`0 9 * * MON`), `every 15m`, \
                  a time (`2026-12-07T09:00`) or `in 2h`"
-            )
+            ))
         })
     }
 
@@ -130,20 +153,22 @@ impl When {
 }
 
 /// A duration as config and people write it: `15m`, `1h 30m`, `90s`, or a number of seconds.
-pub fn duration(text: &str) -> Result<Duration, String> {
+pub fn duration(text: &str) -> Result<Duration, ScheduleError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(t).map_err(|_| format!("`{t}` is not a duration (like 15m, 2h, 90s)"))
+    humantime::parse_duration(t)
+        .map_err(|_| ScheduleError::Period(format!("`{t}` is not a duration (like 15m, 2h, 90s)")))
 }
 
 /// A time zone by its IANA name (`Europe/Stockholm`), or UTC.
-pub fn zone(name: &str) -> Result<TimeZone, String> {
+pub fn zone(name: &str) -> Result<TimeZone, ScheduleError> {
     if name.eq_ignore_ascii_case("utc") {
         return Ok(TimeZone::UTC);
     }
-    TimeZone::get(name).map_err(|_| format!("`{name}` is not a time zone this machine knows"))
+    TimeZone::get(name)
+        .map_err(|_| ScheduleError::Zone(format!("`{name}` is not a time zone this machine knows")))
 }
 
 /// What a schedule runs.
@@ -193,8 +218,9 @@ pub struct ActiveHours {
 
 impl ActiveHours {
     /// `08:00-20:00` in `tz`.
-    pub fn parse(text: &str, tz: TimeZone) -> Result<ActiveHours, String> {
-        let bad = || format!("`{text}` is not a range of times like 08:00-20:00");
+    pub fn parse(text: &str, tz: TimeZone) -> Result<ActiveHours, ScheduleError> {
+        let bad =
+            || ScheduleError::Hours(format!("`{text}` is not a range of times like 08:00-20:00"));
         let (a, b) = text.split_once('-').ok_or_else(bad)?;
         let t = |s: &str| s.trim().parse::<jiff::civil::Time>().map_err(|_| bad());
         Ok(ActiveHours {
@@ -622,13 +648,11 @@ pub const MAX_PER_SENDER: usize = 20;
 
 impl ScheduleDef {
     /// As a schedule.
-    pub fn schedule(&self) -> Result<Schedule, String> {
+    pub fn schedule(&self) -> Result<Schedule, ScheduleError> {
         let tz = zone(&self.timezone)?;
-        let when = When::parse(
-            &self.when,
-            &tz,
-            Timestamp::from_second(self.created_at).map_err(|e| e.to_string())?,
-        )?;
+        let made = Timestamp::from_second(self.created_at)
+            .map_err(|e| ScheduleError::Time(format!("made at {}: {e}", self.created_at)))?;
+        let when = When::parse(&self.when, &tz, made)?;
         Ok(Schedule {
             name: self.name.clone(),
             when,

@@ -114,7 +114,8 @@ async fn schedule_create(
         .unwrap_or_else(|| "UTC".into());
     let tz = strata_engine::schedule::zone(&timezone).map_err(ToolError::failed)?;
     let now = Timestamp::now();
-    let parsed = When::parse(&when, &tz, now).map_err(|e| ToolError::invalid("when", e))?;
+    let parsed =
+        When::parse(&when, &tz, now).map_err(|e| ToolError::invalid("when", e.to_string()))?;
     let next = parsed.next_after(now);
     if next.is_none() {
         return Err(ToolError::invalid(

@@ -565,3 +565,38 @@ async fn a_heartbeat_beats_only_in_its_active_hours() {
     assert!(p.contains("`agents.ops.heartbeat.active_hours`"), "{p}");
     assert!(p.contains("`agents.ops.heartbeat.prompt_file`"), "{p}");
 }
+
+/// A schedule that does not read says which part, with the message a person reads.
+#[test]
+fn a_bad_schedule_says_which_part() {
+    use strata_engine::schedule::{ActiveHours, ScheduleError};
+    let utc = schedule::zone("UTC").expect("utc");
+    let now = jiff::Timestamp::from_second(1_800_000_000).expect("now");
+    assert!(matches!(
+        schedule::zone("Mars/Olympus"),
+        Err(ScheduleError::Zone(_))
+    ));
+    assert!(matches!(
+        When::cron("61 * * * *", utc.clone()),
+        Err(ScheduleError::Cron(_))
+    ));
+    assert!(matches!(
+        When::every("500ms"),
+        Err(ScheduleError::Period(_))
+    ));
+    assert!(matches!(
+        schedule::duration("soon"),
+        Err(ScheduleError::Period(_))
+    ));
+    let e = When::parse("whenever you like", &utc, now).expect_err("not a time");
+    assert!(matches!(e, ScheduleError::Time(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("`whenever you like` is not a time"),
+        "{e}"
+    );
+    assert!(matches!(
+        ActiveHours::parse("8 till late", utc),
+        Err(ScheduleError::Hours(_))
+    ));
+}
