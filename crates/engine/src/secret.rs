@@ -85,6 +85,39 @@ pub fn vault_refs(config: &serde_json::Value) -> Vec<(String, String)> {
     out
 }
 
+/// Why a secret reference does not resolve. The message names the config key that held the
+/// reference and what to do, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// `vault:<key>` with no vault open.
+    #[error(
+        "`{config_key}` refers to vault key `{key}`, but no vault is open (create one with \
+         `strata vault init`, or use `env:VAR` meanwhile)"
+    )]
+    NoVault {
+        /// The config key that held the reference.
+        config_key: String,
+        /// The vault key it names.
+        key: String,
+    },
+    /// `vault:<key>` the open vault does not hold.
+    #[error("`{config_key}` refers to vault key `{key}`, which the vault does not hold")]
+    NotInVault {
+        /// The config key that held the reference.
+        config_key: String,
+        /// The vault key it names.
+        key: String,
+    },
+    /// `env:<VAR>` with the variable unset.
+    #[error("`{config_key}` refers to environment variable `{var}`, which is not set")]
+    EnvUnset {
+        /// The config key that held the reference.
+        config_key: String,
+        /// The variable it names.
+        var: String,
+    },
+}
+
 /// Resolves a config value that may name a secret: `vault:<key>` (from `vault`), `env:<VAR>`
 /// (from the environment), anything else is taken literally. Errors name the config key that
 /// held the reference and never the secret.
@@ -92,22 +125,26 @@ pub fn resolve_ref(
     value: &str,
     vault: Option<&dyn Vault>,
     config_key: &str,
-) -> Result<Secret, String> {
+) -> Result<Secret, SecretError> {
     if let Some(key) = value.strip_prefix("vault:") {
         let Some(v) = vault else {
-            return Err(format!(
-                "`{config_key}` refers to vault key `{key}`, but no vault is open (create one \
-                 with `strata vault init`, or use `env:VAR` meanwhile)"
-            ));
+            return Err(SecretError::NoVault {
+                config_key: config_key.to_owned(),
+                key: key.to_owned(),
+            });
         };
-        return v.get(key).ok_or_else(|| {
-            format!("`{config_key}` refers to vault key `{key}`, which the vault does not hold")
+        return v.get(key).ok_or_else(|| SecretError::NotInVault {
+            config_key: config_key.to_owned(),
+            key: key.to_owned(),
         });
     }
     if let Some(var) = value.strip_prefix("env:") {
-        return std::env::var(var).map(Secret::new).map_err(|_| {
-            format!("`{config_key}` refers to environment variable `{var}`, which is not set")
-        });
+        return std::env::var(var)
+            .map(Secret::new)
+            .map_err(|_| SecretError::EnvUnset {
+                config_key: config_key.to_owned(),
+                var: var.to_owned(),
+            });
     }
     Ok(Secret::new(value))
 }
@@ -179,7 +216,9 @@ mod tests {
                 .expose(),
             "v"
         );
-        let e = resolve_ref("vault:x", Some(&OneKey), "a.b").expect_err("missing");
+        let e = resolve_ref("vault:x", Some(&OneKey), "a.b")
+            .expect_err("missing")
+            .to_string();
         assert_eq!(
             vault_refs(
                 &serde_json::json!({"a": {"b": "vault:k", "c": ["x", "vault:y"]}, "d": "env:Z"})
@@ -193,13 +232,16 @@ mod tests {
         assert!(
             resolve_ref("vault:k", None, "a.b")
                 .expect_err("no vault")
+                .to_string()
                 .contains("no vault")
         );
         assert_eq!(
             resolve_ref("plain", None, "a").expect("lit").expose(),
             "plain"
         );
-        let e = resolve_ref("env:STRATA_TEST_SURELY_UNSET_VAR", None, "a").expect_err("unset");
+        let e = resolve_ref("env:STRATA_TEST_SURELY_UNSET_VAR", None, "a")
+            .expect_err("unset")
+            .to_string();
         assert!(e.contains("not set"));
     }
 

@@ -304,7 +304,11 @@ impl Env {
     /// Resolves a config value that may name a secret (`vault:<key>`, `env:<VAR>`, or a
     /// literal) against this process's vault: the one way the launcher reads a secret, so no
     /// command resolves `vault:` without the vault it opened. Errors name `config_key`.
-    pub fn secret(&self, value: &str, config_key: &str) -> Result<crate::secret::Secret, String> {
+    pub fn secret(
+        &self,
+        value: &str,
+        config_key: &str,
+    ) -> Result<crate::secret::Secret, crate::secret::SecretError> {
         crate::secret::resolve_ref(value, self.vault.as_deref(), config_key)
     }
 

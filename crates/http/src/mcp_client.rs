@@ -194,6 +194,7 @@ fn resolve_map(
         .map(|(k, v)| {
             resolve_ref(v, vault, &format!("{path}.{k}"))
                 .map(|s| (k.clone(), s.expose().to_owned()))
+                .map_err(|e| e.to_string())
         })
         .collect()
 }

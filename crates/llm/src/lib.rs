@@ -109,7 +109,7 @@ pub fn build(
         .as_deref()
         .map(|v| resolve_ref(v, vault, &key_path))
         .transpose()
-        .map_err(BuildError)?;
+        .map_err(|e| BuildError(e.to_string()))?;
     let endpoint = Endpoint {
         provider: cfg.provider.clone(),
         credential_key: key_path.clone(),

@@ -51,7 +51,8 @@ fn local_token(c: &strata_engine::config::LoadedConfig) -> Result<String, String
         let env = crate::wiring::env_without_memory(c).map_err(|e| e.to_string())?;
         return env
             .secret(&t.token, "server.tokens[0].token")
-            .map(|s| s.expose().to_owned());
+            .map(|s| s.expose().to_owned())
+            .map_err(|e| e.to_string());
     }
     let path = c.data_dir.join("api-token");
     std::fs::read_to_string(&path)
