@@ -393,33 +393,48 @@ pub fn shell_quote(v: &str) -> String {
     format!("'{}'", v.replace('\'', r"'\''"))
 }
 
+/// Why a skill file is not a skill. Every message starts with the file's path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillError {
+    /// The file cannot be read.
+    #[error("{0}")]
+    Unreadable(String),
+    /// Not YAML, or not a skill's fields.
+    #[error("{0}")]
+    Syntax(String),
+    /// A skill's fields that break a rule (its name, `prompt` or `command`).
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Parses and checks one skill file.
-pub fn parse_file(path: &Path) -> Result<SkillDef, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn parse_file(path: &Path) -> Result<SkillDef, SkillError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SkillError::Unreadable(format!("{}: {e}", path.display())))?;
     parse_str(&text, path)
 }
 
 /// Parses and checks a skill's YAML text; errors name `path`.
-pub fn parse_str(text: &str, path: &Path) -> Result<SkillDef, String> {
-    let def: SkillDef =
-        yaml_serde::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn parse_str(text: &str, path: &Path) -> Result<SkillDef, SkillError> {
+    let def: SkillDef = yaml_serde::from_str(text)
+        .map_err(|e| SkillError::Syntax(format!("{}: {e}", path.display())))?;
     let valid_name = !def.name.is_empty()
         && def
             .name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
     if !valid_name {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "{}: name `{}` must use a-z, 0-9, `-` and `_`",
             path.display(),
             def.name
-        ));
+        )));
     }
     if def.prompt.is_some() == def.command.is_some() {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "{}: a skill needs exactly one of `prompt` or `command`",
             path.display()
-        ));
+        )));
     }
     for (name, _) in &def.parameters {
         let used = def
@@ -553,7 +568,7 @@ impl SkillSet {
                         if let Some(old) = previous.values().find(|s| s.path == f) {
                             next.insert(old.name.clone(), old.clone());
                         }
-                        errors.push(e);
+                        errors.push(e.to_string());
                     }
                 }
             }

@@ -137,7 +137,8 @@ async fn create_skill(
     let text = yaml_serde::to_string(&def)
         .map_err(|e| ToolError::failed(format!("cannot write the skill: {e}")))?;
     // Checked as the loader will read it: a file that would not load is never written.
-    strata_engine::skills::parse_str(&text, &path).map_err(|e| ToolError::invalid(".", e))?;
+    strata_engine::skills::parse_str(&text, &path)
+        .map_err(|e| ToolError::invalid(".", e.to_string()))?;
     let replaced =
         write_file(&path, text.as_bytes(), replace.unwrap_or(false)).map_err(ToolError::failed)?;
     let shown = path
