@@ -154,6 +154,26 @@ pub async fn search<R: Recall + ?Sized>(
     Ok(ranked.into_iter().map(|(_, m)| m).collect())
 }
 
+/// What a near-duplicate merge keeps of the stored row (`old_content`, its tags as JSON) and
+/// the new memory `m`: the longer text, and the union of the tags (stored first) as JSON.
+pub fn merged(old_content: String, old_tags: &str, m: &NewMemory) -> (String, String) {
+    let mut all: Vec<String> = serde_json::from_str(old_tags).unwrap_or_default();
+    for t in &m.tags {
+        if !all.contains(t) {
+            all.push(t.clone());
+        }
+    }
+    let keep = if m.content.len() > old_content.len() {
+        m.content.clone()
+    } else {
+        old_content
+    };
+    (
+        keep,
+        serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()),
+    )
+}
+
 /// What a backend keeps in rows: its storage and queries, no policy. The functions of
 /// [`policy`] are the rules over it — who may write where, deduplication, the vector index,
 /// what a turn's context holds — written once for SQLite and PostgreSQL.

@@ -870,18 +870,7 @@ impl strata_memory::kept::Rows for PgMemory {
             .await
             .map_err(|e| self.fail(e))?;
         let (old_content, old_tags): (String, String) = (old.get(0), old.get(1));
-        let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
-        for t in &m.tags {
-            if !all.contains(t) {
-                all.push(t.clone());
-            }
-        }
-        let keep = if m.content.len() > old_content.len() {
-            m.content.clone()
-        } else {
-            old_content
-        };
-        let tags = serde_json::to_string(&all).unwrap_or_else(|_| "[]".into());
+        let (keep, tags) = strata_memory::kept::merged(old_content, &old_tags, m);
         let sql = format!(
             "UPDATE memories m SET content = $2, tags = $3, pinned = pinned OR $4, \
              confidence = GREATEST(confidence, $5), updated_at = $6, archived = FALSE, \

@@ -133,31 +133,20 @@ impl crate::kept::Rows for SqliteMemory {
     }
 
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
-        let (content, tags, pinned, actor, taint) = (
-            m.content.clone(),
-            m.tags.clone(),
-            m.pinned,
-            m.created_by.clone(),
-            m.taint.clone(),
-        );
+        let (pinned, actor, taint) = (m.pinned, m.created_by.clone(), m.taint.clone());
+        let m = m.clone();
         let conf = m.confidence.unwrap_or(1.0);
         let idc = id.to_owned();
         self.db(move |c| {
             let tx = c.transaction()?;
             let (old_content, old_tags): (String, String) =
                 tx.query_row("SELECT content, tags FROM memories WHERE mid = ?1", [mid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let mut all: Vec<String> = serde_json::from_str(&old_tags).unwrap_or_default();
-            for t in tags {
-                if !all.contains(&t) {
-                    all.push(t);
-                }
-            }
-            let keep = if content.len() > old_content.len() { content } else { old_content };
+            let (keep, tags) = crate::kept::merged(old_content, &old_tags, &m);
             tx.execute(
                 "UPDATE memories SET content = ?2, tags = ?3, pinned = MAX(pinned, ?4), \
                  confidence = MAX(confidence, ?5), updated_at = ?6, archived = 0, \
                  taint = COALESCE(taint, ?7) WHERE mid = ?1",
-                params![mid, keep, serde_json::to_string(&all).unwrap_or_else(|_| "[]".into()), pinned as i64, f64::from(conf), now, taint],
+                params![mid, keep, tags, pinned as i64, f64::from(conf), now, taint],
             )?;
             tx.execute(
                 "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
