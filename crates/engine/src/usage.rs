@@ -224,11 +224,22 @@ pub struct ModelCall {
     pub input_parts: InputParts,
 }
 
+/// A usage question that does not read; the message names the text and what would.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsageInputError {
+    /// A `since` that is not a span, a date or a time.
+    #[error("`{0}` is not a time (like 7d, 24h, 1h30m, 2026-12-01 or 2026-12-01T09:00:00Z)")]
+    Since(String),
+    /// A `by` that is not a grouping.
+    #[error("`{0}` is not a grouping (agent, model, sender, day, turn, session)")]
+    Grouping(String),
+}
+
 /// A starting time as people write it: a span back from `now_ms` made of one to four
 /// `<count><unit>` parts (`7d`, `24h`, `1h30m`; units s, m, h, d, w; counts up to six
 /// digits), a UTC date `2026-12-01`, or an RFC 3339 time. In milliseconds since the epoch.
 /// Exactly what the OpenAPI document's `since` says (its `SINCE_SPAN_PATTERN`).
-pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
+pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, UsageInputError> {
     let t = text.trim();
     if let Some(ms) = span_ms(t) {
         return Ok(now_ms - ms);
@@ -241,9 +252,7 @@ pub fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
     {
         return Ok(z.timestamp().as_millisecond());
     }
-    Err(format!(
-        "`{t}` is not a time (like 7d, 24h, 1h30m, 2026-12-01 or 2026-12-01T09:00:00Z)"
-    ))
+    Err(UsageInputError::Since(t.to_owned()))
 }
 
 /// The span `parse_since` accepts, as a JSON Schema (ECMA) pattern.
@@ -314,7 +323,7 @@ pub enum UsageBy {
 
 impl UsageBy {
     /// From `agent|model|sender|day|turn`.
-    pub fn parse(s: &str) -> Result<UsageBy, String> {
+    pub fn parse(s: &str) -> Result<UsageBy, UsageInputError> {
         match s {
             "agent" => Ok(UsageBy::Agent),
             "model" => Ok(UsageBy::Model),
@@ -322,9 +331,7 @@ impl UsageBy {
             "day" => Ok(UsageBy::Day),
             "turn" => Ok(UsageBy::Turn),
             "session" => Ok(UsageBy::Session),
-            other => Err(format!(
-                "`{other}` is not a grouping (agent, model, sender, day, turn, session)"
-            )),
+            other => Err(UsageInputError::Grouping(other.to_owned())),
         }
     }
 }

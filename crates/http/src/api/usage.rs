@@ -29,13 +29,14 @@ async fn usage(
     Query(p): Query<UsageParams>,
 ) -> Result<Response, ApiError> {
     use strata_engine::usage::{UsageBy, UsageQuery, parse_since};
-    let by = UsageBy::parse(p.by.as_deref().unwrap_or("agent")).map_err(ApiError::bad_request)?;
+    let bad = |e: strata_engine::usage::UsageInputError| ApiError::bad_request(e.to_string());
+    let by = UsageBy::parse(p.by.as_deref().unwrap_or("agent")).map_err(bad)?;
     let since_ms = p
         .since
         .as_deref()
         .map(|s| parse_since(s, strata_engine::clock::now_ms()))
         .transpose()
-        .map_err(ApiError::bad_request)?;
+        .map_err(bad)?;
     let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m);
     let meter = st
         .invoker
