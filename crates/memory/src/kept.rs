@@ -191,14 +191,13 @@ pub trait Rows: Recall {
     async fn embed(&self, text: &str) -> Option<Vec<f32>>;
     /// The pinned memories `viewer` sees, newest first (at most 20).
     async fn pinned(&self, viewer: &Viewer) -> Result<Vec<Memory>, MemoryError>;
-    /// A near-duplicate of `content` in `scope` (by vector when there is one, else by
-    /// words), as (row, id).
-    async fn duplicate(
-        &self,
-        scope: &MemoryScope,
-        content: &str,
-        vector: Option<&[f32]>,
-    ) -> Result<Option<(i64, String)>, MemoryError>;
+    /// Brings the vector index up to date before it is asked (PostgreSQL: other instances'
+    /// writes); nothing by default.
+    async fn sync_vectors(&self) -> Result<(), MemoryError> {
+        Ok(())
+    }
+    /// The id of row `mid`, if it is still there.
+    async fn id_of(&self, mid: i64) -> Result<Option<String>, MemoryError>;
     /// Folds `m` into row `mid` (id `id`): the longer text, the union of the tags, pinned
     /// and confidence raised, unarchived, logged as a merge.
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError>;
@@ -315,7 +314,7 @@ macro_rules! kept_backend {
 pub mod policy {
     use strata_engine::Principal;
     use strata_engine::memory::{
-        Memory, MemoryError, MemoryQuery, MemoryTurn, NewMemory, Stored, Viewer,
+        Memory, MemoryError, MemoryQuery, MemoryScope, MemoryTurn, NewMemory, Stored, Viewer,
     };
 
     use super::Rows;
@@ -388,7 +387,7 @@ pub mod policy {
         }
         let vector = r.embed(&m.content).await;
         let now = r.now();
-        if let Some((mid, id)) = r.duplicate(&m.scope, &m.content, vector.as_deref()).await? {
+        if let Some((mid, id)) = duplicate(r, &m.scope, &m.content, vector.as_deref()).await? {
             r.merge(mid, &id, &m, now).await?;
             return Ok(Stored::Merged(id));
         }
@@ -401,6 +400,43 @@ pub mod policy {
                 .insert(mid, &m.scope.to_string(), &v);
         }
         Ok(Stored::Created(id))
+    }
+
+    /// A near-duplicate of `content` in `scope`, as (row, id): by vector when there is one
+    /// (the nearest in the scope at `memory.dedup_threshold` or more), else by words (one of
+    /// the keyword ranking's first 20 in the scope whose words overlap that much).
+    pub async fn duplicate<R: Rows + ?Sized>(
+        r: &R,
+        scope: &MemoryScope,
+        content: &str,
+        vector: Option<&[f32]>,
+    ) -> Result<Option<(i64, String)>, MemoryError> {
+        let threshold = r.memory_config().dedup_threshold;
+        if let Some(v) = vector {
+            r.sync_vectors().await?;
+            let scope_s = scope.to_string();
+            let hit = {
+                let idx = r.vectors().lock().unwrap_or_else(|p| p.into_inner());
+                idx.top(v, 1, |s| s == scope_s)
+            };
+            if let Some((mid, sim)) = hit.first()
+                && *sim >= threshold
+            {
+                return Ok(r.id_of(*mid).await?.map(|id| (*mid, id)));
+            }
+            return Ok(None);
+        }
+        let q = MemoryQuery {
+            text: content.to_owned(),
+            limit: 5,
+            ..Default::default()
+        };
+        for (mid, m) in r.keyword(&Viewer::operator(), &q, 20).await? {
+            if m.scope == *scope && crate::text::word_similarity(&m.content, content) >= threshold {
+                return Ok(Some((mid, m.id)));
+            }
+        }
+        Ok(None)
     }
 
     /// `MemoryBackend::get`: only what the viewer sees.

@@ -12,7 +12,7 @@ use strata_engine::memory::{
     Embedder, Memory, MemoryError, MemoryQuery, MemoryScope, MemoryType, NewMemory, Viewer,
 };
 use strata_memory::rank::VecIndex;
-use strata_memory::text::{normalize, terms, word_similarity};
+use strata_memory::text::{normalize, terms};
 use strata_memory::{DecayReport, LogRow, MemoryMaintenance, MemoryRow, Stats};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -619,47 +619,6 @@ impl PgMemory {
         }
     }
 
-    /// A near-duplicate of `content` in `scope`: (mid, id).
-    async fn duplicate(
-        &self,
-        scope: &MemoryScope,
-        content: &str,
-        vector: Option<&[f32]>,
-    ) -> Result<Option<(i64, String)>, MemoryError> {
-        let threshold = self.cfg.dedup_threshold;
-        if let Some(v) = vector {
-            self.follow().await?;
-            let scope_s = scope.to_string();
-            let hit = {
-                let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-                idx.top(v, 1, |s| s == scope_s)
-            };
-            if let Some((mid, sim)) = hit.first()
-                && *sim >= threshold
-            {
-                let c = self.client().await?;
-                let id: Option<String> = c
-                    .query_opt("SELECT id FROM memories WHERE mid = $1", &[mid])
-                    .await
-                    .map_err(|e| self.fail(e))?
-                    .map(|r| r.get(0));
-                return Ok(id.map(|id| (*mid, id)));
-            }
-            return Ok(None);
-        }
-        let q = MemoryQuery {
-            text: content.to_owned(),
-            limit: 5,
-            ..Default::default()
-        };
-        for (mid, m) in self.keyword(&Viewer::operator(), &q, 20).await? {
-            if m.scope == *scope && word_similarity(&m.content, content) >= threshold {
-                return Ok(Some((mid, m.id)));
-            }
-        }
-        Ok(None)
-    }
-
     /// Copies rows as they are (same ids, vectors, timestamps); a memory already present is
     /// left as it is. Returns how many were new.
     pub async fn restore(&self, rows: &[MemoryRow]) -> Result<u64, MemoryError> {
@@ -850,13 +809,18 @@ impl strata_memory::kept::Rows for PgMemory {
         .collect())
     }
 
-    async fn duplicate(
-        &self,
-        scope: &MemoryScope,
-        content: &str,
-        vector: Option<&[f32]>,
-    ) -> Result<Option<(i64, String)>, MemoryError> {
-        PgMemory::duplicate(self, scope, content, vector).await
+    async fn sync_vectors(&self) -> Result<(), MemoryError> {
+        self.follow().await
+    }
+
+    async fn id_of(&self, mid: i64) -> Result<Option<String>, MemoryError> {
+        let c = self.client().await?;
+        Ok(
+            c.query_opt("SELECT id FROM memories WHERE mid = $1", &[&mid])
+                .await
+                .map_err(|e| self.fail(e))?
+                .map(|r| r.get(0)),
+        )
     }
 
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {

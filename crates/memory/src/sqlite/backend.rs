@@ -10,59 +10,7 @@ use strata_engine::memory::{Memory, MemoryError, MemoryQuery, MemoryScope, NewMe
 
 use super::{COLS, SqliteMemory, row_to_memory};
 use crate::rank::VecIndex;
-use crate::text::{to_blob, word_similarity};
-
-impl SqliteMemory {
-    /// Finds a near-duplicate of `content` in `scope`: (mid, id, content).
-    pub(super) async fn duplicate(
-        &self,
-        scope: &MemoryScope,
-        content: &str,
-        vector: Option<&[f32]>,
-    ) -> Result<Option<(i64, String)>, MemoryError> {
-        let threshold = self.cfg.dedup_threshold;
-        if let Some(v) = vector {
-            let scope_s = scope.to_string();
-            let hit = {
-                let idx = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-                idx.top(v, 1, |s| s == scope_s)
-            };
-            if let Some((mid, sim)) = hit.first()
-                && *sim >= threshold
-            {
-                let mid = *mid;
-                let id: Option<String> = self
-                    .db(move |c| {
-                        c.query_row("SELECT id FROM memories WHERE mid = ?1", [mid], |r| {
-                            r.get(0)
-                        })
-                        .optional()
-                    })
-                    .await?;
-                return Ok(id.map(|id| (mid, id)));
-            }
-            return Ok(None);
-        }
-        let viewer = Viewer {
-            agent: None,
-            private_key: None,
-            groups: Vec::new(),
-            fleet_read: false,
-            all: true,
-        };
-        let q = MemoryQuery {
-            text: content.to_owned(),
-            limit: 5,
-            ..Default::default()
-        };
-        for (mid, m) in self.keyword(&viewer, &q, 20).await? {
-            if m.scope == *scope && word_similarity(&m.content, content) >= threshold {
-                return Ok(Some((mid, m.id)));
-            }
-        }
-        Ok(None)
-    }
-}
+use crate::text::to_blob;
 
 #[async_trait]
 impl crate::kept::Recall for SqliteMemory {
@@ -123,13 +71,14 @@ impl crate::kept::Rows for SqliteMemory {
         .await
     }
 
-    async fn duplicate(
-        &self,
-        scope: &MemoryScope,
-        content: &str,
-        vector: Option<&[f32]>,
-    ) -> Result<Option<(i64, String)>, MemoryError> {
-        SqliteMemory::duplicate(self, scope, content, vector).await
+    async fn id_of(&self, mid: i64) -> Result<Option<String>, MemoryError> {
+        self.db(move |c| {
+            c.query_row("SELECT id FROM memories WHERE mid = ?1", [mid], |r| {
+                r.get(0)
+            })
+            .optional()
+        })
+        .await
     }
 
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
