@@ -8,18 +8,20 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use strata_runtime::EnvExt;
 
 use serde_json::json;
 use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::AuditSink;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
-use strata_engine::manager::AgentManager;
 use strata_engine::session::{InMemoryStore, SessionStore};
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
+use strata_engine::{Env, Principal, async_trait};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 use strata_store::JsonlAudit;
 use strata_store::SqliteStore;
 
@@ -123,7 +125,7 @@ fn setup_with(
     dir: &std::path::Path,
     latency: Duration,
     store: Arc<dyn SessionStore>,
-    usage: Option<Arc<dyn strata_engine::usage::UsageStore>>,
+    usage: Option<Arc<dyn strata_runtime::usage::UsageStore>>,
     accounting: Accounting,
     tag: &str,
 ) -> Result<Setup, String> {
@@ -155,13 +157,13 @@ fn setup_with(
         dir.to_path_buf(),
         dir.join("data"),
     ));
-    let pricing = strata_engine::usage::Pricing::from_config(&config);
+    let pricing = strata_runtime::usage::Pricing::from_config(&config);
     if accounting != Accounting::Off
         && let Some(u) = &usage
     {
         // As `serve` keeps it: written by a background task.
         env.attach_usage(Arc::new(
-            strata_engine::usage::UsageMeter::new(u.clone(), pricing.clone()).in_background(),
+            strata_runtime::usage::UsageMeter::new(u.clone(), pricing.clone()).in_background(),
         ));
     }
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
@@ -174,7 +176,7 @@ fn setup_with(
         audit.clone() as Arc<dyn AuditSink>,
     ));
     if let (Accounting::Budgeted, Some(u)) = (accounting, &usage)
-        && let Some(b) = strata_engine::budget::Budgets::from_config(&config, pricing, u.clone())?
+        && let Some(b) = strata_runtime::budget::Budgets::from_config(&config, pricing, u.clone())?
     {
         invoker.attach_budgets(Arc::new(b));
     }

@@ -7,7 +7,8 @@ use serde_json::json;
 use strata_engine::audit::{AuditSink, NoAudit};
 use strata_engine::config::Config;
 use strata_engine::taint::{Taint, TaintSource};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, ToolError, tool};
+use strata_engine::{Env, Principal, ToolError, tool};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 use strata_store::JsonlAudit;
 
 use crate::{Report, Row, median, quantile};

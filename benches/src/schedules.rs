@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_engine::config::CatchUp;
-use strata_engine::schedule::{Action, Schedule, ScheduleState, ScheduleStore, Timestamp, When};
-use strata_engine::scheduler::{RunSchedule, Scheduler};
+use strata_runtime::schedule::{Action, Schedule, ScheduleState, ScheduleStore, Timestamp, When};
+use strata_runtime::scheduler::{RunSchedule, Scheduler};
 
 use crate::{Report, Row, quantile};
 

@@ -30,10 +30,11 @@ use sha2::{Digest, Sha256};
 use strata_engine::Principal;
 use strata_engine::agent::{AgentError, Message, Reply};
 use strata_engine::config::ClusterConfig;
-use strata_engine::manager::AgentManager;
 use strata_engine::session::SessionStore;
 use strata_engine::taint::{Taint, TaintSource};
-use strata_engine::turns::{TurnQueue, TurnRequest};
+use strata_engine::turns::TurnRequest;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::turns::TurnQueue;
 use tokio::sync::{Semaphore, watch};
 
 /// Setting up the cluster failed.
@@ -374,9 +375,9 @@ impl Cluster {
     /// are raised by the member whose call completes the pattern.
     pub async fn share_monitor(
         self: &Arc<Self>,
-        invoker: Arc<strata_engine::Invoker>,
+        invoker: Arc<strata_runtime::Invoker>,
     ) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
-        use strata_engine::monitor::Observation;
+        use strata_runtime::monitor::Observation;
         #[derive(Serialize, Deserialize)]
         struct Seen {
             from: String,
@@ -763,7 +764,7 @@ impl Worker {
 }
 
 #[async_trait]
-impl strata_engine::turns::ClusterView for Cluster {
+impl strata_runtime::turns::ClusterView for Cluster {
     async fn status(&self) -> Result<serde_json::Value, String> {
         let now = unix_now();
         // The others as of their last heartbeat, this one as it is now.

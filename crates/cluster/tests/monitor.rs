@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use strata_engine::Env;
 use strata_engine::config::{ClusterConfig, Config};
-use strata_engine::{Env, Invoker};
+use strata_runtime::Invoker;
 
 struct Member {
     _cluster: Arc<strata_cluster::Cluster>,
@@ -26,7 +27,7 @@ async fn member(nats: &str, stream: &str, id: &str, dir: &std::path::Path) -> Me
     m.baseline_calls = 1000;
     let env = Arc::new(Env::new(config, dir.to_path_buf(), dir.join(id)));
     let invoker = Arc::new(Invoker::new(
-        Arc::new(strata_engine::Registry::empty()),
+        Arc::new(strata_runtime::Registry::empty()),
         env,
         Arc::new(strata_engine::audit::NoAudit),
     ));
@@ -107,7 +108,7 @@ async fn a_pattern_spread_over_members_is_seen_as_on_one() {
         .expect("subscribe");
     // The server has the subscription once it has answered a PING sent after it.
     client.flush().await.expect("flush");
-    let rules = |f: Vec<strata_engine::monitor::Finding>| -> Vec<&'static str> {
+    let rules = |f: Vec<strata_runtime::monitor::Finding>| -> Vec<&'static str> {
         f.into_iter().map(|f| f.rule).collect()
     };
 
@@ -144,7 +145,7 @@ async fn a_pattern_spread_over_members_is_seen_as_on_one() {
     assert!(seen, "a's call never reached b in three attempts");
 
     // A lone instance with the same calls sees neither pattern: the sharing did it.
-    let lone = strata_engine::monitor::Monitor::new({
+    let lone = strata_runtime::monitor::Monitor::new({
         let mut c = Config::default().security.content_safety.monitor;
         c.sensitive_distinct = 2;
         c.spike_per_minute = 1000;

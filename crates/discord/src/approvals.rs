@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use strata_engine::approval::{ApprovalChannel, ApprovalRecord, ApprovalStatus, Approvals};
 use strata_engine::{Principal, async_trait};
+use strata_runtime::approval::{ApprovalChannel, ApprovalRecord, ApprovalStatus, Approvals};
 use twilight_http::request::channel::reaction::RequestReactionType;
 use twilight_model::id::Id;
 use twilight_model::id::marker::ChannelMarker;

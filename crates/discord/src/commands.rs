@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use strata_engine::Principal;
 use strata_engine::agent::{Message, is_no_reply};
 use strata_engine::connector::{ChannelRef, InboundMessage};
-use strata_engine::skills::{ParamType, Skill};
 use strata_engine::turns::{AgentDirectory, TurnRequest};
+use strata_runtime::skills::{ParamType, Skill};
 use twilight_model::application::command::Command;
 use twilight_model::id::Id;
 
@@ -113,9 +113,9 @@ pub fn skill_for<'a>(skills: &'a BTreeMap<String, Skill>, command: &str) -> Opti
 /// What runs skills: the skill set, the Invoker for command skills, the runner of prompt
 /// skills with their own settings.
 pub(crate) type SkillRunners = (
-    Option<Arc<strata_engine::skills::SkillSet>>,
-    Option<Arc<strata_engine::Invoker>>,
-    Option<Arc<dyn strata_engine::skills::SkillTurns>>,
+    Option<Arc<strata_runtime::skills::SkillSet>>,
+    Option<Arc<strata_runtime::Invoker>>,
+    Option<Arc<dyn strata_runtime::skills::SkillTurns>>,
 );
 
 /// Answers a slash command: acknowledges it at once (Discord allows 3 s), then edits the
@@ -220,8 +220,8 @@ pub(crate) async fn slash(
                             // Its tool, as the sender: access control, rate limits, approval
                             // (here in the approval channel), audit and the sandbox apply.
                             Some(invoker) => {
-                                let mut call = strata_engine::Invocation::new(
-                                    strata_engine::skills::tool_name(&skill.name),
+                                let mut call = strata_runtime::Invocation::new(
+                                    strata_runtime::skills::tool_name(&skill.name),
                                     skill.args_from_strings(&given),
                                     sender.clone(),
                                 );
@@ -308,12 +308,12 @@ pub(crate) trait IntoOwned {
     fn into_owned_action(self) -> OwnedAction;
 }
 
-impl IntoOwned for strata_engine::skills::SkillAction<'_> {
+impl IntoOwned for strata_runtime::skills::SkillAction<'_> {
     fn into_owned_action(self) -> OwnedAction {
         match self {
-            strata_engine::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
-            strata_engine::skills::SkillAction::Command(_) => OwnedAction::Command,
-            strata_engine::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
+            strata_runtime::skills::SkillAction::Prompt(p) => OwnedAction::Prompt(p),
+            strata_runtime::skills::SkillAction::Command(_) => OwnedAction::Command,
+            strata_runtime::skills::SkillAction::Invalid(e) => OwnedAction::Invalid(e.to_owned()),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use strata_runtime::EnvExt;
 
 use strata_engine::connector::InboundMessage;
 use strata_engine::turns::AgentDirectory;
@@ -24,19 +25,19 @@ pub(crate) struct AccountCtx {
     pub(crate) guards: Arc<Mutex<guards::Guards>>,
     pub(crate) approver: Option<Arc<approvals::DiscordApprovals>>,
     pub(crate) directory: Arc<dyn AgentDirectory>,
-    pub(crate) skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    pub(crate) skills: Option<Arc<strata_runtime::skills::SkillSet>>,
     pub(crate) policy: Arc<strata_engine::access::AccessPolicy>,
     pub(crate) resync_secs: u64,
     pub(crate) progress: Option<Progress>,
-    pub(crate) command_runner: Option<Arc<strata_engine::Invoker>>,
-    pub(crate) skill_turns: Option<Arc<dyn strata_engine::skills::SkillTurns>>,
+    pub(crate) command_runner: Option<Arc<strata_runtime::Invoker>>,
+    pub(crate) skill_turns: Option<Arc<dyn strata_runtime::skills::SkillTurns>>,
     /// Where the account's connection state is kept.
-    pub(crate) hub: Arc<strata_engine::connector::ConnectorHub>,
+    pub(crate) hub: Arc<strata_runtime::hub::ConnectorHub>,
 }
 
 /// The activity board and how long a turn runs before its progress message appears.
 pub(crate) type Progress = (
-    Arc<strata_engine::turns::ActivityBoard>,
+    Arc<strata_runtime::turns::ActivityBoard>,
     std::time::Duration,
 );
 
@@ -50,7 +51,7 @@ pub(crate) type Registered = (
 /// Registers the slash commands in every guild when they differ from the last registration.
 pub(crate) fn sync_commands(
     account: &Arc<DiscordAccount>,
-    skills: Option<&strata_engine::skills::SkillSet>,
+    skills: Option<&strata_runtime::skills::SkillSet>,
     registered: &mut Option<Registered>,
 ) {
     let Some((app, guilds, last)) = registered.as_mut() else {
@@ -115,9 +116,7 @@ pub(crate) async fn run_account(
         guards,
         directory: directory.clone(),
         progress,
-        goals: command_runner
-            .as_ref()
-            .and_then(|i| i.env().goals().cloned()),
+        goals: command_runner.as_ref().and_then(|i| i.env().goals()),
     };
     // (Gateway closes are always delivered.)
     let wanted = EventTypeFlags::READY
@@ -300,7 +299,7 @@ struct Inbox {
     progress: Option<Progress>,
     /// Goal channels: their participants are routed there, and their turn budget replaces
     /// the bot-chain limit.
-    goals: Option<Arc<strata_engine::goals::Goals>>,
+    goals: Option<Arc<strata_runtime::goals::Goals>>,
 }
 
 impl Inbox {

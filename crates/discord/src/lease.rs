@@ -17,7 +17,7 @@ use crate::gateway::{AccountCtx, Cursor, run_account};
 #[derive(Clone)]
 pub struct Lease {
     /// Where leases are kept (PostgreSQL in a cluster).
-    pub store: Arc<dyn strata_engine::connector::Leases>,
+    pub store: Arc<dyn strata_runtime::hub::Leases>,
     /// This instance (`cluster.instance_id`).
     pub holder: String,
     /// `cluster.lease_secs`.

@@ -26,13 +26,15 @@ pub mod split;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use strata_runtime::EnvExt;
 
 use strata_engine::async_trait;
 use strata_engine::config::{Config, DiscordConfig};
 use strata_engine::connector::{
-    ChannelRef, Connector, ConnectorError, ConnectorHub, InboundMessage, OutboundMessage,
+    ChannelRef, Connector, ConnectorError, InboundMessage, OutboundMessage,
 };
 use strata_engine::turns::AgentDirectory;
+use strata_runtime::hub::ConnectorHub;
 use tokio::sync::{mpsc, watch};
 use twilight_gateway::{ConfigBuilder, Intents, Shard, ShardId};
 use twilight_model::id::Id;
@@ -54,17 +56,17 @@ pub struct Services {
     /// Where the accounts register (for `send_message`, `send_to_agent`, alerts).
     pub hub: Arc<ConnectorHub>,
     /// Approval requests to post to `security.hitl.channel`.
-    pub approvals: Option<Arc<strata_engine::approval::Approvals>>,
+    pub approvals: Option<Arc<strata_runtime::approval::Approvals>>,
     /// Skills, registered as slash commands.
-    pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    pub skills: Option<Arc<strata_runtime::skills::SkillSet>>,
     /// What running turns are doing, for progress messages.
-    pub activity: Option<Arc<strata_engine::turns::ActivityBoard>>,
+    pub activity: Option<Arc<strata_runtime::turns::ActivityBoard>>,
     /// Runs command skills as their tools (`skill__<name>`) with the sender as principal;
     /// without it they are refused.
-    pub invoker: Option<Arc<strata_engine::Invoker>>,
+    pub invoker: Option<Arc<strata_runtime::Invoker>>,
     /// Runs prompt skills with their own `tools`, `max_rounds` and `llm`; without it a
     /// prompt skill is a turn of the channel's agent as configured.
-    pub skill_turns: Option<Arc<dyn strata_engine::skills::SkillTurns>>,
+    pub skill_turns: Option<Arc<dyn strata_runtime::skills::SkillTurns>>,
     /// When several instances share the work: each account's gateway runs on the one
     /// instance holding its lease. `None`: every account's gateway runs here.
     pub lease: Option<Lease>,
@@ -80,7 +82,7 @@ pub struct DiscordAccount {
     /// The largest file posted (`connectors.discord.max_attachment_mb`).
     max_file: u64,
     /// Goal channels: a goal's agents read its channel too.
-    goals: Option<Arc<strata_engine::goals::Goals>>,
+    goals: Option<Arc<strata_runtime::goals::Goals>>,
 }
 
 impl DiscordAccount {
@@ -101,7 +103,7 @@ impl DiscordAccount {
     }
 
     /// The goals whose channels this account's agents take part in.
-    pub fn with_goals(mut self, goals: Option<Arc<strata_engine::goals::Goals>>) -> Self {
+    pub fn with_goals(mut self, goals: Option<Arc<strata_runtime::goals::Goals>>) -> Self {
         self.goals = goals;
         self
     }
@@ -584,11 +586,7 @@ pub fn start(
         let account = Arc::new(
             DiscordAccount::new(name, token.expose(), cfg)
                 .with_routes(routes.clone())
-                .with_goals(
-                    command_runner
-                        .as_ref()
-                        .and_then(|i| i.env().goals().cloned()),
-                ),
+                .with_goals(command_runner.as_ref().and_then(|i| i.env().goals())),
         );
         hub.register(account.clone());
         for (agent, a) in &config.agents {

@@ -1,4 +1,4 @@
-//! Access control in three layers. Pure decisions over the config; the [`crate::Invoker`]
+//! Access control in three layers. Pure decisions over the config; the Invoker (`strata-runtime`)
 //! asks on every call and the agent runtime asks before a turn (layer 1) and before showing
 //! tools to the model (layers 2 and 3).
 //!

@@ -1,11 +1,24 @@
 //! # strata-engine
 //!
-//! The crate a team depends on to run agents with Strata. It defines the traits —
-//! [`Tool`], [`agent::Agent`], [`llm::LlmProvider`], [`memory::MemoryBackend`],
-//! [`connector::Connector`] — the compile-time tool registry ([`Registry`], fed by
-//! [`macro@tool`]), the one invocation pipeline ([`Invoker`]) and the layered configuration
-//! ([`config`]). It carries no HTTP server, database or chat client: those live in the other
-//! `strata-*` crates and implement these traits.
+//! The contract a team builds on to extend Strata: what to implement, and the data those
+//! implementations exchange with the runtime. Implement
+//!
+//! - a **tool** with [`macro@tool`] on an `async fn(&ToolContext, …) -> Result<T, ToolError>`
+//!   (below); put it in a crate that calls [`declare_module!`] and link that crate into an
+//!   overlay — every tool linked in is registered;
+//! - a **connector** ([`connector::Connector`]): messages in from a chat or a socket as
+//!   [`connector::InboundMessage`]s, replies out as [`connector::OutboundMessage`]s;
+//! - a **memory backend** ([`memory::MemoryBackend`]): a context block before each turn and
+//!   the exchange recorded after it;
+//! - an **agent** ([`agent::Agent`]) when the model ↔ tool loop is not what you want;
+//! - an **LLM provider** ([`llm::LlmProvider`]) for a model API Strata does not speak.
+//!
+//! The data they see: [`ToolContext`] and the [`Env`] it carries (configuration, vault,
+//! memory, the running agents, and the runtime's services by type), [`Principal`] (who is
+//! asking), [`Taint`] (what untrusted content the turn has read), the layered
+//! [`config`]. What runs them — the registry, the invocation pipeline, the agent loop, the
+//! scheduler, budgets, goals — is `strata-runtime`, which the launcher uses and a team does
+//! not need. `examples/downstream/` in the repository is a crate built on this contract alone.
 //!
 //! ## A tool
 //!
@@ -30,47 +43,29 @@
 
 pub mod access;
 pub mod agent;
-pub mod agent_loop;
-pub mod approval;
 pub mod audit;
-pub mod budget;
 pub mod clock;
 pub mod compress;
 pub mod config;
 pub mod connector;
-pub mod context_window;
-pub mod goal;
-pub mod goals;
-pub mod invoker;
 pub mod llm;
-pub mod manager;
 pub mod memory;
 pub mod message;
 pub mod meters;
-pub mod monitor;
 pub mod paths;
 pub mod principal;
-pub mod ratelimit;
-pub mod registry;
 pub mod safety;
-pub mod schedule;
-pub mod scheduler;
 pub mod schema;
 pub mod scope;
 pub mod secret;
 pub mod session;
-pub mod skills;
 pub mod spec;
-pub mod store;
 pub mod taint;
 mod tool;
 pub mod turns;
-pub mod usage;
 
 pub use async_trait::async_trait;
-pub use invoker::{Guard, Invocation, InvocationResult, Invoker, OutputFilter, Refusal, Status};
 pub use principal::Principal;
-pub use registry::{RegisteredTool, Registry, RegistryError};
 pub use schemars;
 pub use scope::{Scope, ToolFilter, ToolPattern};
 pub use strata_macros::tool;

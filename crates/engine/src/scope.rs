@@ -4,7 +4,7 @@
 //! `security.access_control.safe_tools`/`inter_agent_tools`, `security.hitl.gated_tools` and
 //! `security.rate_limits.tools` — always as exact names or `prefix*`. [`ToolPattern`] is the one
 //! reading of that syntax. [`Scope`] is a narrowing carried on an
-//! [`Invocation`](crate::Invocation) (an agent's or skill's tool list, a control token's
+//! `Invocation` (`strata-runtime`) (an agent's or skill's tool list, a control token's
 //! scope); the Invoker refuses a call outside any of its scopes with status `denied` and an
 //! audit record, like every other refusal.
 

@@ -88,7 +88,7 @@ pub enum Layer {
     Module(String),
     /// The deployment's own crate.
     Overlay,
-    /// Registered at run time with [`crate::Registry::register`] (MCP client, embedders).
+    /// Registered at run time with `strata_runtime::Registry::register` (MCP client, embedders).
     Runtime,
 }
 

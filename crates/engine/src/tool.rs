@@ -14,7 +14,7 @@ pub use crate::spec::{Capability, Layer, SideEffects, ToolError, ToolOutput, Too
 
 /// A tool. Most are written as an `async fn` with [`crate::tool`]; implement this by hand for
 /// tools whose schema is only known at run time and register them with
-/// [`crate::Registry::register`].
+/// `strata_runtime::Registry::register`.
 ///
 /// ```
 /// use strata_engine::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
@@ -173,14 +173,33 @@ pub struct Env {
     /// Agent memory, when a backend is configured.
     pub memory: Option<Arc<dyn crate::memory::MemoryBackend>>,
     agents: std::sync::OnceLock<std::sync::Weak<dyn crate::turns::AgentDirectory>>,
-    schedules: std::sync::OnceLock<Arc<dyn crate::schedule::ScheduleStore>>,
-    goals: std::sync::OnceLock<Arc<crate::goals::Goals>>,
-    usage: std::sync::OnceLock<Arc<crate::usage::UsageMeter>>,
     audit: std::sync::OnceLock<Arc<dyn crate::audit::AuditSink>>,
     mcp: std::sync::OnceLock<Arc<dyn McpHost>>,
-    connectors: Arc<crate::connector::ConnectorHub>,
-    turns: Arc<crate::turns::TurnRegistry>,
-    activity: Arc<crate::turns::ActivityBoard>,
+    services: Services,
+}
+
+/// The runtime's services an [`Env`] carries by type (goals, usage metering, schedules, the
+/// connector hub, …): the contract does not name them, the crates that provide and use them
+/// do (`strata-runtime` has typed accessors). Shaped like `http::Extensions`.
+#[derive(Default)]
+struct Services(
+    std::sync::Mutex<
+        std::collections::HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>,
+    >,
+);
+
+impl Services {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>,
+    > {
+        // A panic while the map was held leaves it whole (inserts are single calls).
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl fmt::Debug for Env {
@@ -204,14 +223,9 @@ impl Env {
             vault: None,
             memory: None,
             agents: std::sync::OnceLock::new(),
-            schedules: std::sync::OnceLock::new(),
-            goals: std::sync::OnceLock::new(),
-            usage: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
             mcp: std::sync::OnceLock::new(),
-            connectors: Arc::default(),
-            turns: Arc::default(),
-            activity: Arc::default(),
+            services: Services::default(),
         }
     }
 
@@ -224,26 +238,6 @@ impl Env {
     /// The running agents, when there are any.
     pub fn agents(&self) -> Option<Arc<dyn crate::turns::AgentDirectory>> {
         self.agents.get().and_then(std::sync::Weak::upgrade)
-    }
-
-    /// Attaches the goal service (once; later calls are ignored).
-    pub fn attach_goals(&self, goals: Arc<crate::goals::Goals>) {
-        let _ = self.goals.set(goals);
-    }
-
-    /// The goal service, once attached (`serve` and the CLI attach it).
-    pub fn goals(&self) -> Option<&Arc<crate::goals::Goals>> {
-        self.goals.get()
-    }
-
-    /// Attaches the schedules' store (once; later calls are ignored).
-    pub fn attach_schedules(&self, store: Arc<dyn crate::schedule::ScheduleStore>) {
-        let _ = self.schedules.set(store);
-    }
-
-    /// Sets where model calls' usage is priced and kept (once; later calls are ignored).
-    pub fn attach_usage(&self, meter: Arc<crate::usage::UsageMeter>) {
-        let _ = self.usage.set(meter);
     }
 
     /// Sets the audit log tools write their own events to (once; the first Invoker does).
@@ -269,30 +263,34 @@ impl Env {
         self.mcp.get()
     }
 
-    /// Where model calls' usage goes, once attached.
-    pub fn usage(&self) -> Option<&Arc<crate::usage::UsageMeter>> {
-        self.usage.get()
+    /// Gives the environment a service of type `T` (an `Arc` of one, usually), found again
+    /// with [`Env::service`]. The first one provided stays; later calls are ignored.
+    pub fn provide<T: Clone + Send + Sync + 'static>(&self, service: T) {
+        self.services
+            .lock()
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Box::new(service));
     }
 
-    /// Where schedules are kept (the `schedule_*` tools), once attached.
-    pub fn schedules(&self) -> Option<&Arc<dyn crate::schedule::ScheduleStore>> {
-        self.schedules.get()
+    /// The service of type `T`, once provided.
+    pub fn service<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
+        self.services
+            .lock()
+            .get(&std::any::TypeId::of::<T>())
+            .and_then(|b| b.downcast_ref::<T>())
+            .cloned()
     }
 
-    /// The running connectors and the agents' home channels (`send_message`,
-    /// `send_to_agent`). Empty until connectors register.
-    pub fn connectors(&self) -> &Arc<crate::connector::ConnectorHub> {
-        &self.connectors
-    }
-
-    /// What running turns are doing (see [`crate::turns::ActivityBoard`]).
-    pub fn activity(&self) -> &Arc<crate::turns::ActivityBoard> {
-        &self.activity
-    }
-
-    /// Turns in progress (see [`crate::turns::TurnRegistry`]).
-    pub fn turns(&self) -> &Arc<crate::turns::TurnRegistry> {
-        &self.turns
+    /// The service of type `T`, made with `T::default()` (and kept) on first use: for the
+    /// services every environment has (the connector hub, the turns in progress).
+    pub fn service_or_default<T: Clone + Default + Send + Sync + 'static>(&self) -> T {
+        self.services
+            .lock()
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Box::new(T::default()))
+            .downcast_ref::<T>()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Adds a vault.

@@ -4,7 +4,8 @@
 //! operator.
 
 use strata_engine::config::Access;
-use strata_engine::{Invocation, Principal, Scope, ToolFilter};
+use strata_engine::{Principal, Scope, ToolFilter};
+use strata_runtime::Invocation;
 
 /// Who a request comes from (inserted into request extensions by the auth middleware).
 #[derive(Debug, Clone)]

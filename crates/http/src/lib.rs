@@ -31,8 +31,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use strata_engine::Invoker;
-use strata_engine::manager::AgentManager;
+use strata_runtime::Invoker;
+use strata_runtime::manager::AgentManager;
 
 pub use api::ApiError;
 pub use api::openapi::{ROUTES, openapi};
@@ -70,13 +70,13 @@ pub struct HttpState {
     /// The data directory.
     pub data_dir: PathBuf,
     /// The state store (session count in `/api/status`, its health in `/api/health`).
-    pub sessions: Option<Arc<dyn strata_engine::store::StateStore>>,
+    pub sessions: Option<Arc<dyn strata_runtime::store::StateStore>>,
     /// When the server started.
     pub started: Instant,
     /// The cluster this instance is a member of (`GET /api/cluster`).
-    pub cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
+    pub cluster: Option<Arc<dyn strata_runtime::turns::ClusterView>>,
     /// The scheduler (`/api/schedules`); `None`: no schedules here.
-    pub schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
+    pub schedules: Option<Arc<strata_runtime::scheduler::Scheduler>>,
     /// Renders the installed metrics recorder in the Prometheus text format (`GET /metrics`);
     /// `None`: metrics are off.
     pub metrics: Option<MetricsRender>,
@@ -104,7 +104,7 @@ pub struct Described {
     /// The merged configuration, masked.
     pub masked: Value,
     /// The skills, reloaded as their files change.
-    pub skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    pub skills: Option<Arc<strata_runtime::skills::SkillSet>>,
 }
 
 /// Builds the router: every route of [`ROUTES`], the MCP endpoint, auth, `no-store`.

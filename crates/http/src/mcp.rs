@@ -3,6 +3,7 @@
 //! `tools/call` runs through the Invoker with the caller's principal.
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -13,7 +14,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::Value;
-use strata_engine::{Invoker, Principal};
+use strata_engine::Principal;
+use strata_runtime::Invoker;
 
 /// The header a CLI agent's MCP calls carry their turn id in (set by the Claude Code
 /// provider from `CompletionRequest::turn`).

@@ -20,9 +20,8 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
 use strata_engine::config::{McpServerConfig, McpTransport};
 use strata_engine::secret::{Vault, resolve_ref};
-use strata_engine::{
-    Capability, Registry, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use strata_engine::{Capability, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use strata_runtime::Registry;
 
 /// Separator between server and tool names.
 pub const SEP: &str = "__";

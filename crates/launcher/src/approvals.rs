@@ -2,7 +2,7 @@
 //! (`cmd/security.rs`) or from a running server (`--remote`, `remote.rs`): one output for both.
 
 use serde_json::json;
-use strata_engine::approval::ApprovalRecord;
+use strata_runtime::approval::ApprovalRecord;
 
 use crate::Exit;
 

@@ -14,7 +14,7 @@ pub struct Member {
     /// The membership.
     pub cluster: Arc<strata_cluster::Cluster>,
     worker: strata_cluster::Worker,
-    leases: Option<Arc<dyn strata_engine::connector::Leases>>,
+    leases: Option<Arc<dyn strata_runtime::hub::Leases>>,
     lease_ttl: std::time::Duration,
     shipper: Option<(
         tokio::sync::watch::Sender<bool>,
@@ -37,7 +37,7 @@ impl Member {
     }
 
     /// What `GET /api/cluster` shows.
-    pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
+    pub fn view(&self) -> Option<Arc<dyn strata_runtime::turns::ClusterView>> {
         Some(self.cluster.clone())
     }
 
@@ -83,7 +83,7 @@ pub async fn join(
     let store: Arc<dyn strata_engine::session::SessionStore> = wired.store.clone();
     let members = wired.pool.clone().map(strata_postgres::Members::new);
     let leases = wired.pool.clone().map(|p| {
-        Arc::new(strata_postgres::PgLeases::new(p)) as Arc<dyn strata_engine::connector::Leases>
+        Arc::new(strata_postgres::PgLeases::new(p)) as Arc<dyn strata_runtime::hub::Leases>
     });
     let cluster = strata_cluster::Cluster::connect(
         c,
@@ -199,7 +199,7 @@ impl Member {
     pub async fn leave(self) {}
 
     /// Nothing to show.
-    pub fn view(&self) -> Option<Arc<dyn strata_engine::turns::ClusterView>> {
+    pub fn view(&self) -> Option<Arc<dyn strata_runtime::turns::ClusterView>> {
         None
     }
 

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use strata_engine::Env;
 use strata_engine::config::LoadedConfig;
+#[cfg(feature = "discord")]
+use strata_runtime::EnvExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -29,8 +31,8 @@ impl Discord {
         c: &LoadedConfig,
         wired: &Wired,
         env: &Arc<Env>,
-        skills: &Arc<strata_engine::skills::SkillSet>,
-        skill_turns: Arc<dyn strata_engine::skills::SkillTurns>,
+        skills: &Arc<strata_runtime::skills::SkillSet>,
+        skill_turns: Arc<dyn strata_runtime::skills::SkillTurns>,
         member: Option<&Member>,
     ) -> Self {
         #[cfg(feature = "discord")]

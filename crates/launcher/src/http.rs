@@ -104,9 +104,9 @@ pub fn state(
     cfg: &LoadedConfig,
     wired: &Wired,
     addr: &SocketAddr,
-    cluster: Option<Arc<dyn strata_engine::turns::ClusterView>>,
-    schedules: Option<Arc<strata_engine::scheduler::Scheduler>>,
-    skills: Option<Arc<strata_engine::skills::SkillSet>>,
+    cluster: Option<Arc<dyn strata_runtime::turns::ClusterView>>,
+    schedules: Option<Arc<strata_runtime::scheduler::Scheduler>>,
+    skills: Option<Arc<strata_runtime::skills::SkillSet>>,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;
     let env = wired.invoker.env();

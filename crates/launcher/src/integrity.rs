@@ -79,7 +79,7 @@ impl Watch {
             overlay_dir: cfg.overlay_dir.clone(),
             data_dir: cfg.data_dir.clone(),
             agents: cfg.config.agents.keys().cloned().collect(),
-            skill_dirs: strata_engine::skills::dirs_for(cfg)
+            skill_dirs: strata_runtime::skills::dirs_for(cfg)
                 .into_iter()
                 .map(|d| d.path)
                 .collect(),
@@ -156,7 +156,7 @@ pub fn take(w: &Watch) -> Result<Baseline, String> {
         files.insert(p.display().to_string(), hash);
     }
     Ok(Baseline {
-        taken_at: strata_engine::schedule::Timestamp::now().to_string(),
+        taken_at: strata_runtime::schedule::Timestamp::now().to_string(),
         files,
     })
 }

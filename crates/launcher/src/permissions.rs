@@ -129,6 +129,6 @@ fn quote(p: &Path) -> String {
     {
         s
     } else {
-        strata_engine::skills::shell_quote(&s)
+        strata_runtime::skills::shell_quote(&s)
     }
 }

@@ -252,7 +252,7 @@ pub fn approvals(url: &str, token: &str, command: &crate::cli::ApprovalsCommand)
     match r.call(method, &path, body) {
         Ok(v) => match (command, verb) {
             (C::List { json, .. }, _) => {
-                let rows: Vec<strata_engine::approval::ApprovalRecord> =
+                let rows: Vec<strata_runtime::approval::ApprovalRecord> =
                     serde_json::from_value(v["approvals"].clone()).unwrap_or_default();
                 crate::approvals::print_list(&rows, *json)
             }

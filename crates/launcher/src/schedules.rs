@@ -5,28 +5,29 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use strata_engine::agent::{Message, is_no_reply};
 use strata_engine::async_trait;
 use strata_engine::connector::ChannelRef;
-use strata_engine::schedule::{Action, Schedule};
-use strata_engine::scheduler::RunSchedule;
-use strata_engine::skills::SkillAction;
 use strata_engine::turns::{AgentDirectory, TurnRequest};
+use strata_runtime::schedule::{Action, Schedule};
+use strata_runtime::scheduler::RunSchedule;
+use strata_runtime::skills::SkillAction;
 
 use crate::wiring::Wired;
 
 /// Runs schedules with what `serve` has wired.
 pub struct Runner {
     directory: Arc<dyn AgentDirectory>,
-    manager: Arc<strata_engine::manager::AgentManager>,
-    invoker: Arc<strata_engine::Invoker>,
+    manager: Arc<strata_runtime::manager::AgentManager>,
+    invoker: Arc<strata_runtime::Invoker>,
     memory: Option<strata_memory::Backend>,
     audit_path: PathBuf,
     /// Each service's last state (`health_check` alerts when it changes).
     health: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
     /// The skills (as the watcher keeps them).
-    skills: Arc<strata_engine::skills::SkillSet>,
+    skills: Arc<strata_runtime::skills::SkillSet>,
     /// What `integrity_check` hashes.
     watch: crate::integrity::Watch,
     /// The differences `integrity_check` last alerted (alerted again only when they change).
@@ -41,7 +42,7 @@ impl Runner {
     /// Over `wired`, with the deployment's skills and files.
     pub fn new(
         wired: &Wired,
-        skills: Arc<strata_engine::skills::SkillSet>,
+        skills: Arc<strata_runtime::skills::SkillSet>,
         watch: crate::integrity::Watch,
     ) -> Self {
         Runner {
@@ -117,14 +118,14 @@ impl RunSchedule for Runner {
                     SkillAction::Command(_) => {
                         let r = self
                             .invoker
-                            .invoke(strata_engine::Invocation::new(
-                                strata_engine::skills::tool_name(name),
+                            .invoke(strata_runtime::Invocation::new(
+                                strata_runtime::skills::tool_name(name),
                                 skill.args_from_strings(params),
                                 s.principal.clone(),
                             ))
                             .await;
                         match r.status {
-                            strata_engine::Status::Ok => Ok(match r.value {
+                            strata_runtime::Status::Ok => Ok(match r.value {
                                 serde_json::Value::String(t) => t,
                                 v => v.to_string(),
                             }),
@@ -188,9 +189,9 @@ impl Runner {
     /// (so it is said once) and then put to the goal's first agent as a turn in the goal's
     /// channel (its session is the channel's), the answer posted there.
     async fn goal_nudge(&self) -> Result<String, String> {
-        use strata_engine::goal::Change;
+        use strata_runtime::goal::Change;
         let env = self.invoker.env().clone();
-        let Some(goals) = env.goals().cloned() else {
+        let Some(goals) = env.goals() else {
             return Ok("goals are off in this process".into());
         };
         let all = goals.list().await.map_err(|e| e.to_string())?;
@@ -342,13 +343,13 @@ impl Runner {
             "health_check" => {
                 let r = self
                     .invoker
-                    .invoke(strata_engine::Invocation::new(
+                    .invoke(strata_runtime::Invocation::new(
                         "service_health",
                         serde_json::json!({}),
                         strata_engine::Principal::Operator,
                     ))
                     .await;
-                if r.status != strata_engine::Status::Ok {
+                if r.status != strata_runtime::Status::Ok {
                     return Err(r
                         .error
                         .unwrap_or_else(|| format!("service_health: {:?}", r.status)));
@@ -478,7 +479,7 @@ impl Runner {
 /// (Skills are files, loaded after the configuration, so this is a check of its own.)
 pub(crate) fn skill_problems(
     schedules: &[Schedule],
-    skills: &strata_engine::skills::SkillSet,
+    skills: &strata_runtime::skills::SkillSet,
 ) -> Vec<String> {
     let snapshot = skills.snapshot();
     let mut problems = Vec::new();
@@ -514,7 +515,7 @@ pub(crate) fn skill_problems(
 }
 
 /// Alerts through the Invoker (the audit log, the log, every alert sink).
-pub struct InvokerAlerts(pub Arc<strata_engine::Invoker>);
+pub struct InvokerAlerts(pub Arc<strata_runtime::Invoker>);
 
 impl strata_engine::audit::AlertSink for InvokerAlerts {
     fn alert(&self, alert: &strata_engine::audit::Alert) {

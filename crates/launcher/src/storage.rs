@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use strata_engine::config::{LoadedConfig, MemoryBackendKind, StorageBackend};
 use strata_engine::secret::Vault;
-use strata_engine::store::StateStore;
+use strata_runtime::store::StateStore;
 
 /// The PostgreSQL pool shared by the store and memory of one process.
 #[cfg(feature = "postgres")]

@@ -231,7 +231,7 @@ impl BuiltinPolicy {
 pub struct ClaudeCodeProvider {
     settings: ClaudeCodeSettings,
     agent_id: String,
-    alerts: Option<std::sync::Arc<strata_engine::Invoker>>,
+    alerts: Option<std::sync::Arc<strata_runtime::Invoker>>,
     /// When each refused tool was last reported (again after [`DENIAL_COOLDOWN`]).
     reported: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
@@ -257,7 +257,7 @@ impl ClaudeCodeProvider {
     pub fn new_for(
         settings: ClaudeCodeSettings,
         agent_id: &str,
-        alerts: Option<std::sync::Arc<strata_engine::Invoker>>,
+        alerts: Option<std::sync::Arc<strata_runtime::Invoker>>,
     ) -> Self {
         ClaudeCodeProvider {
             settings,

@@ -63,7 +63,7 @@ pub struct AgentContext {
     pub settings_file: Option<std::path::PathBuf>,
     /// Where a provider reports what goes wrong with rights while it runs (Claude Code's
     /// refused tools): the Invoker's alerts.
-    pub alerts: Option<Arc<strata_engine::Invoker>>,
+    pub alerts: Option<Arc<strata_runtime::Invoker>>,
 }
 
 impl std::fmt::Debug for AgentContext {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use strata_engine::config::PostgresConfig;
 use strata_engine::session::StoreError;
-use strata_engine::store::PoolStatus;
+use strata_runtime::store::PoolStatus;
 
 /// Opening the database failed.
 #[derive(Debug, thiserror::Error)]

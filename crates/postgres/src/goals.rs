@@ -3,8 +3,8 @@
 //! one goal at once never lose a change.
 
 use strata_engine::async_trait;
-use strata_engine::goal::{Goal, GoalEvent, GoalStore};
 use strata_engine::session::StoreError;
+use strata_runtime::goal::{Goal, GoalEvent, GoalStore};
 use tokio_postgres::Row;
 
 use crate::PgStore;

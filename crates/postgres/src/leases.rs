@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_engine::async_trait;
-use strata_engine::connector::{LeaseGrant, Leases};
 use strata_engine::session::StoreError;
+use strata_runtime::hub::{LeaseGrant, Leases};
 
 use crate::db::Db;
 

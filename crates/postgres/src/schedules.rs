@@ -2,8 +2,8 @@
 //! claimed by one (one upsert; a claim still `running` past its time can be taken again).
 
 use strata_engine::async_trait;
-use strata_engine::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 use strata_engine::session::StoreError;
+use strata_runtime::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 
 use crate::PgStore;
 

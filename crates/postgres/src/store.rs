@@ -6,14 +6,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
 use strata_engine::llm::ChatMessage;
-use strata_engine::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
 use strata_engine::session::{
     SessionInfo, SessionKey, SessionState, SessionStore, StoreError, StoredSession, StoredTurn,
     ToolLogEntry,
 };
-use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
+use strata_runtime::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+use strata_runtime::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
+use strata_runtime::store::{StateStore, StoreHealth, StoreStatus};
 use strata_store::dump::{RateRow, SessionRow, ToolLogRow};
 use tokio_postgres::Row;
 

@@ -3,7 +3,7 @@
 
 use strata_engine::async_trait;
 use strata_engine::session::StoreError;
-use strata_engine::usage::{
+use strata_runtime::usage::{
     InputParts, ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows,
 };
 

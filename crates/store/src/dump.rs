@@ -3,8 +3,8 @@
 //! nothing twice).
 
 use rusqlite::params;
-use strata_engine::approval::ApprovalRecord;
 use strata_engine::session::StoreError;
+use strata_runtime::approval::ApprovalRecord;
 
 use crate::SqliteStore;
 
@@ -86,7 +86,7 @@ pub struct ModelCallRow {
     /// Its row id in the source.
     pub source_id: i64,
     /// The call.
-    pub call: strata_engine::usage::ModelCall,
+    pub call: strata_runtime::usage::ModelCall,
 }
 
 impl SqliteStore {
@@ -97,7 +97,7 @@ impl SqliteStore {
         limit: usize,
     ) -> Result<Vec<ModelCallRow>, StoreError> {
         use strata_engine::llm::Usage;
-        use strata_engine::usage::{InputParts, ModelCall};
+        use strata_runtime::usage::{InputParts, ModelCall};
         self.with(move |c| {
             c.prepare_cached(
                 "SELECT rowid, ts_ms, agent, session, sender, turn_id, provider, model, purpose, \

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use strata_engine::goal::{Goal, GoalEvent, GoalStore};
 use strata_engine::session::StoreError;
+use strata_runtime::goal::{Goal, GoalEvent, GoalStore};
 
 use crate::SqliteStore;
 

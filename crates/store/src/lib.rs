@@ -20,7 +20,7 @@ use strata_engine::session::{
     SessionInfo, SessionKey, SessionState, SessionStore, StoreError, StoredSession, StoredTurn,
     ToolLogEntry,
 };
-use strata_engine::store::{StateStore, StoreHealth, StoreStatus};
+use strata_runtime::store::{StateStore, StoreHealth, StoreStatus};
 
 /// Schema migrations, applied in order; the index + 1 is the version.
 const MIGRATIONS: &[&str] = &[

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use strata_engine::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 use strata_engine::session::StoreError;
+use strata_runtime::schedule::{RunRecord, ScheduleDef, ScheduleState, ScheduleStore};
 
 use crate::SqliteStore;
 

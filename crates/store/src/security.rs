@@ -5,8 +5,8 @@ use strata_engine::session::StoreError;
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
-use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
-use strata_engine::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
+use strata_runtime::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+use strata_runtime::ratelimit::{RateCounts, RateEvent, RateLog, WINDOWS};
 
 use crate::SqliteStore;
 

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::params;
 use strata_engine::session::StoreError;
-use strata_engine::usage::{
+use strata_runtime::usage::{
     InputParts, ModelCall, UsageBy, UsageQuery, UsageRow, UsageStore, sort_rows,
 };
 

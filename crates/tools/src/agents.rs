@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use strata_engine::agent::Message;
 use strata_engine::turns::TurnRequest;
 use strata_engine::{Principal, ToolContext, ToolError, tool};
+use strata_runtime::EnvExt;
 
 /// Inter-agent calls stop here: a turn at this depth is never started.
 const MAX_DEPTH: u32 = 3;
@@ -237,7 +238,7 @@ async fn send_to_agent(
 /// (from the stored sessions, so it survives restarts) — each only while its connector runs.
 async fn find_home(
     ctx: &ToolContext,
-    hub: &strata_engine::connector::ConnectorHub,
+    hub: &strata_runtime::hub::ConnectorHub,
     agent: &str,
 ) -> Option<(strata_engine::connector::ChannelRef, &'static str)> {
     use strata_engine::connector::ChannelRef;

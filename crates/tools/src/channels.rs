@@ -4,6 +4,7 @@
 //! `web_facing`, so content safety and taint apply to their results.
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use serde_json::{Value, json};
 use strata_engine::access::Tier;

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 use strata_engine::access::Tier;
 use strata_engine::config::{Access, McpConfig, McpServerConfig, McpTransport};
-use strata_engine::skills::{Param, SkillDef};
 use strata_engine::{ToolContext, ToolError, tool};
+use strata_runtime::skills::{Param, SkillDef};
 
 /// Owners only: a person, a token or the operator with the owner tier (in a turn, the person
 /// talking to the agent).
@@ -137,7 +137,7 @@ async fn create_skill(
     let text = yaml_serde::to_string(&def)
         .map_err(|e| ToolError::failed(format!("cannot write the skill: {e}")))?;
     // Checked as the loader will read it: a file that would not load is never written.
-    strata_engine::skills::parse_str(&text, &path)
+    strata_runtime::skills::parse_str(&text, &path)
         .map_err(|e| ToolError::invalid(".", e.to_string()))?;
     let replaced =
         write_file(&path, text.as_bytes(), replace.unwrap_or(false)).map_err(ToolError::failed)?;

@@ -11,13 +11,14 @@ use serde_json::{Value, json};
 use strata_engine::access::Tier;
 use strata_engine::config::{Access, AgentTier};
 use strata_engine::connector::ChannelRef;
-use strata_engine::goal::{
+use strata_engine::{Principal, ToolContext, ToolError, tool};
+use strata_runtime::EnvExt;
+use strata_runtime::goal::{
     Change, Choice, Goal, GoalError, GoalEvent, GoalState, ProposalKind, TaskStatus,
 };
-use strata_engine::goals::Goals;
-use strata_engine::{Principal, ToolContext, ToolError, tool};
+use strata_runtime::goals::Goals;
 
-fn service(ctx: &ToolContext) -> Result<&std::sync::Arc<Goals>, ToolError> {
+fn service(ctx: &ToolContext) -> Result<std::sync::Arc<Goals>, ToolError> {
     ctx.env
         .goals()
         .ok_or_else(|| ToolError::failed("goals are not kept in this process"))
@@ -233,7 +234,7 @@ async fn goal_create(
         )
         .await
         .map_err(fail)?;
-    match open_channel(ctx, goals, &goal).await {
+    match open_channel(ctx, &goals, &goal).await {
         Ok(goal) => Ok(Created {
             goal,
             channel_error: None,

@@ -2,6 +2,7 @@
 //! owners and coordinating agents (what `GET /api/state` and `strata events` show people).
 
 use std::io::{Read, Seek, SeekFrom};
+use strata_runtime::EnvExt;
 
 use serde_json::{Value, json};
 use strata_engine::access::Tier;

@@ -9,12 +9,13 @@ use serde_json::Value;
 use strata_engine::access::Tier;
 use strata_engine::config::Access;
 use strata_engine::connector::ChannelRef;
-use strata_engine::schedule::{MAX_PER_SENDER, ScheduleDef, Timestamp, When};
 use strata_engine::{ToolContext, ToolError, tool};
+use strata_runtime::EnvExt;
+use strata_runtime::schedule::{MAX_PER_SENDER, ScheduleDef, Timestamp, When};
 
 fn store(
     ctx: &ToolContext,
-) -> Result<&std::sync::Arc<dyn strata_engine::schedule::ScheduleStore>, ToolError> {
+) -> Result<std::sync::Arc<dyn strata_runtime::schedule::ScheduleStore>, ToolError> {
     ctx.env
         .schedules()
         .ok_or_else(|| ToolError::failed("schedules are not kept in this process"))
@@ -76,7 +77,7 @@ async fn schedule_create(
     }
     let config = &ctx.env.config;
     let taken_by_config = config.schedules.contains_key(&name)
-        || strata_engine::schedule::JOBS.contains(&name.as_str())
+        || strata_runtime::schedule::JOBS.contains(&name.as_str())
         || name.starts_with("heartbeat-");
     if taken_by_config {
         return Err(ToolError::invalid(
@@ -112,7 +113,7 @@ async fn schedule_create(
         .timezone
         .clone()
         .unwrap_or_else(|| "UTC".into());
-    let tz = strata_engine::schedule::zone(&timezone).map_err(ToolError::failed)?;
+    let tz = strata_runtime::schedule::zone(&timezone).map_err(ToolError::failed)?;
     let now = Timestamp::now();
     let parsed =
         When::parse(&when, &tz, now).map_err(|e| ToolError::invalid("when", e.to_string()))?;
@@ -164,7 +165,7 @@ async fn schedule_create(
     }
     let next_run = next.map(|t| t.as_second());
     store
-        .save_state(&strata_engine::schedule::ScheduleState {
+        .save_state(&strata_runtime::schedule::ScheduleState {
             name: name.clone(),
             next_run,
             ..Default::default()
@@ -198,7 +199,7 @@ async fn schedule_list(ctx: &ToolContext) -> Result<Value, ToolError> {
         .filter(|d| everyone || d.owner == ctx.principal)
         .filter_map(|d| d.schedule().ok())
         .collect();
-    let mut rows = strata_engine::schedule::overview(&mine, &states);
+    let mut rows = strata_runtime::schedule::overview(&mine, &states);
     for (row, d) in rows.iter_mut().zip(
         defs.iter()
             .filter(|d| everyone || d.owner == ctx.principal)

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use strata_engine::skills::{Skill, SkillAction, SkillSet, shell_quote, tool_name};
 use strata_engine::{
-    Capability, Registry, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-    async_trait,
+    Capability, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, async_trait,
 };
+use strata_runtime::Registry;
+use strata_runtime::skills::{Skill, SkillAction, SkillSet, shell_quote, tool_name};
 
 /// One command skill as a tool.
 pub struct SkillTool {

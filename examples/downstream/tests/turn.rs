@@ -14,10 +14,11 @@ use strata_engine::agent::Message;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, Config, Person};
 use strata_engine::connector::{Connector, InboundMessage, OutboundMessage};
-use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 use tokio::sync::{mpsc, watch};
 
 /// What a downstream crate may name of `strata_engine`: the traits it implements and the data
@@ -91,8 +92,8 @@ fn the_library_names_only_the_contract() {
     }
     // The parser itself: a name outside the contract is caught.
     assert_eq!(
-        imported("use strata_engine::manager::{AgentManager, X};"),
-        ["manager::AgentManager", "manager::X"]
+        imported("use strata_engine::paths::{open_guarded, X};"),
+        ["paths::open_guarded", "paths::X"]
     );
 }
 

@@ -12,7 +12,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use strata_engine::audit::{AuditRecord, AuditSink};
 use strata_engine::config::Config;
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 /// Keeps the audit log's events (the refused requests).
 #[derive(Default)]
@@ -86,13 +87,13 @@ fn invoker(dir: &std::path::Path) -> (Invoker, Arc<Events>) {
     (Invoker::new(reg, env, events.clone()), events)
 }
 
-async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_engine::InvocationResult {
+async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_runtime::InvocationResult {
     inv.invoke(Invocation::new(tool, args, Principal::Operator))
         .await
 }
 
 /// The value a web-facing tool returns, inside its untrusted-content wrapper.
-fn content(r: &strata_engine::InvocationResult) -> Value {
+fn content(r: &strata_runtime::InvocationResult) -> Value {
     r.value["untrusted_content"].clone()
 }
 

@@ -12,7 +12,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
     let w = world(vec![("helper", routing(Some(&[])), vec![])]).await;
     let call = |who: &str| {
         let inv = w.invoker.clone();
-        let c = strata_engine::Invocation::new(
+        let c = strata_runtime::Invocation::new(
             "launch",
             json!({"password": "hunter2"}),
             strata_engine::Principal::Person { id: who.into() },
@@ -53,7 +53,7 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
         .await
         .expect("decided")
         .expect("join");
-    assert_eq!(r.status, strata_engine::Status::Ok, "{r:?}");
+    assert_eq!(r.status, strata_runtime::Status::Ok, "{r:?}");
     assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     // The outcome is replied to the request, and is a security alert in the alert channel.
     let posted = w.wait_posted(3).await;
@@ -94,12 +94,12 @@ async fn approvals_are_decided_by_an_approvers_reaction_only() {
         .await
         .expect("decided")
         .expect("join");
-    assert_eq!(r.status, strata_engine::Status::ApprovalDenied, "{r:?}");
+    assert_eq!(r.status, strata_runtime::Status::ApprovalDenied, "{r:?}");
     assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     let pending = w
         .approvals
         .store()
-        .list(Some(strata_engine::approval::ApprovalStatus::Pending), 10)
+        .list(Some(strata_runtime::approval::ApprovalStatus::Pending), 10)
         .await
         .expect("list");
     assert!(pending.is_empty());
@@ -115,7 +115,7 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
     .await;
     let r = tokio::time::timeout(
         Duration::from_secs(10),
-        w.invoker.invoke(strata_engine::Invocation::new(
+        w.invoker.invoke(strata_runtime::Invocation::new(
             "launch",
             json!({}),
             strata_engine::Principal::Person {
@@ -125,7 +125,7 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
     )
     .await
     .expect("the timeout decides");
-    assert_eq!(r.status, strata_engine::Status::ApprovalDenied, "{r:?}");
+    assert_eq!(r.status, strata_runtime::Status::ApprovalDenied, "{r:?}");
     assert!(r.error.unwrap_or_default().contains("did not run"));
     assert_eq!(w.runs.load(std::sync::atomic::Ordering::SeqCst), 0);
     let posted = w.wait_posted(2).await;
@@ -144,7 +144,7 @@ async fn an_undecided_approval_times_out_and_says_so_in_the_channel() {
 /// bot's look-alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_posted_by_another_instance_is_decided_by_a_reaction_seen_here() {
-    use strata_engine::approval::{ApprovalRecord, ApprovalStatus};
+    use strata_runtime::approval::{ApprovalRecord, ApprovalStatus};
     let w = world(vec![("helper", routing(Some(&[])), vec![])]).await;
     let pending = |id: &str| ApprovalRecord {
         id: id.into(),

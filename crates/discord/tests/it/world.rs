@@ -3,27 +3,29 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use strata_runtime::EnvExt;
 
 use serde_json::json;
+use strata_engine::Env;
 use strata_engine::ToolFilter;
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::config::{
     Access, AgentConfig, Config, DiscordAccount, DiscordRouting, Person, RoutingConfig,
 };
-use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
 use strata_engine::turns::AgentDirectory;
-use strata_engine::{Env, Invoker, Registry};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::scripted::Scripted;
 
 use strata_test_support::discord::*;
 
 pub struct World {
     pub dir_path: std::path::PathBuf,
-    pub skills: Arc<strata_engine::skills::SkillSet>,
+    pub skills: Arc<strata_runtime::skills::SkillSet>,
     pub fake: Fake,
     pub invoker: Arc<Invoker>,
-    pub approvals: Arc<strata_engine::approval::Approvals>,
+    pub approvals: Arc<strata_runtime::approval::Approvals>,
     pub runs: Arc<std::sync::atomic::AtomicUsize>,
     pub providers: BTreeMap<String, Arc<Scripted>>,
     pub _stop: tokio::sync::watch::Sender<bool>,
@@ -198,11 +200,11 @@ pub async fn world_with(
         strata_store::JsonlAudit::open(&dir.path().join("data/audit.jsonl")).expect("audit"),
     );
     let inv = Invoker::new(reg, env.clone(), audit).with_alert_sink(Arc::new(
-        strata_engine::connector::ChannelAlerts::new(env.connectors().clone(), "556"),
+        strata_runtime::hub::ChannelAlerts::new(env.connectors().clone(), "556"),
     ));
     let approvals = Arc::new(
-        strata_engine::approval::Approvals::new(
-            Arc::new(strata_engine::approval::MemoryApprovalStore::default()),
+        strata_runtime::approval::Approvals::new(
+            Arc::new(strata_runtime::approval::MemoryApprovalStore::default()),
             inv.policy().clone(),
         )
         .with_timeout(Duration::from_secs(c.security.hitl.timeout.max(1))),
@@ -225,13 +227,13 @@ pub async fn world_with(
     ));
     // The example overlay's two skills (a prompt skill and a command skill).
     std::fs::create_dir_all(dir.path().join("skills")).expect("skills dir");
-    let skills = Arc::new(strata_engine::skills::SkillSet::load(vec![
-        strata_engine::skills::SkillDir {
+    let skills = Arc::new(strata_runtime::skills::SkillSet::load(vec![
+        strata_runtime::skills::SkillDir {
             path: dir.path().join("skills"),
             origin: "overlay".into(),
             prefix: String::new(),
         },
-        strata_engine::skills::SkillDir {
+        strata_runtime::skills::SkillDir {
             path: std::path::PathBuf::from(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/../../overlay-example/skills"

@@ -1,5 +1,5 @@
 //! `budget` blocks: what an agent, a person or a schedule may spend (checked by
-//! `crate::budget`). Used under `agents.<id>.budget`, `defaults.budget`, a `team.json`
+//! `strata_runtime::budget`). Used under `agents.<id>.budget`, `defaults.budget`, a `team.json`
 //! person's `budget` and `schedules.<name>.budget`.
 
 use serde::{Deserialize, Serialize};

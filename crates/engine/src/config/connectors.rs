@@ -70,7 +70,7 @@ pub struct DiscordAccount {
     /// message_content, guild_message_reactions).
     #[serde(default)]
     pub intents: Option<Vec<String>>,
-    /// Presence text shown as "Listening to <text>" (unset: just online).
+    /// Presence text shown as "Listening to `<text>`" (unset: just online).
     #[serde(default)]
     pub presence: Option<String>,
 }

@@ -1,5 +1,5 @@
 //! `schedules.*`: cron jobs, recurring prompts and the built-in jobs' times
-//! (`crate::schedule` checks and reads them).
+//! (`strata_runtime::schedule` checks and reads them).
 
 use std::collections::BTreeMap;
 

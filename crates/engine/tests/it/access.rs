@@ -11,10 +11,8 @@ use strata_engine::config::{
     Access, AgentConfig, AgentTier, AllTools, Config, Person, TeamAgent, ToolSelection,
     UnknownPolicy,
 };
-use strata_engine::{
-    Capability, Env, Invocation, Invoker, Principal, Registry, SideEffects, Status, ToolOutput,
-    ToolSpec,
-};
+use strata_engine::{Capability, Env, Principal, SideEffects, ToolOutput, ToolSpec};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 fn person(id: &str, access: Access) -> Person {
     Person {

@@ -8,9 +8,8 @@ use serde_json::json;
 use strata_engine::audit::{Alert, AlertSink, NoAudit};
 use strata_engine::config::{Config, ContentSafetyConfig, SafetyPolicy};
 use strata_engine::safety::{ContentSafety, score};
-use strata_engine::{
-    Env, Invocation, Invoker, Principal, Registry, SideEffects, Status, ToolOutput, ToolSpec,
-};
+use strata_engine::{Env, Principal, SideEffects, ToolOutput, ToolSpec};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 const BENIGN: &[&str] = &[
     "The quarterly report shows revenue up 12% year over year, driven by the new subscription tier.",

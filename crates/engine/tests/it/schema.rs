@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use strata_engine::schemars::JsonSchema;
-use strata_engine::{Capability, Registry, SideEffects, ToolContext, ToolError, tool};
+use strata_engine::{Capability, SideEffects, ToolContext, ToolError, tool};
+use strata_runtime::Registry;
 
 /// How loud to be.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

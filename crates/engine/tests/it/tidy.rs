@@ -107,7 +107,7 @@ fn only_the_invoker_calls_a_tool() {
     // `x.call(&ctx, …)`, `tool.call(…)`, `Tool::call(…)`.
     let found = offenders(
         r"(\b(tool|t)\.call\(|\.call\(\s*&?\s*\w*ctx\b|Tool::call\()",
-        &["crates/engine/src/invoker.rs"],
+        &["crates/runtime/src/invoker.rs"],
         &[],
     );
     assert!(
@@ -309,36 +309,42 @@ const LADDER: &[(&str, &[&str])] = &[
             "connector",
             "turns",
             "audit",
-            "schedule",
-            "usage",
-            "goal",
-            "goals",
         ],
     ),
     ("the environment a tool sees", &["tool"]),
-    (
-        "machinery",
-        &[
-            "scheduler",
-            "agent",
-            "monitor",
-            "ratelimit",
-            "approval",
-            "budget",
-            "store",
-            "skills",
-            "registry",
-            "invoker",
-            "context_window",
-            "agent_loop",
-            "manager",
-            "lib",
-        ],
-    ),
+    ("what a team implements", &["agent", "lib"]),
 ];
 
-/// For each engine module (file, or `config/` as one), the modules it names.
-fn engine_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+/// The runtime's rungs (`crates/runtime/src`), bottom first, as [`LADDER`] for the engine.
+const RUNTIME_LADDER: &[(&str, &[&str])] = &[
+    (
+        "data and seams",
+        &[
+            "context_window",
+            "goal",
+            "hub",
+            "monitor",
+            "ratelimit",
+            "registry",
+            "schedule",
+            "skills",
+            "turns",
+            "usage",
+        ],
+    ),
+    ("services", &["goals", "scheduler"]),
+    (
+        "the pipeline",
+        &["approval", "budget", "invoker", "store", "env"],
+    ),
+    ("the agent loop", &["agent_loop", "manager", "lib"]),
+];
+
+/// For each module of the crate in `src` (`crates/engine/src/`: a file, or `config/` as
+/// one), the modules it names.
+fn crate_imports(
+    src: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
     let re = regex::Regex::new(r"crate::([a-z_][a-z0-9_]*|[A-Z]\w*)").expect("regex");
     // Root re-exports named by type, mapped to their module.
     let by_type = [
@@ -346,6 +352,7 @@ fn engine_imports() -> std::collections::BTreeMap<String, std::collections::BTre
         ("RegisteredTool", "registry"),
         ("Invoker", "invoker"),
         ("Invocation", "invoker"),
+        ("EnvExt", "env"),
         ("Principal", "principal"),
         ("Scope", "scope"),
         ("ToolFilter", "scope"),
@@ -353,7 +360,7 @@ fn engine_imports() -> std::collections::BTreeMap<String, std::collections::BTre
     ];
     let mut out = std::collections::BTreeMap::new();
     for (file, code) in sources() {
-        let Some(rel) = file.strip_prefix("crates/engine/src/") else {
+        let Some(rel) = file.strip_prefix(src) else {
             continue;
         };
         let module = match rel.split_once('/') {
@@ -434,7 +441,7 @@ fn ladder_faults(
 
 #[test]
 fn the_engine_is_a_ladder() {
-    let imports = engine_imports();
+    let imports = crate_imports("crates/engine/src/");
     let wrong = ladder_faults(LADDER, "LADDER", &imports);
     assert!(
         imports.len() > 20,
@@ -442,6 +449,37 @@ fn the_engine_is_a_ladder() {
         imports.len()
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_runtime_is_a_ladder() {
+    let imports = crate_imports("crates/runtime/src/");
+    let wrong = ladder_faults(RUNTIME_LADDER, "RUNTIME_LADDER", &imports);
+    assert!(
+        imports.len() > 15,
+        "found only {} runtime modules",
+        imports.len()
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every rung names modules that exist: a ladder does not keep a module that moved away.
+#[test]
+fn every_rung_names_a_module_that_exists() {
+    for (src, ladder) in [
+        ("crates/engine/src/", LADDER),
+        ("crates/runtime/src/", RUNTIME_LADDER),
+    ] {
+        let imports = crate_imports(src);
+        for (rung, modules) in ladder {
+            for m in *modules {
+                assert!(
+                    imports.contains_key(*m),
+                    "`{m}` ({rung}) is not a module of {src}"
+                );
+            }
+        }
+    }
 }
 
 /// The launcher's rungs, bottom first, by file (`src/` dropped, `.rs` dropped: `cmd/serve`,
@@ -686,6 +724,11 @@ fn assert_documented(krate: &str, ladder: &[(&str, &[&str])], name: &str) {
 #[test]
 fn the_documented_ladder_is_the_tested_one() {
     assert_documented("engine", LADDER, "LADDER");
+}
+
+#[test]
+fn the_documented_runtime_ladder_is_the_tested_one() {
+    assert_documented("runtime", RUNTIME_LADDER, "RUNTIME_LADDER");
 }
 
 #[test]

@@ -57,7 +57,7 @@ async fn agents(State(st): State<Arc<HttpState>>) -> Json<Value> {
         .map(|s| {
             s.snapshot()
                 .values()
-                .map(strata_engine::skills::Skill::summary)
+                .map(strata_runtime::skills::Skill::summary)
                 .collect()
         })
         .unwrap_or_default();

@@ -25,7 +25,7 @@ struct ApprovalQuery {
     limit: Option<String>,
 }
 
-fn approvals_of(st: &HttpState) -> Result<&Arc<strata_engine::approval::Approvals>, ApiError> {
+fn approvals_of(st: &HttpState) -> Result<&Arc<strata_runtime::approval::Approvals>, ApiError> {
     st.invoker.approvals().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -39,7 +39,7 @@ async fn approvals_list(
     State(st): State<Arc<HttpState>>,
     Query(q): Query<ApprovalQuery>,
 ) -> Result<Response, ApiError> {
-    use strata_engine::approval::ApprovalStatus;
+    use strata_runtime::approval::ApprovalStatus;
     let limit = parse_limit(q.limit.as_deref(), 50, 1000)?;
     let status = match q.status.as_deref().unwrap_or("pending") {
         "all" => None,
@@ -63,7 +63,7 @@ async fn approvals_decide(
     axum::extract::Path((id, decision)): axum::extract::Path<(String, String)>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    use strata_engine::approval::DecideError;
+    use strata_runtime::approval::DecideError;
     let approve = match decision.as_str() {
         "approve" => true,
         "deny" => false,

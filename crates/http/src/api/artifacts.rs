@@ -65,23 +65,23 @@ async fn artifact_call(
         .await;
     let message = r.error.clone().unwrap_or_default();
     match r.status {
-        strata_engine::Status::Ok => Ok(r.value),
-        strata_engine::Status::Denied | strata_engine::Status::ApprovalDenied => {
+        strata_runtime::Status::Ok => Ok(r.value),
+        strata_runtime::Status::Denied | strata_runtime::Status::ApprovalDenied => {
             Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message))
         }
-        strata_engine::Status::RateLimited => {
+        strata_runtime::Status::RateLimited => {
             Err(
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
                     .retry_after(r.retry_after_secs),
             )
         }
-        strata_engine::Status::ValidationError => Err(ApiError::bad_request(message)),
-        strata_engine::Status::UnknownTool => Err(ApiError::new(
+        strata_runtime::Status::ValidationError => Err(ApiError::bad_request(message)),
+        strata_runtime::Status::UnknownTool => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
             format!("{message} (artifacts are served by the core file tools)"),
         )),
-        strata_engine::Status::Error => {
+        strata_runtime::Status::Error => {
             Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", message))
         }
     }

@@ -134,7 +134,7 @@ fn chat_answer(reply: strata_engine::agent::Reply, session_id: &str) -> Value {
 /// with the body a plain `/chat` answers, or `error` with the error envelope's `{code,
 /// message, status}`.
 fn chat_stream(
-    manager: Arc<strata_engine::manager::AgentManager>,
+    manager: Arc<strata_runtime::manager::AgentManager>,
     req: TurnRequest,
     session_id: String,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<strata_engine::turns::TurnEvent>,

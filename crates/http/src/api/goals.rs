@@ -3,6 +3,7 @@
 //! change through the `goal_*` tools (`POST /api/invoke`).
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -10,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::json;
-use strata_engine::goal::GoalError;
-use strata_engine::goals::Goals;
+use strata_runtime::goal::GoalError;
+use strata_runtime::goals::Goals;
 
 use super::{ApiError, Limit, Query, ok, parse_limit};
 use crate::HttpState;
@@ -23,7 +24,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
         .route("/api/goals/{id}/events", get(events))
 }
 
-fn goals(st: &HttpState) -> Result<&Arc<Goals>, ApiError> {
+fn goals(st: &HttpState) -> Result<Arc<Goals>, ApiError> {
     st.invoker.env().goals().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -46,7 +47,10 @@ fn failed(e: GoalError) -> ApiError {
 
 async fn list(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
     let all = goals(&st)?.list().await.map_err(failed)?;
-    let rows: Vec<_> = all.iter().map(strata_engine::goal::Goal::summary).collect();
+    let rows: Vec<_> = all
+        .iter()
+        .map(strata_runtime::goal::Goal::summary)
+        .collect();
     Ok(ok(json!({ "goals": rows })))
 }
 

@@ -30,7 +30,7 @@ async fn api_health(State(st): State<Arc<HttpState>>) -> Json<Value> {
             if let Value::Object(m) = &mut v {
                 m.insert("backend".into(), json!(s.backend()));
             }
-            Some((health == strata_engine::store::StoreHealth::Ok, v))
+            Some((health == strata_runtime::store::StoreHealth::Ok, v))
         }
         None => None,
     };

@@ -19,7 +19,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
 /// The gauges read at scrape time (the approval queue from the store, the live sessions),
 /// then the recorder's text.
 async fn metrics(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError> {
-    use strata_engine::approval::ApprovalStatus;
+    use strata_runtime::approval::ApprovalStatus;
     let render = st.metrics.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -34,7 +34,7 @@ async fn metrics(State(st): State<Arc<HttpState>>) -> Result<Response, ApiError>
             .await
         {
             Ok(rows) => {
-                let now = strata_engine::approval::now_secs();
+                let now = strata_runtime::approval::now_secs();
                 let oldest = rows.iter().map(|r| r.created_at).min().unwrap_or(now);
                 strata_engine::meters::approvals_pending(rows.len(), (now - oldest).max(0) as u64);
             }

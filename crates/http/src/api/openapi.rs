@@ -89,7 +89,7 @@ pub fn openapi() -> Value {
                 "parameters": [
                     {"name": "by", "in": "query", "schema": {"enum": ["agent", "model", "sender", "day", "turn", "session"], "default": "agent"}},
                     {"name": "since", "in": "query", "schema": {"anyOf": [
-                        {"type": "string", "pattern": strata_engine::usage::SINCE_SPAN_PATTERN},
+                        {"type": "string", "pattern": strata_runtime::usage::SINCE_SPAN_PATTERN},
                         {"type": "string", "format": "date"},
                         {"type": "string", "format": "date-time"}]},
                         "description": "A span back from now (7d, 24h, 1h30m: one to four parts, units s m h d w), a UTC date (2026-12-01) or an RFC 3339 time"},

@@ -19,7 +19,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
         .route("/api/schedules/{name}/{action}", post(schedules_act))
 }
 
-fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_engine::scheduler::Scheduler>, ApiError> {
+fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_runtime::scheduler::Scheduler>, ApiError> {
     st.schedules.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -31,8 +31,8 @@ fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_engine::scheduler::Schedul
 
 /// The configured schedules and those made in conversation.
 async fn current(
-    sch: &strata_engine::scheduler::Scheduler,
-) -> Result<Vec<strata_engine::schedule::Schedule>, ApiError> {
+    sch: &strata_runtime::scheduler::Scheduler,
+) -> Result<Vec<strata_runtime::schedule::Schedule>, ApiError> {
     sch.current().await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -53,7 +53,7 @@ async fn schedules_list(State(st): State<Arc<HttpState>>) -> Result<Response, Ap
     })?;
     let all = current(sch).await?;
     Ok(ok(json!({
-        "schedules": strata_engine::schedule::overview(&all, &states)
+        "schedules": strata_runtime::schedule::overview(&all, &states)
     })))
 }
 
@@ -83,7 +83,7 @@ async fn schedules_act(
     }
     let store = sch.store();
     let done = match action.as_str() {
-        "run" => strata_engine::schedule::make_due(
+        "run" => strata_runtime::schedule::make_due(
             store.as_ref(),
             &name,
             std::time::SystemTime::now()

@@ -26,7 +26,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
         )
 }
 
-fn store(st: &HttpState) -> Result<&Arc<dyn strata_engine::store::StateStore>, ApiError> {
+fn store(st: &HttpState) -> Result<&Arc<dyn strata_runtime::store::StateStore>, ApiError> {
     st.sessions.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -3,14 +3,15 @@
 //! `GET /api/state`, the shorter overview (agents, sessions, tools, connectors).
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
-use strata_engine::approval::ApprovalStatus;
-use strata_engine::usage::{UsageBy, UsageQuery, day_start_ms};
+use strata_runtime::approval::ApprovalStatus;
+use strata_runtime::usage::{UsageBy, UsageQuery, day_start_ms};
 
 use super::ok;
 use crate::HttpState;
@@ -36,7 +37,7 @@ async fn api_status(State(st): State<Arc<HttpState>>) -> Response {
     let approvals = match st.invoker.approvals() {
         Some(a) => match a.store().list(Some(ApprovalStatus::Pending), 1000).await {
             Ok(pending) => {
-                let now = strata_engine::approval::now_secs();
+                let now = strata_runtime::approval::now_secs();
                 let oldest = pending.iter().map(|r| r.created_at).min();
                 json!({
                     "pending": pending.len(),

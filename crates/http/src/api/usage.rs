@@ -2,6 +2,7 @@
 //! or session.
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use axum::Router;
 use axum::extract::State;
@@ -28,8 +29,8 @@ async fn usage(
     State(st): State<Arc<HttpState>>,
     Query(p): Query<UsageParams>,
 ) -> Result<Response, ApiError> {
-    use strata_engine::usage::{UsageBy, UsageQuery, parse_since};
-    let bad = |e: strata_engine::usage::UsageInputError| ApiError::bad_request(e.to_string());
+    use strata_runtime::usage::{UsageBy, UsageQuery, parse_since};
+    let bad = |e: strata_runtime::usage::UsageInputError| ApiError::bad_request(e.to_string());
     let by = UsageBy::parse(p.by.as_deref().unwrap_or("agent")).map_err(bad)?;
     let since_ms = p
         .since

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::config::{Access, Config, LlmConfig};
-use strata_engine::manager::AgentManager;
-use strata_engine::{Env, Invoker, Registry, ToolError, tool};
+use strata_engine::{Env, ToolError, tool};
 use strata_http::{HttpState, Token};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 use strata_store::JsonlAudit;
 use strata_test_support::{FakeServer, openai};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use strata_engine::ToolFilter;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig, McpServerConfig, McpTransport};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 use strata_test_support::{FakeServer, openai};
 
 fn python_mcp_available() -> bool {

@@ -12,7 +12,8 @@ use strata_store::JsonlAudit;
 
 use crate::Launcher;
 use crate::cli::GlobalArgs;
-use strata_engine::{Env, Registry};
+use strata_engine::Env;
+use strata_runtime::Registry;
 
 use crate::Exit;
 
@@ -21,15 +22,15 @@ pub(crate) struct Context {
     pub(crate) config: LoadedConfig,
     pub(crate) registry: Arc<Registry>,
     /// The skills; command skills are in `registry` as `skill__<name>` tools.
-    pub(crate) skills: Arc<strata_engine::skills::SkillSet>,
+    pub(crate) skills: Arc<strata_runtime::skills::SkillSet>,
 }
 
 /// The Invoker of a CLI command (`invoke`, `skill run`, `mcp serve --stdio`): the audit log,
 /// the store's rate-limit counters and approval requests, and approval requests shown on
 /// stderr. [`CliInvoker::finish`] saves what is queued.
 pub(crate) struct CliInvoker {
-    pub(crate) invoker: Arc<strata_engine::Invoker>,
-    store: Arc<dyn strata_engine::store::StateStore>,
+    pub(crate) invoker: Arc<strata_runtime::Invoker>,
+    store: Arc<dyn strata_runtime::store::StateStore>,
     audit: Arc<JsonlAudit>,
 }
 
@@ -179,8 +180,8 @@ pub(crate) fn reload() -> Option<anyhow::Result<Context>> {
 fn load_with(options: &LoadOptions, declared: &[String]) -> anyhow::Result<Context> {
     let config = LoadedConfig::load(options)?;
     let registry = Arc::new(Registry::from_inventory(declared)?);
-    let skills = Arc::new(strata_engine::skills::SkillSet::load(
-        strata_engine::skills::dirs_for(&config),
+    let skills = Arc::new(strata_runtime::skills::SkillSet::load(
+        strata_runtime::skills::dirs_for(&config),
     ));
     strata_tools::skill_tools::sync(&registry, &skills);
     Ok(Context {
@@ -234,7 +235,7 @@ pub(crate) fn parse_args_json(raw: &str) -> Result<Value, String> {
 pub(crate) async fn open_store(
     l: &Context,
     env: &Env,
-) -> anyhow::Result<Arc<dyn strata_engine::store::StateStore>> {
+) -> anyhow::Result<Arc<dyn strata_runtime::store::StateStore>> {
     crate::storage::open_store(&l.config, env.vault.as_deref())
         .await
         .map(|(s, _)| s)

@@ -76,7 +76,7 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
             ));
         }
     }
-    match strata_engine::schedule::from_config(&c.config) {
+    match strata_runtime::schedule::from_config(&c.config) {
         Ok(all) => {
             let problems = crate::schedules::skill_problems(&all, &l.skills);
             if problems.is_empty() {
@@ -130,7 +130,7 @@ pub(crate) fn findings(l: &Context, online: bool) -> Vec<Finding> {
         l.registry.len(),
         layer_summary(&l.registry)
     ));
-    let linked = strata_engine::Registry::linked_sources();
+    let linked = strata_runtime::Registry::linked_sources();
     match crate::preflight::silent_tool_files(&c.overlay_dir, &linked) {
         (0, _) => {}
         (n, silent) if silent.is_empty() => lines.push(format!(
@@ -386,9 +386,9 @@ fn budget_problems(
     warns: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) -> Vec<String> {
-    use strata_engine::usage::{InMemoryUsage, Pricing};
+    use strata_runtime::usage::{InMemoryUsage, Pricing};
     let pricing = Pricing::from_config(&c.config);
-    let budgets = match strata_engine::budget::Budgets::from_config(
+    let budgets = match strata_runtime::budget::Budgets::from_config(
         &c.config,
         pricing.clone(),
         std::sync::Arc::new(InMemoryUsage::default()),

@@ -1,7 +1,7 @@
 //! `strata goal list | show ID | events ID`: goal workstreams as the store `serve` uses
 //! (SQLite or PostgreSQL) keeps them — read-only; goals change through the `goal_*` tools.
 
-use strata_engine::goals::Goals;
+use strata_runtime::goals::Goals;
 
 use super::context::*;
 use crate::Exit;
@@ -22,22 +22,27 @@ pub(crate) fn run(l: &Context, command: GoalCommand) -> Exit {
         let (env, _) = crate::wiring::env(&l.config).await?;
         let (store, _) = crate::storage::open_store(&l.config, env.vault.as_deref()).await?;
         let goals = Goals::new(store, &l.config.config.goals).map_err(anyhow::Error::msg)?;
-        let found = |e: strata_engine::goal::GoalError| match e {
-            strata_engine::goal::GoalError::NotFound(_) => anyhow::Error::new(Usage(e.to_string())),
+        let found = |e: strata_runtime::goal::GoalError| match e {
+            strata_runtime::goal::GoalError::NotFound(_) => {
+                anyhow::Error::new(Usage(e.to_string()))
+            }
             e => anyhow::Error::new(e),
         };
         let text = match &command {
             GoalCommand::List { json } => {
                 let all = goals.list().await?;
                 if *json {
-                    let rows: Vec<_> = all.iter().map(strata_engine::goal::Goal::summary).collect();
+                    let rows: Vec<_> = all
+                        .iter()
+                        .map(strata_runtime::goal::Goal::summary)
+                        .collect();
                     serde_json::to_string_pretty(&rows)?
                 } else if all.is_empty() {
                     "no goals yet (an agent or owner makes one with goal_create)".to_owned()
                 } else {
                     all.iter()
                         .map(|g| {
-                            let s = strata_engine::goal::Goal::summary(g);
+                            let s = strata_runtime::goal::Goal::summary(g);
                             format!(
                                 "{:<40} {:<16} {}  ({} participants, {} open tasks, {} open \
                                  proposals)",

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use rustyline::error::ReadlineError;
+use strata_engine::Principal;
 use strata_engine::agent::Message;
 use strata_engine::config::LoadedConfig;
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Principal, Registry};
+use strata_runtime::Registry;
 
 use crate::Exit;
 
@@ -53,7 +54,7 @@ pub(crate) fn run(
         eprintln!("error: unknown agent `{agent_id}`");
         return Exit::Usage;
     }
-    let skills = strata_engine::skills::SkillSet::load(strata_engine::skills::dirs_for(cfg));
+    let skills = strata_runtime::skills::SkillSet::load(strata_runtime::skills::dirs_for(cfg));
     let mut editor = match rustyline::DefaultEditor::new() {
         Ok(e) => e,
         Err(e) => {

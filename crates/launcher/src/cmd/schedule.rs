@@ -9,7 +9,7 @@ use crate::Exit;
 use crate::cli::ScheduleCommand;
 
 pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
-    let mut schedules = match strata_engine::schedule::from_config(&l.config.config) {
+    let mut schedules = match strata_runtime::schedule::from_config(&l.config.config) {
         Ok(s) => s,
         Err(p) => return fail(&anyhow::anyhow!("schedules: {}", p.join("; "))),
     };
@@ -34,7 +34,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
     let work = async {
         let (env, _) = crate::wiring::env(&l.config).await?;
         let (store, _) = crate::storage::open_store(&l.config, env.vault.as_deref()).await?;
-        let now = strata_engine::schedule::Timestamp::now().as_second();
+        let now = strata_runtime::schedule::Timestamp::now().as_second();
         // Those people asked for in conversation, too.
         for d in store.defs().await? {
             if let Ok(s) = d.schedule() {
@@ -53,7 +53,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
         }
         let text = match &command {
             ScheduleCommand::List { json } => {
-                let rows = strata_engine::schedule::overview(&schedules, &store.states().await?);
+                let rows = strata_runtime::schedule::overview(&schedules, &store.states().await?);
                 if *json {
                     serde_json::to_string_pretty(&rows)?
                 } else {
@@ -62,7 +62,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
             }
             ScheduleCommand::Show { name } => {
                 let states = store.states().await?;
-                let rows = strata_engine::schedule::overview(&schedules, &states);
+                let rows = strata_runtime::schedule::overview(&schedules, &states);
                 let row = rows
                     .into_iter()
                     .find(|r| r["name"] == name.as_str())
@@ -71,7 +71,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
                 serde_json::to_string_pretty(&json!({"schedule": row, "runs": runs}))?
             }
             ScheduleCommand::Run { name } => {
-                strata_engine::schedule::make_due(store.as_ref(), name, now).await?;
+                strata_runtime::schedule::make_due(store.as_ref(), name, now).await?;
                 store.flush().await?;
                 format!("{name}: due now (a running `strata serve` starts it within a second)")
             }
@@ -94,7 +94,7 @@ pub(crate) fn run(l: &Context, command: ScheduleCommand) -> Exit {
                 } else {
                     runs.iter()
                         .map(|r| {
-                            let due = strata_engine::schedule::Timestamp::from_second(r.due)
+                            let due = strata_runtime::schedule::Timestamp::from_second(r.due)
                                 .map(|t| t.to_string())
                                 .unwrap_or_default();
                             let ms = r.finished_ms.map(|f| f - r.started_ms);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use strata_engine::Principal;
-use strata_engine::approval::{ApprovalStatus, ApprovalStore, decide_in};
 use strata_engine::safety::{ContentSafety, Scan};
+use strata_runtime::approval::{ApprovalStatus, ApprovalStore, decide_in};
 
 use crate::Exit;
 use crate::cli::ApprovalsCommand;

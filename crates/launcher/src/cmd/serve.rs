@@ -1,6 +1,7 @@
 //! `strata serve`: everything running until SIGINT/SIGTERM.
 
 use strata_engine::config::LoadedConfig;
+use strata_runtime::EnvExt;
 
 use super::context::*;
 use super::tools::layer_summary;
@@ -72,7 +73,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
     if !missing.is_empty() {
         anyhow::bail!(missing.join("; "));
     }
-    let schedules = strata_engine::schedule::from_config(&c.config)
+    let schedules = strata_runtime::schedule::from_config(&c.config)
         .map_err(|p| anyhow::anyhow!("schedules: {}", p.join("; ")))?;
     let skill_problems = crate::schedules::skill_problems(&schedules, &l.skills);
     if !skill_problems.is_empty() {
@@ -175,7 +176,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         .map(|m| m.instance().to_owned())
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let scheduler = std::sync::Arc::new(
-        strata_engine::scheduler::Scheduler::new(
+        strata_runtime::scheduler::Scheduler::new(
             schedules,
             wired.store.clone(),
             std::sync::Arc::new(crate::schedules::Runner::new(
@@ -190,7 +191,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         ))])
         .with_audit(wired.audit.clone()),
     );
-    rt.block_on(scheduler.start(strata_engine::schedule::Timestamp::now()))
+    rt.block_on(scheduler.start(strata_runtime::schedule::Timestamp::now()))
         .map_err(|e| anyhow::anyhow!("schedules' state: {e}"))?;
     tracing::info!(
         schedules = scheduler.schedules().iter().filter(|s| s.enabled).count(),
@@ -214,7 +215,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         eprintln!("dashboard: {link}  (one-time sign-in link for this boot)");
     }
     let env = wired.invoker.env().clone();
-    let skill_turns: std::sync::Arc<dyn strata_engine::skills::SkillTurns> =
+    let skill_turns: std::sync::Arc<dyn strata_runtime::skills::SkillTurns> =
         std::sync::Arc::new(crate::wiring::SkillTurns {
             site: crate::wiring::Site::of(&l.config),
             invoker: wired.invoker.clone(),
@@ -226,7 +227,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Goal channels (routed to their participants): read before the connectors start,
         // then every 30 s for the channels other instances make.
-        if let Some(goals) = env.goals().cloned() {
+        if let Some(goals) = env.goals() {
             if let Err(e) = goals.refresh_channels().await {
                 tracing::warn!(error = %e, "goal channels not read");
             }

@@ -6,9 +6,10 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use strata_engine::Principal;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::skills::{Skill, SkillAction, SkillSet};
-use strata_engine::{Invocation, Principal, Registry};
+use strata_runtime::skills::{Skill, SkillAction, SkillSet};
+use strata_runtime::{Invocation, Registry};
 
 use super::context::*;
 use crate::Exit;
@@ -128,7 +129,7 @@ pub(crate) async fn run(
     match skill.render(&values) {
         SkillAction::Invalid(why) => Err(why.to_owned()),
         SkillAction::Command(_) => {
-            let tool = strata_engine::skills::tool_name(&skill.name);
+            let tool = strata_runtime::skills::tool_name(&skill.name);
             let call = Invocation::new(tool, skill.args_from_strings(params), Principal::Operator);
             let r = cli.invoker.invoke(call).await;
             if r.ok() {

@@ -2,8 +2,8 @@
 //! be reached — what the store alone says.
 
 use serde_json::Value;
-use strata_engine::approval::ApprovalStatus;
-use strata_engine::usage::{UsageBy, UsageQuery, UsageRow, day_start_ms};
+use strata_runtime::approval::ApprovalStatus;
+use strata_runtime::usage::{UsageBy, UsageQuery, UsageRow, day_start_ms};
 
 use super::context::*;
 use crate::Exit;

@@ -169,7 +169,7 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
     say(format!(
         "from {} to {}{}",
         src_path.display(),
-        strata_engine::store::StateStore::location(&dst),
+        strata_runtime::store::StateStore::location(&dst),
         if dry_run {
             " (dry run: nothing is written)"
         } else {
@@ -250,7 +250,7 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
     // Goals, each with its whole log.
     let (mut g, mut ge) = (Count::default(), Count::default());
     {
-        use strata_engine::goal::GoalStore;
+        use strata_runtime::goal::GoalStore;
         for goal in src.goals().await? {
             let events = src.goal_events(&goal.id, 0, usize::MAX).await?;
             g.read += 1;
@@ -291,7 +291,7 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
     counts.push(("memory_log", ml));
 
     // Verify: every table holds at least what the source holds.
-    let status = strata_engine::store::StateStore::status(&dst).await?;
+    let status = strata_runtime::store::StateStore::status(&dst).await?;
     let mem_stats = dst_mem.stats().await?;
     let mem_log_rows = status
         .rows

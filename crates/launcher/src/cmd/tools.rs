@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use strata_engine::{Invocation, Principal, Registry, Status};
+use strata_engine::Principal;
+use strata_runtime::{Invocation, Registry, Status};
 
 use super::context::*;
 use crate::Exit;

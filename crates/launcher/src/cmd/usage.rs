@@ -1,6 +1,6 @@
 //! `strata usage`: model calls' tokens and cost from the store `serve` uses.
 
-use strata_engine::usage::{UsageBy, UsageQuery, UsageRow, parse_since};
+use strata_runtime::usage::{UsageBy, UsageQuery, UsageRow, parse_since};
 
 use super::context::*;
 use crate::Exit;

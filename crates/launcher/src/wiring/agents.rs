@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_engine::agent_loop::LlmAgent;
+use strata_engine::ToolFilter;
 use strata_engine::config::{AgentConfig, LlmConfig, LoadedConfig};
-use strata_engine::{Invoker, ToolFilter};
+use strata_runtime::Invoker;
+use strata_runtime::agent_loop::LlmAgent;
 
 use super::knowledge::knowledge_index;
 
@@ -175,7 +176,7 @@ pub(super) fn build_agent_at(
     // The Claude Code CLI keeps its own context: what it is sent is not the request itself.
     let window = (llm.provider != "claude-code").then(|| {
         llm.context_window
-            .or_else(|| strata_engine::context_window::known_window(&llm.provider, &model))
+            .or_else(|| strata_runtime::context_window::known_window(&llm.provider, &model))
     });
     Ok(LlmAgent::new(
         id,

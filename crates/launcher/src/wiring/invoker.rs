@@ -2,11 +2,13 @@
 //! terminal's approval channel.
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
-use strata_engine::approval::{ApprovalChannel, ApprovalRecord, Approvals};
+use strata_engine::Env;
 use strata_engine::audit::AuditSink;
-use strata_engine::store::StateStore;
-use strata_engine::{Env, Invoker, Registry};
+use strata_runtime::approval::{ApprovalChannel, ApprovalRecord, Approvals};
+use strata_runtime::store::StateStore;
+use strata_runtime::{Invoker, Registry};
 
 /// The Invoker of a process with every stage wired: rate-limit counters and approval
 /// requests in the state store (shared with other processes on the same data dir or
@@ -19,7 +21,7 @@ pub fn invoker(
 ) -> (Arc<Invoker>, Arc<Approvals>) {
     let mut inv = Invoker::new(registry, env.clone(), audit).with_rate_log(store.clone());
     if let Some(ch) = env.config.security.alert_channel.clone() {
-        inv = inv.with_alert_sink(Arc::new(strata_engine::connector::ChannelAlerts::new(
+        inv = inv.with_alert_sink(Arc::new(strata_runtime::hub::ChannelAlerts::new(
             env.connectors().clone(),
             ch,
         )));
@@ -27,7 +29,7 @@ pub fn invoker(
     let approvals = Arc::new(Approvals::new(store.clone(), inv.policy().clone()));
     // Goal workstreams over the same store; their gated decisions wait on these approvals.
     // (A bad `goals.*` is refused at start by the schedules' check, which names the key.)
-    match strata_engine::goals::Goals::new(store, &env.config.goals) {
+    match strata_runtime::goals::Goals::new(store, &env.config.goals) {
         Ok(goals) => {
             goals.attach_gate(approvals.clone());
             env.attach_goals(Arc::new(goals));

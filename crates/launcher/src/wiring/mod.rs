@@ -30,15 +30,16 @@ pub use vault::{
 
 use std::path::Path;
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use anyhow::Context;
 use strata_engine::ToolFilter;
 use strata_engine::agent::Agent;
-use strata_engine::approval::Approvals;
 use strata_engine::config::LoadedConfig;
-use strata_engine::manager::AgentManager;
-use strata_engine::store::StateStore;
-use strata_engine::{Invoker, Registry};
+use strata_runtime::approval::Approvals;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::store::StateStore;
+use strata_runtime::{Invoker, Registry};
 use strata_store::JsonlAudit;
 
 use agents::write_mcp_config;
@@ -148,13 +149,13 @@ pub async fn build(
     // The `schedule_*` tools keep what people ask for beside the configured schedules.
     env.attach_schedules(store.clone());
     // Every model call's tokens, priced, kept beside the sessions.
-    let pricing = strata_engine::usage::Pricing::from_config(&cfg.config);
+    let pricing = strata_runtime::usage::Pricing::from_config(&cfg.config);
     env.attach_usage(Arc::new(
-        strata_engine::usage::UsageMeter::new(store.clone(), pricing.clone()).in_background(),
+        strata_runtime::usage::UsageMeter::new(store.clone(), pricing.clone()).in_background(),
     ));
     // Every model call reserved against the budgets that apply, before it is made.
     if let Some(b) =
-        strata_engine::budget::Budgets::from_config(&cfg.config, pricing, store.clone())
+        strata_runtime::budget::Budgets::from_config(&cfg.config, pricing, store.clone())
             .map_err(anyhow::Error::msg)?
     {
         invoker.attach_budgets(Arc::new(b));

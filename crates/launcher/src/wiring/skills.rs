@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use strata_engine::Invoker;
+use strata_runtime::Invoker;
 
 use super::agents::{AgentOverrides, Site, build_agent_at};
 
@@ -18,10 +18,10 @@ pub struct SkillTurns {
 }
 
 #[strata_engine::async_trait]
-impl strata_engine::skills::SkillTurns for SkillTurns {
+impl strata_runtime::skills::SkillTurns for SkillTurns {
     async fn run_prompt_skill(
         &self,
-        skill: &strata_engine::skills::SkillDef,
+        skill: &strata_runtime::skills::SkillDef,
         req: strata_engine::turns::TurnRequest,
     ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
         use strata_engine::agent::{Agent as _, AgentError, TurnContext};

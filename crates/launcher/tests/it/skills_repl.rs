@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata_engine::skills::{SkillDir, SkillSet};
+use strata_runtime::skills::{SkillDir, SkillSet};
 use strata_test_support::{FakeServer, openai};
 use tokio::io::AsyncWriteExt;
 
@@ -184,7 +184,7 @@ fn the_watcher_reloads_changed_skills() {
         origin: "overlay".into(),
         prefix: String::new(),
     }]));
-    let registry = Arc::new(strata_engine::Registry::empty());
+    let registry = Arc::new(strata_runtime::Registry::empty());
     strata_tools::skill_tools::sync(&registry, &skills);
     assert!(registry.get("skill__a").is_some());
     let _guard =

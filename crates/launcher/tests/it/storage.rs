@@ -321,10 +321,10 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
     // A populated SQLite deployment: sessions, 10k memories with vectors, approvals,
     // rate-limit events, the tool log.
     {
-        use strata_engine::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
         use strata_engine::llm::{ChatMessage, Role};
-        use strata_engine::ratelimit::RateLog;
         use strata_engine::session::{SessionKey, SessionStore, ToolLogEntry};
+        use strata_runtime::approval::{ApprovalRecord, ApprovalStatus, ApprovalStore};
+        use strata_runtime::ratelimit::RateLog;
         let store = strata_store::SqliteStore::open(&data.join("strata.db")).expect("store");
         for s in 0..20 {
             let key = SessionKey::new("main", format!("s{s}"));
@@ -370,7 +370,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         for i in 0..30 {
             store
                 .record(
-                    strata_engine::ratelimit::RateEvent {
+                    strata_runtime::ratelimit::RateEvent {
                         key: "agent:main".into(),
                         tool: "current_time".into(),
                         ts_ms: 1_700_000_000_000 + i,
@@ -381,7 +381,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
                 .expect("rate");
         }
         {
-            use strata_engine::usage::{InputParts, ModelCall, UsageStore};
+            use strata_runtime::usage::{InputParts, ModelCall, UsageStore};
             let calls: Vec<ModelCall> = (0..12)
                 .map(|i| ModelCall {
                     ts_ms: 1_700_000_000_000 + i,
@@ -405,7 +405,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         }
         {
             // A goal with a log of four changes.
-            use strata_engine::goal::{Change, Goal, GoalState, GoalStore};
+            use strata_runtime::goal::{Change, Goal, GoalState, GoalStore};
             let (mut g, ev) =
                 Goal::create("Migrate the CRM", "", "operator", &[], 30, 60, 1).expect("goal");
             assert!(store.insert_goal(&g, &ev).await.expect("insert"));

@@ -75,7 +75,7 @@ async fn a_module_default_vault_key_counts_only_once_its_section_is_configured()
         wiring::missing_vault_refs(&cfg, None)
     );
     // What the `vault_check` job looks up is the same list.
-    let wired = wiring::build(&cfg, Arc::new(strata_engine::Registry::empty()), None)
+    let wired = wiring::build(&cfg, Arc::new(strata_runtime::Registry::empty()), None)
         .await
         .expect("wired");
     assert!(
@@ -101,7 +101,7 @@ async fn a_module_default_vault_key_counts_only_once_its_section_is_configured()
         .find(|r| r.path == MIND_TOKEN.0)
         .expect("mind_token in use");
     assert_eq!(r.layer, "module:fleet");
-    let wired = wiring::build(&set, Arc::new(strata_engine::Registry::empty()), None)
+    let wired = wiring::build(&set, Arc::new(strata_runtime::Registry::empty()), None)
         .await
         .expect("wired");
     assert!(

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use serde_json::json;
 use strata_engine::ToolFilter;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{CompletionRequest, LlmError};
-use strata_engine::{Env, Invoker, Principal, Registry, ToolError, tool};
+use strata_engine::{Env, Principal, ToolError, tool};
 use strata_llm::AgentContext;
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::{FakeResponse, FakeServer, anthropic, gemini, openai};
 
 /// Converts a temperature (fake).

@@ -5,22 +5,24 @@
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strata_runtime::EnvExt;
 
 use serde_json::json;
 use strata_engine::access::AccessPolicy;
 use strata_engine::agent::{Agent, AgentError, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
-use strata_engine::approval::{ApprovalStatus, ApprovalStore, Approvals, MemoryApprovalStore};
 use strata_engine::audit::{Alert, AlertSink, NoAudit};
-use strata_engine::budget::Budgets;
 use strata_engine::config::Access;
 use strata_engine::config::{
     BudgetAction, BudgetConfig, Config, LlmConfig, Person, PriceConfig, ScheduleConfig,
 };
 use strata_engine::llm::Usage;
-use strata_engine::usage::{InMemoryUsage, ModelCall, Pricing, UsageMeter};
-use strata_engine::{Env, Invoker, Principal, Registry};
+use strata_engine::{Env, Principal};
 use strata_llm::AgentContext;
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::approval::{ApprovalStatus, ApprovalStore, Approvals, MemoryApprovalStore};
+use strata_runtime::budget::Budgets;
+use strata_runtime::usage::{InMemoryUsage, ModelCall, Pricing, UsageMeter};
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::{FakeResponse, FakeServer};
 
 /// Completion tokens per call.
@@ -104,7 +106,7 @@ async fn world(config: Config, before: Vec<ModelCall>, now_ms: i64) -> World {
     let d = std::env::temp_dir();
     let env = Arc::new(Env::new(config.clone(), d.clone(), d));
     let usage = Arc::new(InMemoryUsage::default());
-    use strata_engine::usage::UsageStore;
+    use strata_runtime::usage::UsageStore;
     usage.record_calls(&before).await.expect("seed");
     let pricing = Pricing::from_config(&config);
     env.attach_usage(Arc::new(UsageMeter::new(usage.clone(), pricing.clone())));
@@ -169,7 +171,7 @@ impl World {
 }
 
 fn ms(rfc3339: &str) -> i64 {
-    strata_engine::usage::parse_since(rfc3339, 0).expect("time")
+    strata_runtime::usage::parse_since(rfc3339, 0).expect("time")
 }
 
 /// `block`: the second turn of the day is refused before its model call, with a sentence

@@ -448,8 +448,8 @@ async fn refused_tools_are_reported_once_with_the_setting_to_change() {
         ".".into(),
         "./data".into(),
     ));
-    let invoker = std::sync::Arc::new(strata_engine::Invoker::new(
-        std::sync::Arc::new(strata_engine::Registry::empty()),
+    let invoker = std::sync::Arc::new(strata_runtime::Invoker::new(
+        std::sync::Arc::new(strata_runtime::Registry::empty()),
         env,
         events.clone(),
     ));

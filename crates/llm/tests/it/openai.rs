@@ -6,11 +6,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{LlmError, StreamEvent};
-use strata_engine::{Env, Invoker, Principal, Registry, ToolError, tool};
+use strata_engine::{Env, Principal, ToolError, tool};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::{FakeResponse, FakeServer, openai};
 
 /// Looks up the weather (fake).

@@ -3,16 +3,18 @@
 //! cost.
 
 use std::sync::Arc;
+use strata_runtime::EnvExt;
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
 use strata_engine::llm::{CompletionRequest, Usage};
-use strata_engine::usage::{InMemoryUsage, Pricing, UsageMeter};
-use strata_engine::{Env, Invoker, Principal, Registry};
+use strata_engine::{Env, Principal};
 use strata_llm::AgentContext;
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::usage::{InMemoryUsage, Pricing, UsageMeter};
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::{FakeResponse, FakeServer};
 
 fn cfg(provider: &str, url: &str, model: &str) -> LlmConfig {
@@ -222,9 +224,9 @@ async fn each_model_call_of_a_turn_is_stored_with_its_turn_and_cost() {
 #[tokio::test]
 async fn a_summary_model_call_is_recorded_as_the_turn_s_summary() {
     use strata_engine::config::SessionsConfig;
-    use strata_engine::manager::AgentManager;
     use strata_engine::session::InMemoryStore;
     use strata_engine::turns::TurnRequest;
+    use strata_runtime::manager::AgentManager;
     let fake = FakeServer::start().await.expect("fake");
     let body = |content: &str, prompt: u64| {
         FakeResponse::ok(json!({

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, HonchoConfig};
 use strata_engine::llm::{
@@ -14,8 +13,10 @@ use strata_engine::llm::{
     Usage,
 };
 use strata_engine::memory::MemoryBackend;
-use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
+use strata_engine::{Env, Principal, async_trait};
 use strata_memory::HonchoMemory;
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::{Invoker, Registry};
 
 use strata_test_support::honcho::fake;
 

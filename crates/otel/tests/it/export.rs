@@ -11,13 +11,14 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::json;
 use strata_engine::agent::Message;
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, LlmConfig};
-use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invoker, Principal, Registry, ToolFilter, ToolOutput, ToolSpec};
+use strata_engine::{Env, Principal, ToolFilter, ToolOutput, ToolSpec};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::{FakeServer, openai};
 use tracing_subscriber::layer::SubscriberExt as _;
 

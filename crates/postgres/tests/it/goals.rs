@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use strata_engine::Principal;
 use strata_engine::access::AccessPolicy;
-use strata_engine::approval::{ApprovalStatus, ApprovalStore, Approvals, decide_in};
 use strata_engine::config::{Config, GoalsConfig};
-use strata_engine::goal::{
+use strata_runtime::approval::{ApprovalStatus, ApprovalStore, Approvals, decide_in};
+use strata_runtime::goal::{
     Change, Choice, GoalError, GoalState, GoalStore, ProposalKind, ProposalStatus,
 };
-use strata_engine::goals::Goals;
+use strata_runtime::goals::Goals;
 
 use crate::both;
 use crate::harness::{Harness, Kind};
@@ -298,7 +298,7 @@ both!(a_decision_that_spends_money_waits_for_a_person);
 async fn wait_pending(
     store: &dyn ApprovalStore,
     id: &str,
-) -> strata_engine::approval::ApprovalRecord {
+) -> strata_runtime::approval::ApprovalRecord {
     for _ in 0..100 {
         if let Ok(Some(r)) = store.get(id).await
             && r.status == ApprovalStatus::Pending

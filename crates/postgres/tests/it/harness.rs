@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use strata_engine::config::{Config, PostgresConfig};
 use strata_engine::memory::Embedder;
-use strata_engine::store::StateStore;
 use strata_memory::MemoryMaintenance;
+use strata_runtime::store::StateStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

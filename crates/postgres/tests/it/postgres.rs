@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_engine::session::{SessionKey, SessionStore};
-use strata_engine::store::{StateStore, StoreHealth};
 use strata_postgres::{Db, PgError, PgStore, SCHEMA_VERSION};
+use strata_runtime::store::{StateStore, StoreHealth};
 
 use crate::harness::{Harness, Kind, raw};
 
@@ -288,13 +288,13 @@ impl strata_engine::agent::Agent for Counter {
 }
 
 /// An instance of [`Counter`] over its own pool on the harness's schema.
-async fn counters(h: &Harness) -> strata_engine::manager::AgentManager {
+async fn counters(h: &Harness) -> strata_runtime::manager::AgentManager {
     let env = Arc::new(strata_engine::Env::new(
         strata_engine::config::Config::default(),
         h.dir.path().to_path_buf(),
         h.dir.path().join("data"),
     ));
-    strata_engine::manager::AgentManager::new(vec![Arc::new(Counter)], h.store().await, env)
+    strata_runtime::manager::AgentManager::new(vec![Arc::new(Counter)], h.store().await, env)
 }
 
 /// Two instances answering in one session in turn: each reads what the other wrote since,
@@ -524,7 +524,7 @@ async fn a_turn_delivered_twice_runs_once() {
 /// who had it and a higher epoch. A holder whose lease was taken cannot renew it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_has_one_holder_and_passes_on_when_it_runs_out() {
-    use strata_engine::connector::Leases;
+    use strata_runtime::hub::Leases;
     let Some(h) = Harness::new(Kind::Postgres) else {
         return;
     };

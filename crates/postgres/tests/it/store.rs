@@ -7,11 +7,11 @@ use std::time::Duration;
 use serde_json::json;
 use strata_engine::Principal;
 use strata_engine::access::AccessPolicy;
-use strata_engine::approval::{ApprovalRecord, ApprovalStatus, Approvals, decide_in, now_secs};
 use strata_engine::config::{Config, Limits, RateLimitsConfig};
 use strata_engine::llm::{ChatMessage, Role, ToolCall};
-use strata_engine::ratelimit::{RateEvent, RateLimiter, RateLog, RateVerdict};
 use strata_engine::session::{SessionKey, ToolLogEntry};
+use strata_runtime::approval::{ApprovalRecord, ApprovalStatus, Approvals, decide_in, now_secs};
+use strata_runtime::ratelimit::{RateEvent, RateLimiter, RateLog, RateVerdict};
 
 use crate::both;
 use crate::harness::{Harness, Kind};
@@ -319,8 +319,8 @@ impl strata_engine::agent::Agent for Counter {
 }
 
 async fn a_restarted_runtime_resumes_every_session(kind: Kind) {
-    use strata_engine::manager::AgentManager;
     use strata_engine::turns::TurnRequest;
+    use strata_runtime::manager::AgentManager;
     let Some(h) = Harness::new(kind) else { return };
     let env = Arc::new(strata_engine::Env::new(
         Config::default(),
@@ -415,7 +415,7 @@ async fn recorded_events_are_counted_per_window(kind: Kind) {
         tool: tool.into(),
         ts_ms,
     };
-    let counts = |r: Result<strata_engine::ratelimit::RateCounts, _>| r.map(|c| c.counts);
+    let counts = |r: Result<strata_runtime::ratelimit::RateCounts, _>| r.map(|c| c.counts);
     let none = [None; 3];
     assert_eq!(
         counts(s.record(ev("k", "t", t0 - 2 * 3_600_000), none).await),
@@ -607,7 +607,7 @@ async fn a_decision_written_by_another_process_reaches_the_waiter(kind: Kind) {
         .expect("join");
     assert_eq!(
         outcome,
-        strata_engine::approval::ApprovalOutcome::Approved {
+        strata_runtime::approval::ApprovalOutcome::Approved {
             by: "operator".into()
         }
     );
@@ -694,8 +694,8 @@ impl strata_engine::agent::Agent for Marker {
 /// tainted after a restart (before the store kept taint, only source tools' results in the
 /// history re-tainted it; a sender's message did not).
 async fn a_senders_taint_outlives_a_restart(kind: Kind) {
-    use strata_engine::manager::AgentManager;
     use strata_engine::turns::TurnRequest;
+    use strata_runtime::manager::AgentManager;
     let Some(h) = Harness::new(kind) else { return };
     let env = Arc::new(strata_engine::Env::new(
         Config::default(),
@@ -735,7 +735,7 @@ both!(a_senders_taint_outlives_a_restart);
 /// pause or a "run now" changes only what it names; history newest first; all of it kept
 /// across a restart.
 async fn schedules_claim_once_and_keep_their_state(kind: Kind) {
-    use strata_engine::schedule::{RunRecord, ScheduleState};
+    use strata_runtime::schedule::{RunRecord, ScheduleState};
     let Some(h) = Harness::new(kind) else { return };
     let store = h.store().await;
     let mut set = tokio::task::JoinSet::new();
@@ -840,7 +840,7 @@ both!(schedules_claim_once_and_keep_their_state);
 /// `since` and a turn narrow the sum; kept across a restart.
 async fn model_calls_sum_per_group_and_survive_a_restart(kind: Kind) {
     use strata_engine::llm::Usage;
-    use strata_engine::usage::{InputParts, ModelCall, UsageBy, UsageQuery};
+    use strata_runtime::usage::{InputParts, ModelCall, UsageBy, UsageQuery};
     let Some(h) = Harness::new(kind) else { return };
     let call = |ts_ms: i64, agent: &str, model: &str, turn: &str, input: u64, cost: Option<f64>| {
         ModelCall {

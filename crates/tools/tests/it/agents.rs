@@ -3,21 +3,23 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strata_runtime::EnvExt;
 
 use serde_json::{Value, json};
 use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, AgentTier, Config, Person, TeamAgent};
 use strata_engine::connector::{
     ChannelRef, Connector, ConnectorError, InboundMessage, OutboundMessage,
 };
 use strata_engine::llm::*;
-use strata_engine::manager::AgentManager;
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::turns::{AgentDirectory, TurnRequest};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, async_trait};
+use strata_engine::{Env, Principal, async_trait};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 use strata_test_support::scripted::{Scripted, text};
 
@@ -41,7 +43,7 @@ struct World {
 
 impl World {
     /// Invokes `tool` as agent `agent` on behalf of the owner.
-    async fn call(&self, agent: &str, tool: &str, args: Value) -> strata_engine::InvocationResult {
+    async fn call(&self, agent: &str, tool: &str, args: Value) -> strata_runtime::InvocationResult {
         self.invoker.invoke(as_agent(agent, tool, args)).await
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use strata_engine::Status;
+use strata_runtime::Status;
 
 struct NoClient;
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 struct Overlay {
     dir: tempfile::TempDir,
@@ -41,7 +42,7 @@ fn overlay() -> Overlay {
     }
 }
 
-async fn call(o: &Overlay, tool: &str, args: Value) -> strata_engine::InvocationResult {
+async fn call(o: &Overlay, tool: &str, args: Value) -> strata_runtime::InvocationResult {
     o.invoker
         .invoke(Invocation::new(tool, args, Principal::Operator))
         .await

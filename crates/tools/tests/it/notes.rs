@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 fn setup() -> (tempfile::TempDir, Invoker) {
     let _ = strata_tools::link();
@@ -50,7 +51,7 @@ fn setup() -> (tempfile::TempDir, Invoker) {
     (dir, Invoker::new(reg, env, Arc::new(NoAudit)))
 }
 
-async fn search(inv: &Invoker, args: Value) -> strata_engine::InvocationResult {
+async fn search(inv: &Invoker, args: Value) -> strata_runtime::InvocationResult {
     inv.invoke(Invocation::new("search_notes", args, Principal::Operator))
         .await
 }

@@ -10,7 +10,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 type Seen = Arc<Mutex<Vec<String>>>;
 

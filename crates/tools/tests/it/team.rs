@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use strata_engine::approval::{ApprovalStatus, Approvals, MemoryApprovalStore};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, TeamConfig};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::approval::{ApprovalStatus, Approvals, MemoryApprovalStore};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 const TEAM: &str = r#"{
   "people": [
@@ -68,7 +69,7 @@ impl World {
         tool: &str,
         args: Value,
         approve: bool,
-    ) -> strata_engine::InvocationResult {
+    ) -> strata_runtime::InvocationResult {
         let inv = self.invoker.clone();
         let call = Invocation::new(tool, args, Principal::Person { id: who.into() });
         let task = tokio::spawn(async move { inv.invoke(call).await });

@@ -9,7 +9,8 @@ use axum::routing::{any, get};
 use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, HttpSecret};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 async fn server() -> u16 {
     let app = axum::Router::new()
@@ -79,7 +80,7 @@ fn invoker(allow_loopback: bool) -> Invoker {
     Invoker::new(reg, env, Arc::new(NoAudit))
 }
 
-async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_engine::InvocationResult {
+async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_runtime::InvocationResult {
     inv.invoke(Invocation::new(tool, args, Principal::Operator))
         .await
 }

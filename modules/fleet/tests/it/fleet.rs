@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::Config;
 use strata_engine::secret::{Secret, Vault};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status};
+use strata_engine::{Env, Principal};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 use strata_test_support::directus::TOKEN;
 
@@ -44,7 +45,7 @@ fn invoker(fleet: Value, token: &str, dir: &std::path::Path) -> Invoker {
     Invoker::new(reg, Arc::new(env), Arc::new(NoAudit))
 }
 
-async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_engine::InvocationResult {
+async fn call(inv: &Invoker, tool: &str, args: Value) -> strata_runtime::InvocationResult {
     let mut i = Invocation::new(tool, args, Principal::Operator);
     i.agent_id = None;
     inv.invoke(i).await

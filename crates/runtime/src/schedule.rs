@@ -12,9 +12,9 @@ pub use jiff::Timestamp;
 pub use jiff::tz::TimeZone;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{CatchUp, Config, ScheduleConfig};
-use crate::principal::Principal;
-use crate::session::StoreError;
+use strata_engine::config::{CatchUp, Config, ScheduleConfig};
+use strata_engine::principal::Principal;
+use strata_engine::session::StoreError;
 
 /// When a schedule is due.
 #[derive(Debug, Clone)]
@@ -395,7 +395,7 @@ pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {
             (Some(_), Err(e)) => Err(format!("`defaults.timezone`: {e}")),
         };
         if let Some(d) = &h.deliver_to
-            && crate::connector::ChannelRef::parse(d).is_none()
+            && strata_engine::connector::ChannelRef::parse(d).is_none()
         {
             problems.push(format!(
                 "{}: `{d}` is not a channel (`discord:<account>:<channel id>`)",
@@ -546,7 +546,7 @@ fn one(
         }
     };
     if let Some(d) = &c.deliver_to
-        && crate::connector::ChannelRef::parse(d).is_none()
+        && strata_engine::connector::ChannelRef::parse(d).is_none()
     {
         problems.push(format!(
             "{}: `{d}` is not a channel (`discord:<account>:<channel id>`)",
@@ -729,7 +729,7 @@ pub async fn make_due(
     store: &dyn ScheduleStore,
     name: &str,
     now: i64,
-) -> Result<i64, crate::session::StoreError> {
+) -> Result<i64, strata_engine::session::StoreError> {
     let last = store.history(name, 1).await?;
     let due = last.first().map_or(now, |r| now.max(r.due + 1));
     store.run_now(name, due).await?;

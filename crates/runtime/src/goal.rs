@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::session::StoreError;
+use strata_engine::session::StoreError;
 
 /// Where a goal is in its life. The main line is `proposed → brainstorm → strategy →
 /// executing → done`; `paused` and `blocked_on_user` are side states left by `resume` (back
@@ -878,7 +878,7 @@ impl Goal {
                         "proposal #{proposal}'s objection window is open until {} and {ayes} \
                          of {} participants voted yes: decide it after the window or when \
                          every participant has voted yes",
-                        crate::clock::rfc3339(
+                        strata_engine::clock::rfc3339(
                             std::time::UNIX_EPOCH
                                 + std::time::Duration::from_millis(
                                     u64::try_from(p.closes_ms).unwrap_or(0)

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 
-use crate::config::GoalsConfig;
 use crate::goal::{Change, Goal, GoalError, GoalEvent, GoalState, GoalStore, ProposalStatus};
+use strata_engine::config::GoalsConfig;
 
 /// Asks a person to approve a decision (the approval hub implements it).
 #[async_trait]
@@ -96,7 +96,7 @@ impl Goals {
             objection_secs: objection,
             standup_ms: ms(standup),
             blocked_ms: ms(blocked),
-            clock: Arc::new(crate::clock::now_ms),
+            clock: Arc::new(strata_engine::clock::now_ms),
             gate: OnceLock::new(),
             spent: Mutex::default(),
             channels: Mutex::default(),
@@ -434,7 +434,7 @@ impl Goals {
                         "[GOAL BLOCKED] Goal \"{}\" has waited for {} since {} on: {}",
                         g.title,
                         b.person,
-                        crate::clock::rfc3339(
+                        strata_engine::clock::rfc3339(
                             std::time::UNIX_EPOCH
                                 + std::time::Duration::from_millis(
                                     u64::try_from(b.since_ms).unwrap_or(0)
@@ -459,7 +459,7 @@ impl std::fmt::Debug for Goals {
 mod tests {
     use super::*;
     use crate::goal::{Change, Choice, ProposalKind};
-    use crate::session::StoreError;
+    use strata_engine::session::StoreError;
 
     /// The nudges need no store.
     struct NoStore;

@@ -22,10 +22,10 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::approval::{ApprovalOutcome, ApprovalRecord, ApprovalStatus, Approvals};
-use crate::audit::Alert;
-use crate::config::{BudgetAction, BudgetConfig, Config};
-use crate::principal::Principal;
 use crate::usage::{Pricing, UsageBy, UsageQuery, UsageStore};
+use strata_engine::audit::Alert;
+use strata_engine::config::{BudgetAction, BudgetConfig, Config};
+use strata_engine::principal::Principal;
 
 /// The completion size reserved (and sent as `max_tokens`) for a call of an agent with a
 /// budget but no `llm.max_tokens`: without a bound the worst case is unknown.
@@ -300,7 +300,7 @@ impl Budgets {
             tz_name,
             pricing,
             store,
-            clock: Arc::new(crate::clock::now_ms),
+            clock: Arc::new(strata_engine::clock::now_ms),
             inner: Arc::new(Inner {
                 state: Mutex::new(HashMap::new()),
             }),
@@ -527,7 +527,7 @@ impl Budgets {
                     if !still_reached {
                         continue;
                     }
-                    crate::meters::budget_reached(scope.kind.as_str(), "ask");
+                    strata_engine::meters::budget_reached(scope.kind.as_str(), "ask");
                     let outcome = approvals
                         .request(self.ask_record(call, &scope, window, &text))
                         .await;
@@ -605,14 +605,14 @@ impl Budgets {
                 }
                 match s.budget.action {
                     BudgetAction::Warn => {
-                        crate::meters::budget_reached(s.kind.as_str(), "warn");
+                        strata_engine::meters::budget_reached(s.kind.as_str(), "warn");
                     }
                     BudgetAction::Block => {
-                        crate::meters::budget_reached(s.kind.as_str(), "block");
+                        strata_engine::meters::budget_reached(s.kind.as_str(), "block");
                         return Verdict::Stop(text);
                     }
                     BudgetAction::Ask if l.declined[w.index()] => {
-                        crate::meters::budget_reached(s.kind.as_str(), "block");
+                        strata_engine::meters::budget_reached(s.kind.as_str(), "block");
                         return Verdict::Stop(format!("{text} An approver declined to extend it."));
                     }
                     BudgetAction::Ask => {
@@ -719,7 +719,13 @@ impl Budgets {
 
     /// Settles `r` with what the call used (priced here: a model without a price counts 0
     /// dollars).
-    pub fn settle(&self, r: Reservation, provider: &str, model: &str, usage: &crate::llm::Usage) {
+    pub fn settle(
+        &self,
+        r: Reservation,
+        provider: &str,
+        model: &str,
+        usage: &strata_engine::llm::Usage,
+    ) {
         let cost = self.pricing.cost(provider, model, usage);
         r.settle(cost, usage.input_tokens + usage.output_tokens);
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use strata_engine::skills::{SkillAction, SkillDir, SkillSet, shell_quote, skill_dirs};
+use strata_runtime::skills::{SkillAction, SkillDir, SkillSet, shell_quote, skill_dirs};
 
 fn write(dir: &Path, rel: &str, text: &str) {
     let p = dir.join(rel);
@@ -182,7 +182,7 @@ fn sh(command: &str) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn command_skill(template: &str, params: &[&str]) -> strata_engine::skills::Skill {
+fn command_skill(template: &str, params: &[&str]) -> strata_runtime::skills::Skill {
     let mut yaml = String::from("name: t\ndescription: d\nparameters:\n");
     for p in params {
         yaml.push_str(&format!("  {p}: {{type: string}}\n"));
@@ -261,7 +261,7 @@ fn p(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn skill_tool_names_stay_within_what_every_provider_accepts() {
-    use strata_engine::skills::tool_name;
+    use strata_runtime::skills::tool_name;
     assert_eq!(tool_name("disk-usage"), "skill__disk-usage");
     assert_eq!(tool_name("main:hello"), "skill__main__hello");
     let long_a = format!("agent:{}", "a".repeat(80));

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use serde_json::json;
 use strata_engine::agent::{Agent, Message};
-use strata_engine::agent_loop::LlmAgent;
-use strata_engine::agent_loop::TAINTED_SUMMARY;
 use strata_engine::audit::NoAudit;
 use strata_engine::llm::{ChatMessage, Role, ToolCall};
-use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invoker, Principal, Registry, ToolError, ToolFilter, tool};
+use strata_engine::{Env, Principal, ToolError, ToolFilter, tool};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::agent_loop::TAINTED_SUMMARY;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 use strata_test_support::scripted::{Scripted, calls, text};
 
 /// Returns a page from the web (test stand-in for `read_url`).

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use strata_engine::{
-    Guard, Invocation, Invoker, OutputFilter, Principal, Refusal, RegisteredTool, Registry, Status,
-    ToolContext, ToolError, async_trait, tool,
+use strata_engine::{Principal, ToolContext, ToolError, async_trait, tool};
+use strata_runtime::{
+    Guard, Invocation, Invoker, OutputFilter, Refusal, RegisteredTool, Registry, Status,
 };
 use strata_store::JsonlAudit;
 

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
-use strata_engine::approval::{ApprovalStatus, Approvals, DecideError, MemoryApprovalStore};
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Access, Config, FailMode, Limits, Person};
-use strata_engine::{Env, Invocation, Invoker, Principal, Registry, Status, ToolOutput, ToolSpec};
+use strata_engine::{Env, Principal, ToolOutput, ToolSpec};
+use strata_runtime::approval::{ApprovalStatus, Approvals, DecideError, MemoryApprovalStore};
+use strata_runtime::{Invocation, Invoker, Registry, Status};
 
 struct Setup {
     invoker: Arc<Invoker>,
@@ -237,7 +238,7 @@ async fn without_an_approval_channel_gated_calls_are_refused() {
 async fn sweep_times_out_stale_requests() {
     let s = setup(|_| {}, Duration::from_secs(60), true);
     let store = s.approvals.store();
-    let old = strata_engine::approval::ApprovalRecord {
+    let old = strata_runtime::approval::ApprovalRecord {
         id: "old".into(),
         agent_id: None,
         tool: "launch".into(),
@@ -247,14 +248,14 @@ async fn sweep_times_out_stale_requests() {
         status: ApprovalStatus::Pending,
         approver: None,
         reason: None,
-        created_at: strata_engine::approval::now_secs() - 3600,
+        created_at: strata_runtime::approval::now_secs() - 3600,
         decided_at: None,
     };
     store.insert(&old).await.expect("insert");
     store
-        .insert(&strata_engine::approval::ApprovalRecord {
+        .insert(&strata_runtime::approval::ApprovalRecord {
             id: "new".into(),
-            created_at: strata_engine::approval::now_secs(),
+            created_at: strata_runtime::approval::now_secs(),
             ..old.clone()
         })
         .await

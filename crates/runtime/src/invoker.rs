@@ -18,18 +18,18 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::access::{AccessPolicy, Decision};
 use crate::approval::{ApprovalOutcome, ApprovalRecord, ApprovalStatus, Approvals, now_secs};
-use crate::audit::{Alert, AlertSink, AuditRecord, AuditSink, now_rfc3339, redact};
-use crate::config::FailMode;
 use crate::monitor::Monitor;
-use crate::principal::Principal;
 use crate::ratelimit::{RateLimiter, RateLog, RateVerdict};
 use crate::registry::{RegisteredTool, Registry};
-use crate::safety::ContentSafety;
-use crate::scope::Scope;
-use crate::taint::{Taint, TaintPolicy, TaintSource};
-use crate::tool::{Env, ToolContext, ToolError};
+use strata_engine::access::{AccessPolicy, Decision};
+use strata_engine::audit::{Alert, AlertSink, AuditRecord, AuditSink, now_rfc3339, redact};
+use strata_engine::config::FailMode;
+use strata_engine::principal::Principal;
+use strata_engine::safety::ContentSafety;
+use strata_engine::scope::Scope;
+use strata_engine::taint::{Taint, TaintPolicy, TaintSource};
+use strata_engine::{Env, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -335,7 +335,7 @@ impl Invoker {
     /// each minute; the rest are counted and one `suppressed` event says how many when the
     /// minute is over, so a flood cannot fill the disk.
     pub fn refusal(&self, kind: &str, principal: &str, route: &str, detail: &str) {
-        let minute = crate::clock::now_ms() as u64 / 60_000;
+        let minute = strata_engine::clock::now_ms() as u64 / 60_000;
         let (write, summary) = {
             let mut log = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
             let mut summary = None;
@@ -363,7 +363,7 @@ impl Invoker {
         };
         if let Some(n) = summary {
             self.audit.event(&serde_json::json!({
-                "ts": crate::clock::now_rfc3339(), "event": "refusal", "kind": "suppressed",
+                "ts": strata_engine::clock::now_rfc3339(), "event": "refusal", "kind": "suppressed",
                 "suppressed": n,
                 "detail": format!("{n} more refusals in the previous minute were not written one by one"),
             }));
@@ -371,7 +371,7 @@ impl Invoker {
         tracing::info!(kind, principal, route, "refused: {detail}");
         if write {
             self.audit.event(&serde_json::json!({
-                "ts": crate::clock::now_rfc3339(), "event": "refusal", "kind": kind,
+                "ts": strata_engine::clock::now_rfc3339(), "event": "refusal", "kind": kind,
                 "principal": principal, "route": route, "detail": detail,
             }));
         }
@@ -379,7 +379,7 @@ impl Invoker {
 
     /// Records `alert` in the audit log, the tracing log and every alert sink.
     pub fn alert(&self, alert: Alert) {
-        crate::meters::alert(alert.kind, &alert.rule);
+        strata_engine::meters::alert(alert.kind, &alert.rule);
         tracing::warn!(kind = alert.kind, rule = %alert.rule, tool = ?alert.tool, agent = ?alert.agent_id, "security alert: {}", alert.message);
         self.audit.event(&alert.to_event());
         for s in &self.alert_sinks {
@@ -471,7 +471,7 @@ impl Invoker {
         let elapsed_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
         // Labels stay bounded: a name the registry does not know is not a label value.
         let known = resolved.is_some() || self.registry.get(&call.tool).is_some();
-        crate::meters::tool_call(
+        strata_engine::meters::tool_call(
             if known { &call.tool } else { "_unknown" },
             &resolved
                 .as_ref()
@@ -552,7 +552,7 @@ impl Invoker {
         // Taint: a turn that took in outside content asks a person before gated effects.
         let approval_reason = match call.taint.as_ref().filter(|t| t.is_tainted()) {
             Some(t) if self.taint.gates(spec, self.policy.tier(&call.principal)) => {
-                crate::meters::taint_escalation(&call.tool);
+                strata_engine::meters::taint_escalation(&call.tool);
                 let why = format!(
                     "tainted: {} before asking to run `{}`",
                     t.explain(),
@@ -586,7 +586,7 @@ impl Invoker {
                 return (Status::Error, Value::Null, Some(msg));
             }
             RateVerdict::Refuse(e) => {
-                crate::meters::rate_limited(&call.tool, e.window);
+                strata_engine::meters::rate_limited(&call.tool, e.window);
                 let msg = format!("{e} for {key} on `{}`", call.tool);
                 self.alert(mk_alert(
                     "rate_limit",
@@ -678,7 +678,7 @@ impl Invoker {
                     if scan.alert {
                         self.alert(mk_alert(
                             "content_safety",
-                            crate::safety::rule_names(&scan.rules),
+                            strata_engine::safety::rule_names(&scan.rules),
                             format!(
                                 "output of `{}` scored {}/10 for prompt injection ({:?})",
                                 call.tool, scan.score, scan.verdict
@@ -808,7 +808,7 @@ impl Invoker {
                 )),
             ),
         };
-        crate::meters::approval_decided(status);
+        strata_engine::meters::approval_decided(status);
         self.audit.event(&serde_json::json!({
             "ts": now_rfc3339(), "event": "approval", "id": request_id, "tool": call.tool,
             "status": status, "approver": approver,

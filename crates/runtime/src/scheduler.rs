@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde_json::json;
 
-use crate::audit::{Alert, AlertSink, AuditSink};
-use crate::config::CatchUp;
 use crate::schedule::{RunRecord, Schedule, ScheduleState, ScheduleStore};
-use crate::session::StoreError;
+use strata_engine::audit::{Alert, AlertSink, AuditSink};
+use strata_engine::config::CatchUp;
+use strata_engine::session::StoreError;
 
 /// Runs what a schedule says (a prompt, a skill, a job): the answer's text, or why not.
 #[async_trait]
@@ -311,7 +311,7 @@ impl Scheduler {
                 detail: Some("the previous run was still going".into()),
                 ..record.clone()
             };
-            crate::meters::schedule_run(&s.name, "skipped");
+            strata_engine::meters::schedule_run(&s.name, "skipped");
             let _ = self.store.finish(&skipped).await;
             next = s.when.next_after(at(n)).map(secs);
         }
@@ -343,10 +343,10 @@ impl Scheduler {
             tracing::warn!(schedule = %s.name, error = %e, "schedule state not saved");
         }
         tracing::info!(schedule = %s.name, status, ms = took.as_millis() as u64, "scheduled run ended");
-        crate::meters::schedule_run(&s.name, status);
+        strata_engine::meters::schedule_run(&s.name, status);
         if let Some(a) = &self.audit {
             a.event(&json!({
-                "ts": crate::clock::now_rfc3339(),
+                "ts": strata_engine::clock::now_rfc3339(),
                 "event": "schedule",
                 "name": s.name,
                 "due": at(due).to_string(),
@@ -376,7 +376,7 @@ impl Scheduler {
                 request_id: None,
                 score: None,
             };
-            crate::meters::alert(alert.kind, &alert.rule);
+            strata_engine::meters::alert(alert.kind, &alert.rule);
             for sink in &self.alerts {
                 sink.alert(&alert);
             }

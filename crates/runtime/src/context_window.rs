@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::llm::{ChatMessage, CompletionRequest, Role};
-use crate::scope::ToolFilter;
-use crate::spec::ToolSpec;
+use strata_engine::llm::{ChatMessage, CompletionRequest, Role};
+use strata_engine::scope::ToolFilter;
+use strata_engine::spec::ToolSpec;
 
 /// Bytes counted as one token.
 pub const BYTES_PER_TOKEN: usize = 3;
@@ -195,7 +195,7 @@ pub fn fit(
     }
     // 2. The tools the turn most likely needs.
     let this_turn = first_new - cut;
-    let called: HashSet<&str> = recent[crate::session::turn_boundary(recent, 3)..]
+    let called: HashSet<&str> = recent[strata_engine::session::turn_boundary(recent, 3)..]
         .iter()
         .chain(req.messages[this_turn..].iter())
         .flat_map(|m| m.tool_calls.iter().map(|c| c.name.as_str()))
@@ -346,7 +346,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::llm::ToolCall;
+    use strata_engine::llm::ToolCall;
 
     fn tool(name: &str, description: &str, pad: usize) -> ToolSpec {
         ToolSpec::new(

@@ -21,7 +21,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::LlmConfig;
+use strata_engine::config::LlmConfig;
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -492,7 +492,7 @@ pub fn skill_dirs(base: &[SkillDir], overlay: &Path) -> Vec<SkillDir> {
 
 /// Skill directories of a loaded configuration in precedence order: modules (declared
 /// order), the overlay's `skills/`, then each `agents/<id>/skills/`.
-pub fn dirs_for(cfg: &crate::config::LoadedConfig) -> Vec<SkillDir> {
+pub fn dirs_for(cfg: &strata_engine::config::LoadedConfig) -> Vec<SkillDir> {
     let base: Vec<SkillDir> = cfg
         .modules
         .iter()
@@ -601,6 +601,6 @@ pub trait SkillTurns: Send + Sync {
     async fn run_prompt_skill(
         &self,
         skill: &SkillDef,
-        req: crate::turns::TurnRequest,
-    ) -> Result<crate::message::Reply, crate::message::AgentError>;
+        req: strata_engine::turns::TurnRequest,
+    ) -> Result<strata_engine::message::Reply, strata_engine::message::AgentError>;
 }

@@ -10,9 +10,9 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::config::ModuleConfigSource;
-use crate::tool::{Component, ComponentKind, Layer, Tool, ToolRegistration, ToolSpec};
-use crate::tool::{ToolContext, ToolError, ToolOutput};
+use strata_engine::config::ModuleConfigSource;
+use strata_engine::{Component, ComponentKind, Layer, Tool, ToolRegistration, ToolSpec};
+use strata_engine::{ToolContext, ToolError, ToolOutput};
 
 /// A tool in the registry together with where it came from.
 #[derive(Clone)]
@@ -312,7 +312,8 @@ impl Registry {
     /// A name already present is an error: run-time registration never silently overrides.
     ///
     /// ```
-    /// # use strata_engine::{Registry, ToolSpec, ToolOutput};
+    /// # use strata_engine::{ToolOutput, ToolSpec};
+    /// # use strata_runtime::Registry;
     /// let reg = Registry::empty();
     /// let spec = ToolSpec::new("echo", "Returns its arguments.", serde_json::json!({"type": "object"}));
     /// reg.register(spec, |_ctx, args| async move { Ok(ToolOutput(args)) }).unwrap();
@@ -420,7 +421,7 @@ impl Registry {
     }
 }
 
-impl crate::tool::ToolDirectory for Registry {
+impl strata_engine::ToolDirectory for Registry {
     fn specs(&self) -> Vec<ToolSpec> {
         self.list().iter().map(|t| t.spec().clone()).collect()
     }
@@ -544,8 +545,9 @@ mod tests {
 
     #[tokio::test]
     async fn runtime_tools_run_through_the_invoker_with_schema_checks() {
-        use crate::audit::NoAudit;
-        use crate::{Env, Invocation, Invoker, Principal, Status};
+        use crate::{Invocation, Invoker, Status};
+        use strata_engine::audit::NoAudit;
+        use strata_engine::{Env, Principal};
         let r = Arc::new(Registry::empty());
         let schema = serde_json::json!({
             "type": "object",

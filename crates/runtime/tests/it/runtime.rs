@@ -3,19 +3,21 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use strata_runtime::EnvExt;
 
 use serde_json::json;
 use strata_engine::ToolFilter;
 use strata_engine::agent::is_no_reply;
 use strata_engine::agent::{Agent, AgentError, Message, Reply, TurnContext};
-use strata_engine::agent_loop::LlmAgent;
 use strata_engine::audit::NoAudit;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
-use strata_engine::manager::AgentManager;
 use strata_engine::session::{InMemoryStore, SessionKey, SessionStore};
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invoker, Principal, Registry, ToolError, async_trait, tool};
+use strata_engine::{Env, Principal, ToolError, async_trait, tool};
+use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 
 use strata_test_support::scripted::{Scripted, calls, text};
 
@@ -483,7 +485,7 @@ async fn the_model_sees_only_what_the_sender_may_use_and_unshown_tools_are_refus
 /// Sees the turn registry while the turn runs.
 struct SeesTurn {
     env: Arc<Env>,
-    seen: Mutex<Option<strata_engine::turns::TurnInfo>>,
+    seen: Mutex<Option<strata_runtime::turns::TurnInfo>>,
 }
 
 #[async_trait]

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use strata_engine::config::{CatchUp, Config, ScheduleConfig};
-use strata_engine::schedule::{self, Action, Schedule, ScheduleStore, When};
-use strata_engine::scheduler::{InMemorySchedules, RunSchedule, Scheduler};
+use strata_runtime::schedule::{self, Action, Schedule, ScheduleStore, When};
+use strata_runtime::scheduler::{InMemorySchedules, RunSchedule, Scheduler};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")
@@ -569,7 +569,7 @@ async fn a_heartbeat_beats_only_in_its_active_hours() {
 /// A schedule that does not read says which part, with the message a person reads.
 #[test]
 fn a_bad_schedule_says_which_part() {
-    use strata_engine::schedule::{ActiveHours, ScheduleError};
+    use strata_runtime::schedule::{ActiveHours, ScheduleError};
     let utc = schedule::zone("UTC").expect("utc");
     let now = jiff::Timestamp::from_second(1_800_000_000).expect("now");
     assert!(matches!(

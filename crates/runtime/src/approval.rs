@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::access::AccessPolicy;
-use crate::config::FailMode;
-use crate::principal::Principal;
-use crate::session::StoreError;
+use strata_engine::access::AccessPolicy;
+use strata_engine::config::FailMode;
+use strata_engine::principal::Principal;
+use strata_engine::session::StoreError;
 
 /// Where a request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::approval::ApprovalStore;
 use crate::ratelimit::RateLog;
-use crate::session::{SessionStore, StoreError};
+use strata_engine::session::{SessionStore, StoreError};
 
 /// Whether the store answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,9 +13,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::access::matches_any;
-use crate::config::MonitorConfig;
-use crate::tool::{Capability, SideEffects, ToolSpec};
+use strata_engine::access::matches_any;
+use strata_engine::config::MonitorConfig;
+use strata_engine::{Capability, SideEffects, ToolSpec};
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq)]

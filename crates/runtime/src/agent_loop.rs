@@ -9,30 +9,31 @@ use std::sync::Mutex as StdMutex;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::agent::{
-    Agent, AgentError, Compaction, Message, Reply, ToolRun, TurnContext, is_no_reply,
-};
 use crate::budget::{DEFAULT_MAX_TOKENS, PlannedCall};
+use crate::env::EnvExt;
 use crate::invoker::{Invocation, Invoker};
-use crate::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
-use crate::principal::Principal;
-use crate::scope::{Scope, ToolFilter};
-use crate::taint::TaintSource;
-use crate::tool::ToolSpec;
-use crate::turns::TurnEvent;
 use crate::turns::TurnInfo;
 use crate::usage::InputParts;
+use strata_engine::ToolSpec;
+use strata_engine::agent::{
+    Agent, AgentError, Compaction, Message, Reply, ToolRun, TurnContext, is_no_reply,
+};
+use strata_engine::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
+use strata_engine::principal::Principal;
+use strata_engine::scope::{Scope, ToolFilter};
+use strata_engine::taint::TaintSource;
+use strata_engine::turns::TurnEvent;
 
 /// Whose model call this is, for usage and budgets.
 struct Caller<'a> {
-    env: &'a crate::Env,
+    env: &'a strata_engine::Env,
     session: &'a str,
     sender: &'a Principal,
     turn_id: &'a str,
     /// `turn` or `summary`.
     purpose: &'static str,
     /// Where the text goes as it is written (turns somebody watches).
-    stream: Option<&'a crate::turns::TurnSink>,
+    stream: Option<&'a strata_engine::turns::TurnSink>,
 }
 
 /// Bytes of the system instruction that are not the agent's own.
@@ -107,7 +108,7 @@ pub const TAINTED_SUMMARY: &str = "[summary of a conversation that held outside 
 struct ToolCache {
     generation: u64,
     /// The specs and their size in bytes ([`tool_bytes`]).
-    by_tier: HashMap<crate::access::Tier, (Arc<[ToolSpec]>, u64)>,
+    by_tier: HashMap<strata_engine::access::Tier, (Arc<[ToolSpec]>, u64)>,
 }
 
 /// The standard agent: an identity, a model, a tool set, and the loop between them.
@@ -133,7 +134,7 @@ pub struct LlmAgent {
     /// (`llm.stream`, default on).
     streaming: bool,
     /// How the model calls went (`Agent::health`).
-    health: StdMutex<Option<crate::agent::AgentHealth>>,
+    health: StdMutex<Option<strata_engine::agent::AgentHealth>>,
 }
 
 impl LlmAgent {
@@ -262,7 +263,7 @@ impl LlmAgent {
             turn.agent_id,
             channel_line(turn),
             sender_line(&turn.env.config, self.invoker.policy(), &turn.sender, now),
-            crate::clock::now_rfc3339()
+            strata_engine::clock::now_rfc3339()
         ));
         if let Some(index) = &self.knowledge_index {
             s.push_str(
@@ -301,7 +302,7 @@ impl LlmAgent {
         who: &Caller<'_>,
         req: &CompletionRequest,
         sizes: &mut RequestSizes,
-    ) -> Result<crate::llm::CompletionResponse, AgentError> {
+    ) -> Result<strata_engine::llm::CompletionResponse, AgentError> {
         let reservation = match self.invoker.budgets() {
             Some(b) => b
                 .reserve(
@@ -331,8 +332,8 @@ impl LlmAgent {
         );
         let resp = match who.stream {
             Some(sink) if self.streaming => {
-                let mut on_event = |e: crate::llm::StreamEvent| {
-                    if let crate::llm::StreamEvent::TextDelta(t) = e
+                let mut on_event = |e: strata_engine::llm::StreamEvent| {
+                    if let strata_engine::llm::StreamEvent::TextDelta(t) = e
                         && !t.is_empty()
                     {
                         sink.send(TurnEvent::Token { text: t });
@@ -354,7 +355,7 @@ impl LlmAgent {
             }
             None => tracing::Instrument::instrument(self.provider.complete(req), span).await,
         };
-        crate::meters::model_call(
+        strata_engine::meters::model_call(
             self.provider.name(),
             &req.model,
             resp.is_ok(),
@@ -363,9 +364,9 @@ impl LlmAgent {
         {
             let mut h = self.health.lock().unwrap_or_else(|p| p.into_inner());
             let (calls, failures) = h.as_ref().map_or((0, 0), |h| (h.calls, h.failures));
-            *h = Some(crate::agent::AgentHealth {
+            *h = Some(strata_engine::agent::AgentHealth {
                 last_call_ok: resp.is_ok(),
-                last_call_at: crate::clock::now_rfc3339(),
+                last_call_at: strata_engine::clock::now_rfc3339(),
                 last_error: resp.as_ref().err().map(|e| e.to_string()),
                 calls: calls + 1,
                 failures: failures + u64::from(resp.is_err()),
@@ -376,7 +377,7 @@ impl LlmAgent {
         if let Some(meter) = who.env.usage() {
             meter
                 .record(crate::usage::ModelCall {
-                    ts_ms: crate::clock::now_ms(),
+                    ts_ms: strata_engine::clock::now_ms(),
                     agent: self.id.clone(),
                     session: who.session.to_owned(),
                     sender: who.sender.to_string(),
@@ -518,7 +519,7 @@ async fn one_call(
     invoker: Arc<Invoker>,
     inv: Invocation,
     call: ToolCall,
-    stream: Option<crate::turns::TurnSink>,
+    stream: Option<strata_engine::turns::TurnSink>,
 ) -> (ChatMessage, ToolRun) {
     if let Some(s) = &stream {
         s.send(TurnEvent::ToolStart {
@@ -575,7 +576,7 @@ impl Agent for LlmAgent {
         Some(self.provider.name())
     }
 
-    fn health(&self) -> Option<crate::agent::AgentHealth> {
+    fn health(&self) -> Option<strata_engine::agent::AgentHealth> {
         self.health
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -811,8 +812,8 @@ fn channel_line(turn: &TurnContext) -> String {
 /// Who is talking, as the team roster knows them: display name, tier, role and local time
 /// for a person on the roster; anyone else marked as not on it.
 pub(crate) fn sender_line(
-    config: &crate::config::Config,
-    policy: &crate::access::AccessPolicy,
+    config: &strata_engine::config::Config,
+    policy: &strata_engine::access::AccessPolicy,
     sender: &Principal,
     now: jiff::Timestamp,
 ) -> String {
@@ -824,7 +825,7 @@ pub(crate) fn sender_line(
                 .and_then(|id| config.team.people.iter().find(|p| p.id == id));
             let Some(p) = person else {
                 return match tier {
-                    crate::access::Tier::Unknown => {
+                    strata_engine::access::Tier::Unknown => {
                         format!("{sender} — unknown sender, not on the team roster")
                     }
                     t => format!("{sender} — not on the team roster by name; tier {t}"),

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use crate::config::{Limits, RateLimitMode, RateLimitsConfig};
+use strata_engine::config::{Limits, RateLimitMode, RateLimitsConfig};
 
 const MINUTE: i64 = 60_000;
 const HOUR: i64 = 60 * MINUTE;
@@ -43,8 +43,10 @@ pub const WINDOWS: [(&str, i64); 3] = [("minute", MINUTE), ("hour", HOUR), ("day
 #[async_trait]
 pub trait RateLog: Send + Sync {
     /// Events newer than `since_ms`, any order.
-    async fn load_since(&self, since_ms: i64)
-    -> Result<Vec<RateEvent>, crate::session::StoreError>;
+    async fn load_since(
+        &self,
+        since_ms: i64,
+    ) -> Result<Vec<RateEvent>, strata_engine::session::StoreError>;
     /// Records one event (may be asynchronous; must not block for long).
     fn append(&self, event: RateEvent);
     /// Whether other processes record into the same log and must count together with this
@@ -61,7 +63,7 @@ pub trait RateLog: Send + Sync {
         &self,
         event: RateEvent,
         caps: [Option<u32>; 3],
-    ) -> Result<RateCounts, crate::session::StoreError>;
+    ) -> Result<RateCounts, strata_engine::session::StoreError>;
 }
 
 /// What a [`RateLog::record`] saw, per window of [`WINDOWS`].
@@ -117,7 +119,7 @@ pub enum RateVerdict {
     LogOnly(Exceeded),
     /// A shared counter could not be read: refuse (failing open would let every process
     /// run unlimited while the database is away).
-    Unavailable(crate::session::StoreError),
+    Unavailable(strata_engine::session::StoreError),
 }
 
 /// The process-wide limiter.
@@ -160,7 +162,7 @@ fn now_ms() -> i64 {
 
 /// The entry of `map` for `tool`: exact name first, then the longest matching `prefix*`.
 fn lookup(map: &std::collections::BTreeMap<String, Limits>, tool: &str) -> Option<Limits> {
-    crate::scope::best_match(map, tool).copied()
+    strata_engine::scope::best_match(map, tool).copied()
 }
 
 impl RateLimiter {

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::agent::{Agent, AgentError, Reply, TurnContext};
-use crate::config::SessionsConfig;
-use crate::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
-use crate::tool::Env;
-use crate::turns::{AgentDirectory, TurnQueue, TurnRequest};
+use crate::turns::TurnQueue;
+use strata_engine::Env;
+use strata_engine::agent::{Agent, AgentError, Reply, TurnContext};
+use strata_engine::config::SessionsConfig;
+use strata_engine::session::{SessionKey, SessionState, SessionStore, ToolLogEntry, turn_boundary};
+use strata_engine::turns::{AgentDirectory, TurnRequest};
 
 #[async_trait]
 impl AgentDirectory for AgentManager {
@@ -63,7 +64,7 @@ struct Live {
 /// most `sessions.max_live` sessions in memory (least recently used leave first, they stay on
 /// disk); compacts long sessions into a summary.
 pub struct AgentManager {
-    policy: crate::access::AccessPolicy,
+    policy: strata_engine::access::AccessPolicy,
     agents: HashMap<String, Arc<dyn Agent>>,
     store: Arc<dyn SessionStore>,
     env: Arc<Env>,
@@ -80,7 +81,7 @@ impl AgentManager {
     pub fn new(agents: Vec<Arc<dyn Agent>>, store: Arc<dyn SessionStore>, env: Arc<Env>) -> Self {
         let cfg = env.config.sessions.clone();
         AgentManager {
-            policy: crate::access::AccessPolicy::from_config(&env.config),
+            policy: strata_engine::access::AccessPolicy::from_config(&env.config),
             agents: agents.into_iter().map(|a| (a.id().to_owned(), a)).collect(),
             store,
             env,
@@ -112,8 +113,8 @@ impl AgentManager {
     /// under `wrap` the agent reads it inside an envelope naming the sender and the score,
     /// under `block` a message at the block threshold is refused.
     fn screen(&self, mut req: TurnRequest) -> Result<TurnRequest, AgentError> {
-        use crate::access::Tier;
-        use crate::config::{Access, SafetyPolicy};
+        use strata_engine::access::Tier;
+        use strata_engine::config::{Access, SafetyPolicy};
         let tier = self.policy.tier(&req.sender);
         if matches!(tier, Tier::Person(Access::Owner) | Tier::Agent(_)) {
             return Ok(req);
@@ -124,7 +125,7 @@ impl AgentManager {
         let a = strata_safety::analyse(&req.message.text);
         let alert = a.score >= cfg.alert_threshold;
         let blocked = policy == SafetyPolicy::Block && a.score >= cfg.block_threshold;
-        let rules = crate::safety::rule_names(&a.rules);
+        let rules = strata_engine::safety::rule_names(&a.rules);
         if alert {
             let message = format!(
                 "message from {} ({tier}) to `{}` via {connector} scored {}/10 for prompt injection ({rules}){}",
@@ -134,7 +135,7 @@ impl AgentManager {
                 if blocked { "; refused" } else { "" }
             );
             match &self.alerts {
-                Some(inv) => inv.alert(crate::audit::Alert {
+                Some(inv) => inv.alert(strata_engine::audit::Alert {
                     kind: "inbound_safety",
                     rule: rules.clone(),
                     message,
@@ -153,7 +154,7 @@ impl AgentManager {
             )));
         }
         if matches!(policy, SafetyPolicy::Wrap | SafetyPolicy::Block) {
-            req.message.text = crate::safety::wrap_message(
+            req.message.text = strata_engine::safety::wrap_message(
                 &req.sender.to_string(),
                 &tier.to_string(),
                 a.score,
@@ -249,7 +250,7 @@ impl AgentManager {
             Err(AgentError::Budget(_)) => "budget",
             Err(_) => "error",
         };
-        crate::meters::turn(&label, outcome);
+        strata_engine::meters::turn(&label, outcome);
         r
     }
 
@@ -358,7 +359,7 @@ impl AgentManager {
         // Kept even when the turn failed: the content came in all the same.
         let before = state.taint.len();
         for s in taint.sources() {
-            if state.taint.len() < crate::taint::MAX_SOURCES && !state.taint.contains(&s) {
+            if state.taint.len() < strata_engine::taint::MAX_SOURCES && !state.taint.contains(&s) {
                 state.taint.push(s);
             }
         }
@@ -437,7 +438,7 @@ impl AgentManager {
         state.turns_since_summary += 1;
         state.provider_state = reply.provider_state.clone();
         if self.cfg.summarize_after > 0 && state.turns_since_summary >= self.cfg.summarize_after {
-            let who = crate::agent::Compaction {
+            let who = strata_engine::agent::Compaction {
                 session_id: &key.session_id,
                 sender: &req.sender,
                 turn_id: &turn_id,
@@ -453,7 +454,7 @@ impl AgentManager {
         agent: &Arc<dyn Agent>,
         key: &SessionKey,
         state: &mut SessionState,
-        who: &crate::agent::Compaction<'_>,
+        who: &strata_engine::agent::Compaction<'_>,
     ) {
         let cut = turn_boundary(&state.messages, self.cfg.keep_turns as usize);
         if cut == 0 {

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, PriceConfig};
-use crate::llm::Usage;
-use crate::session::StoreError;
+use strata_engine::config::{Config, PriceConfig};
+use strata_engine::llm::Usage;
+use strata_engine::session::StoreError;
 
 /// When the shipped prices were read from the vendors' published price lists. They change:
 /// `pricing.<provider>.<model>` in config overrides any of them.
@@ -488,7 +488,7 @@ impl UsageMeter {
     /// Returns its cost.
     pub async fn record(&self, mut call: ModelCall) -> Option<f64> {
         call.cost_usd = self.pricing.cost(&call.provider, &call.model, &call.usage);
-        crate::meters::spend(
+        strata_engine::meters::spend(
             &call.agent,
             &call.model,
             call.usage.input_tokens,

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use strata_engine::agent::{Agent, AgentError, Message, Reply, TurnContext};
 use strata_engine::audit::{Alert, AlertSink, NoAudit};
 use strata_engine::config::{Access, AgentTier, Config, Person, SafetyPolicy, TeamAgent};
-use strata_engine::manager::AgentManager;
 use strata_engine::session::InMemoryStore;
 use strata_engine::turns::TurnRequest;
-use strata_engine::{Env, Invoker, Principal, Registry, async_trait};
+use strata_engine::{Env, Principal, async_trait};
+use strata_runtime::manager::AgentManager;
+use strata_runtime::{Invoker, Registry};
 
 /// Answers with exactly the text it was given.
 struct Echo;
