@@ -176,7 +176,8 @@ fn setup_with(
         audit.clone() as Arc<dyn AuditSink>,
     ));
     if let (Accounting::Budgeted, Some(u)) = (accounting, &usage)
-        && let Some(b) = strata_runtime::budget::Budgets::from_config(&config, pricing, u.clone())?
+        && let Some(b) = strata_runtime::budget::Budgets::from_config(&config, pricing, u.clone())
+            .map_err(|e| e.to_string())?
     {
         invoker.attach_budgets(Arc::new(b));
     }

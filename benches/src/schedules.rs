@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use strata_engine::config::CatchUp;
 use strata_runtime::schedule::{Action, Schedule, ScheduleState, ScheduleStore, Timestamp, When};
-use strata_runtime::scheduler::{RunSchedule, Scheduler};
+use strata_runtime::schedule::{RunSchedule, Scheduler};
 
 use crate::{Report, Row, quantile};
 

@@ -299,7 +299,7 @@ struct Inbox {
     progress: Option<Progress>,
     /// Goal channels: their participants are routed there, and their turn budget replaces
     /// the bot-chain limit.
-    goals: Option<Arc<strata_runtime::goals::Goals>>,
+    goals: Option<Arc<strata_runtime::goal::Goals>>,
 }
 
 impl Inbox {

@@ -82,7 +82,7 @@ pub struct DiscordAccount {
     /// The largest file posted (`connectors.discord.max_attachment_mb`).
     max_file: u64,
     /// Goal channels: a goal's agents read its channel too.
-    goals: Option<Arc<strata_runtime::goals::Goals>>,
+    goals: Option<Arc<strata_runtime::goal::Goals>>,
 }
 
 impl DiscordAccount {
@@ -103,7 +103,7 @@ impl DiscordAccount {
     }
 
     /// The goals whose channels this account's agents take part in.
-    pub fn with_goals(mut self, goals: Option<Arc<strata_runtime::goals::Goals>>) -> Self {
+    pub fn with_goals(mut self, goals: Option<Arc<strata_runtime::goal::Goals>>) -> Self {
         self.goals = goals;
         self
     }

@@ -159,11 +159,11 @@ impl Scope {
 
     /// `Ok` when `tool` is inside; else the refusal, worded like the access policy's
     /// (`denied (layer N): …`).
-    pub fn check(&self, tool: &str) -> Result<(), String> {
+    pub fn check(&self, tool: &str) -> Result<(), OutOfScope> {
         if self.filter.allows(tool) {
             return Ok(());
         }
-        Err(match &self.holder {
+        Err(OutOfScope(match &self.holder {
             ScopeHolder::Agent(id) => {
                 format!("denied (layer 3): tool `{tool}` is not available to agent `{id}`")
             }
@@ -172,9 +172,14 @@ impl Scope {
                     "denied (layer 2): {name} may not call `{tool}`: it is outside the token's `tools`"
                 )
             }
-        })
+        }))
     }
 }
+
+/// A call outside a [`Scope`]: the refusal as the audit log and the caller get it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OutOfScope(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -213,12 +218,12 @@ mod tests {
         let s = Scope::agent("main", ToolFilter::List(vec!["read_*".into()]));
         assert!(s.check("read_file").is_ok());
         assert_eq!(
-            s.check("terminal_exec").expect_err("out"),
+            s.check("terminal_exec").expect_err("out").to_string(),
             "denied (layer 3): tool `terminal_exec` is not available to agent `main`"
         );
         let t = Scope::token("token:ci", ToolFilter::from_list(Some(vec![])));
         assert_eq!(
-            t.check("x").expect_err("out"),
+            t.check("x").expect_err("out").to_string(),
             "denied (layer 2): token:ci may not call `x`: it is outside the token's `tools`"
         );
         assert!(

@@ -76,7 +76,7 @@ pub struct HttpState {
     /// The cluster this instance is a member of (`GET /api/cluster`).
     pub cluster: Option<Arc<dyn strata_runtime::turns::ClusterView>>,
     /// The scheduler (`/api/schedules`); `None`: no schedules here.
-    pub schedules: Option<Arc<strata_runtime::scheduler::Scheduler>>,
+    pub schedules: Option<Arc<strata_runtime::schedule::Scheduler>>,
     /// Renders the installed metrics recorder in the Prometheus text format (`GET /metrics`);
     /// `None`: metrics are off.
     pub metrics: Option<MetricsRender>,

@@ -105,7 +105,7 @@ pub fn state(
     wired: &Wired,
     addr: &SocketAddr,
     cluster: Option<Arc<dyn strata_runtime::turns::ClusterView>>,
-    schedules: Option<Arc<strata_runtime::scheduler::Scheduler>>,
+    schedules: Option<Arc<strata_runtime::schedule::Scheduler>>,
     skills: Option<Arc<strata_runtime::skills::SkillSet>>,
 ) -> anyhow::Result<Arc<HttpState>> {
     let s = &cfg.config.server;

@@ -11,8 +11,8 @@ use strata_engine::agent::{Message, is_no_reply};
 use strata_engine::async_trait;
 use strata_engine::connector::ChannelRef;
 use strata_engine::turns::{AgentDirectory, TurnRequest};
+use strata_runtime::schedule::RunSchedule;
 use strata_runtime::schedule::{Action, Schedule};
-use strata_runtime::scheduler::RunSchedule;
 use strata_runtime::skills::SkillAction;
 
 use crate::wiring::Wired;

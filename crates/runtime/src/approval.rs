@@ -479,7 +479,7 @@ fn outcome_of(r: &ApprovalRecord) -> ApprovalOutcome {
 }
 
 #[async_trait]
-impl crate::goals::Gate for Approvals {
+impl crate::goal::Gate for Approvals {
     async fn approve(
         &self,
         request_id: &str,

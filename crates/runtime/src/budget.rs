@@ -24,7 +24,7 @@ use jiff::tz::TimeZone;
 use crate::approval::{ApprovalOutcome, ApprovalRecord, ApprovalStatus, Approvals};
 use crate::usage::{Pricing, UsageBy, UsageQuery, UsageStore};
 use strata_engine::audit::Alert;
-use strata_engine::config::{BudgetAction, BudgetConfig, Config};
+use strata_engine::config::{BudgetAction, BudgetConfig, Config, InvalidSetting};
 use strata_engine::principal::Principal;
 
 /// The completion size reserved (and sent as `max_tokens`) for a call of an agent with a
@@ -241,7 +241,7 @@ impl Budgets {
         config: &Config,
         pricing: Pricing,
         store: Arc<dyn UsageStore>,
-    ) -> Result<Option<Budgets>, String> {
+    ) -> Result<Option<Budgets>, InvalidSetting> {
         let mut agents = HashMap::new();
         for (id, a) in &config.agents {
             if let Some(b) = a.budget {
@@ -288,8 +288,12 @@ impl Budgets {
             .timezone
             .clone()
             .unwrap_or_else(|| "UTC".into());
-        let tz = TimeZone::get(&tz_name)
-            .map_err(|_| format!("`defaults.timezone`: `{tz_name}` is not a time zone"))?;
+        let tz = TimeZone::get(&tz_name).map_err(|_| {
+            InvalidSetting::new(
+                "defaults.timezone",
+                format!("`defaults.timezone`: `{tz_name}` is not a time zone"),
+            )
+        })?;
         Ok(Some(Budgets {
             agents,
             default: config.defaults.budget,

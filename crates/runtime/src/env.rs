@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strata_engine::Env;
 
-use crate::goals::Goals;
+use crate::goal::Goals;
 use crate::hub::ConnectorHub;
 use crate::schedule::ScheduleStore;
 use crate::turns::{ActivityBoard, TurnRegistry};

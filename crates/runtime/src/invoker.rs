@@ -441,7 +441,10 @@ impl Invoker {
             .as_ref()
             .filter(|t| t.is_tainted())
             .map(Taint::snapshot);
-        let out_of_scope = call.scopes.iter().find_map(|s| s.check(&call.tool).err());
+        let out_of_scope = call
+            .scopes
+            .iter()
+            .find_map(|s| s.check(&call.tool).err().map(|e| e.0));
         let resolved = match out_of_scope {
             Some(_) => None,
             None => self.registry.get(&call.tool),

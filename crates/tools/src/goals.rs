@@ -13,10 +13,10 @@ use strata_engine::config::{Access, AgentTier};
 use strata_engine::connector::ChannelRef;
 use strata_engine::{Principal, ToolContext, ToolError, tool};
 use strata_runtime::EnvExt;
+use strata_runtime::goal::Goals;
 use strata_runtime::goal::{
     Change, Choice, Goal, GoalError, GoalEvent, GoalState, ProposalKind, TaskStatus,
 };
-use strata_runtime::goals::Goals;
 
 fn service(ctx: &ToolContext) -> Result<std::sync::Arc<Goals>, ToolError> {
     ctx.env

@@ -46,10 +46,11 @@ impl BudgetAction {
 
 impl BudgetConfig {
     /// Checks the limits; `key` names the block in errors (`agents.main.budget`).
-    pub fn check(&self, key: &str) -> Result<(), String> {
+    pub fn check(&self, key: &str) -> Result<(), super::InvalidSetting> {
         if self.daily_usd.is_none() && self.monthly_usd.is_none() && self.daily_tokens.is_none() {
-            return Err(format!(
-                "`{key}` sets no limit: give daily_usd, monthly_usd or daily_tokens"
+            return Err(super::InvalidSetting::new(
+                key,
+                format!("`{key}` sets no limit: give daily_usd, monthly_usd or daily_tokens"),
             ));
         }
         for (name, v) in [
@@ -59,8 +60,9 @@ impl BudgetConfig {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
             {
-                return Err(format!(
-                    "`{key}.{name}` is {v}: a budget is a number of dollars, 0 or more"
+                return Err(super::InvalidSetting::new(
+                    format!("{key}.{name}"),
+                    format!("`{key}.{name}` is {v}: a budget is a number of dollars, 0 or more"),
                 ));
             }
         }

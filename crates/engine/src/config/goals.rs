@@ -48,15 +48,23 @@ impl Default for GoalsConfig {
 impl GoalsConfig {
     /// The durations, checked: `(objection window, stand-up every, blocked after, nudge
     /// interval)` in seconds, or the key that is wrong and why.
-    pub fn durations(&self) -> Result<(u64, u64, u64, u64), String> {
+    pub fn durations(&self) -> Result<(u64, u64, u64, u64), super::InvalidSetting> {
         let read = |key: &str, v: &str| {
             humantime::parse_duration(v)
                 .map(|d| d.as_secs())
-                .map_err(|_| format!("goals.{key}: `{v}` is not a duration (like 15m, 2h, 90s)"))
+                .map_err(|_| {
+                    super::InvalidSetting::new(
+                        format!("goals.{key}"),
+                        format!("goals.{key}: `{v}` is not a duration (like 15m, 2h, 90s)"),
+                    )
+                })
         };
         let nudge = read("nudge_interval", &self.nudge_interval)?;
         if nudge == 0 {
-            return Err("goals.nudge_interval must be at least 1s".into());
+            return Err(super::InvalidSetting::new(
+                "goals.nudge_interval",
+                "goals.nudge_interval must be at least 1s",
+            ));
         }
         Ok((
             read("objection_window", &self.objection_window)?,
@@ -67,25 +75,28 @@ impl GoalsConfig {
     }
 
     /// Checks the section: durations, tiers, and a category with a connector.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::InvalidSetting> {
         self.durations()?;
         for t in &self.create_tiers {
             if !matches!(
                 t.as_str(),
                 "owner" | "admin" | "staff" | "viewer" | "privileged" | "coordinator" | "assistant"
             ) {
-                return Err(format!(
-                    "goals.create_tiers: `{t}` is not a tier (owner, admin, staff, viewer, \
-                     privileged, coordinator, assistant)"
+                return Err(super::InvalidSetting::new(
+                    "goals.create_tiers",
+                    format!(
+                        "goals.create_tiers: `{t}` is not a tier (owner, admin, staff, viewer, \
+                         privileged, coordinator, assistant)"
+                    ),
                 ));
             }
         }
         if self.connector.is_some() && self.category.is_none() {
-            return Err(
+            return Err(super::InvalidSetting::new(
+                "goals.connector",
                 "goals.connector is set without goals.category: name the category \
-                        goal channels go under"
-                    .into(),
-            );
+                 goal channels go under",
+            ));
         }
         Ok(())
     }

@@ -45,6 +45,27 @@ pub struct LoadOptions {
     pub overrides: Vec<String>,
 }
 
+/// A value of a section that its `check` refused (`goals.nudge_interval`, an agent's budget):
+/// the key, and the message for people (which names the key too).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidSetting {
+    /// The key, dotted (`goals.nudge_interval`, `agents.main.budget`).
+    pub key: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl InvalidSetting {
+    /// `key` is wrong, as `message` says.
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        InvalidSetting {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// A problem with the configuration: says which file or variable, which key, and what to do.
 /// The variants let callers tell the kinds apart; `Display` is the message for people.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -12,7 +12,7 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::json;
 use strata_runtime::goal::GoalError;
-use strata_runtime::goals::Goals;
+use strata_runtime::goal::Goals;
 
 use super::{ApiError, Limit, Query, ok, parse_limit};
 use crate::HttpState;

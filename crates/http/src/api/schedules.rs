@@ -19,7 +19,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
         .route("/api/schedules/{name}/{action}", post(schedules_act))
 }
 
-fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_runtime::scheduler::Scheduler>, ApiError> {
+fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_runtime::schedule::Scheduler>, ApiError> {
     st.schedules.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -31,7 +31,7 @@ fn scheduler_of(st: &HttpState) -> Result<&Arc<strata_runtime::scheduler::Schedu
 
 /// The configured schedules and those made in conversation.
 async fn current(
-    sch: &strata_runtime::scheduler::Scheduler,
+    sch: &strata_runtime::schedule::Scheduler,
 ) -> Result<Vec<strata_runtime::schedule::Schedule>, ApiError> {
     sch.current().await.map_err(|e| {
         ApiError::new(

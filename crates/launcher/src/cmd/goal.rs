@@ -1,7 +1,7 @@
 //! `strata goal list | show ID | events ID`: goal workstreams as the store `serve` uses
 //! (SQLite or PostgreSQL) keeps them — read-only; goals change through the `goal_*` tools.
 
-use strata_runtime::goals::Goals;
+use strata_runtime::goal::Goals;
 
 use super::context::*;
 use crate::Exit;

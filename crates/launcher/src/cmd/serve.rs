@@ -176,7 +176,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         .map(|m| m.instance().to_owned())
         .unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let scheduler = std::sync::Arc::new(
-        strata_runtime::scheduler::Scheduler::new(
+        strata_runtime::schedule::Scheduler::new(
             schedules,
             wired.store.clone(),
             std::sync::Arc::new(crate::schedules::Runner::new(

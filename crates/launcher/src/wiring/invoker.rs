@@ -29,7 +29,7 @@ pub fn invoker(
     let approvals = Arc::new(Approvals::new(store.clone(), inv.policy().clone()));
     // Goal workstreams over the same store; their gated decisions wait on these approvals.
     // (A bad `goals.*` is refused at start by the schedules' check, which names the key.)
-    match strata_runtime::goals::Goals::new(store, &env.config.goals) {
+    match strata_runtime::goal::Goals::new(store, &env.config.goals) {
         Ok(goals) => {
             goals.attach_gate(approvals.clone());
             env.attach_goals(Arc::new(goals));

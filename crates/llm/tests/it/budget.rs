@@ -416,11 +416,18 @@ fn a_budget_without_a_limit_or_with_a_negative_one_names_its_key() {
     c.agents.entry("main".into()).or_default().budget = Some(BudgetConfig::default());
     let e = Budgets::from_config(&c, Pricing::default(), Arc::new(InMemoryUsage::default()))
         .expect_err("no limit");
-    assert!(e.contains("`agents.main.budget` sets no limit"), "{e}");
+    assert!(
+        e.to_string().contains("`agents.main.budget` sets no limit"),
+        "{e}"
+    );
     c.agents.entry("main".into()).or_default().budget = Some(usd(-1.0, BudgetAction::Block));
     let e = Budgets::from_config(&c, Pricing::default(), Arc::new(InMemoryUsage::default()))
         .expect_err("negative");
-    assert!(e.contains("`agents.main.budget.daily_usd` is -1"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("`agents.main.budget.daily_usd` is -1"),
+        "{e}"
+    );
     let none = Budgets::from_config(
         &Config::default(),
         Pricing::default(),

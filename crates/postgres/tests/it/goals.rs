@@ -9,10 +9,10 @@ use strata_engine::Principal;
 use strata_engine::access::AccessPolicy;
 use strata_engine::config::{Config, GoalsConfig};
 use strata_runtime::approval::{ApprovalStatus, ApprovalStore, Approvals, decide_in};
+use strata_runtime::goal::Goals;
 use strata_runtime::goal::{
     Change, Choice, GoalError, GoalState, GoalStore, ProposalKind, ProposalStatus,
 };
-use strata_runtime::goals::Goals;
 
 use crate::both;
 use crate::harness::{Harness, Kind};

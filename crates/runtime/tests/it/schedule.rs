@@ -11,7 +11,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use strata_engine::config::{CatchUp, Config, ScheduleConfig};
 use strata_runtime::schedule::{self, Action, Schedule, ScheduleStore, When};
-use strata_runtime::scheduler::{InMemorySchedules, RunSchedule, Scheduler};
+use strata_runtime::schedule::{InMemorySchedules, RunSchedule, Scheduler};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")

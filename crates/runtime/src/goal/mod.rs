@@ -7,6 +7,10 @@
 //! version is still the one read (compare and swap) — so two instances changing one goal at
 //! once never lose a change, and the event log is exactly the changes that were saved.
 
+mod service;
+
+pub use service::{Clock, Gate, GoalChannel, Goals, Nudge};
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

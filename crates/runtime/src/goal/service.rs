@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 
 use crate::goal::{Change, Goal, GoalError, GoalEvent, GoalState, GoalStore, ProposalStatus};
-use strata_engine::config::GoalsConfig;
+use strata_engine::config::{GoalsConfig, InvalidSetting};
 
 /// Asks a person to approve a decision (the approval hub implements it).
 #[async_trait]
@@ -86,7 +86,7 @@ async fn back_off(attempt: u32) {
 
 impl Goals {
     /// Goals in `store`, by `config` (checked: its durations must read).
-    pub fn new(store: Arc<dyn GoalStore>, config: &GoalsConfig) -> Result<Goals, String> {
+    pub fn new(store: Arc<dyn GoalStore>, config: &GoalsConfig) -> Result<Goals, InvalidSetting> {
         config.check()?;
         let (objection, standup, blocked, _) = config.durations()?;
         let ms = |s: u64| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);

@@ -4,6 +4,10 @@
 //! in SQLite or PostgreSQL, so a restart catches up and a cluster runs each one once. The
 //! runtime is [`crate::scheduler`].
 
+mod scheduler;
+
+pub use scheduler::{ALERT_AFTER, InMemorySchedules, RunSchedule, Scheduler, backoff};
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -373,7 +377,7 @@ pub fn from_config(config: &Config) -> Result<Vec<Schedule>, Vec<String>> {
     }
     let (mut out, mut problems) = (Vec::new(), Vec::new());
     if let Err(e) = config.goals.check() {
-        problems.push(e);
+        problems.push(e.message);
     }
     for (name, c) in &all {
         match one(name, c, config, default_tz) {
