@@ -568,11 +568,18 @@ impl Invoker {
             }
             _ => approval_reason,
         };
-        // Behaviour monitor (alerts only).
+        // Behaviour monitor (alerts only; a rule once per agent and session, repeats logged).
         if let Some(a) = agent {
             let sensitive = self.monitor.is_sensitive(spec, self.policy.is_gated(spec));
-            for f in self.monitor.observe(a, &call.tool, sensitive) {
-                self.alert(mk_alert("behaviour", f.rule.to_owned(), f.message, None));
+            for f in self
+                .monitor
+                .observe_in(a, call.session_id.as_deref(), &call.tool, sensitive)
+            {
+                let alert = mk_alert("behaviour", f.rule.to_owned(), f.message, None);
+                match f.repeat {
+                    0 => self.alert(alert),
+                    n => self.audit.event(&crate::monitor::repeat_event(&alert, n)),
+                }
             }
         }
         // Rate limit: recorded before the tool runs, so failures count.

@@ -8,12 +8,24 @@
 //! Sensitive = gated, external side effects, `subprocess` or `secrets` capability, or listed
 //! in `security.content_safety.monitor.sensitive_tools`. The monitor raises alerts (audit
 //! log and alert sinks); it does not refuse calls — gating does that.
+//!
+//! A rule alerts **once per agent and session**: the first finding of a rule in a session is
+//! an alert, later ones in that session are repeats ([`Finding::repeat`]), which the Invoker
+//! writes to the audit log only (`"event": "alert_repeat"`, with the count) — the log keeps
+//! everything the monitor saw, the people reading alerts see each pattern once. Calls without
+//! a session count as one session per agent (for the life of the process): a scheduled or
+//! API-driven agent is alerted once per rule until restart, and its repeats are in the log.
+//! The last [`SESSIONS_REMEMBERED`] sessions of each agent are remembered; an older one that
+//! comes back alerts afresh. What the members of a cluster tell each other moves the patterns
+//! but not this memory: each member alerts a pattern once per session.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use strata_engine::access::matches_any;
+use strata_engine::audit::Alert;
 use strata_engine::config::MonitorConfig;
 use strata_engine::{Capability, SideEffects, ToolSpec};
 
@@ -24,7 +36,31 @@ pub struct Finding {
     pub rule: &'static str,
     /// What happened.
     pub message: String,
+    /// 0 for the rule's first finding in this agent's session (an alert); n for its n-th
+    /// repeat there (recorded in the audit log, not alerted).
+    pub repeat: u64,
 }
+
+impl Finding {
+    /// Whether this finding is raised as an alert (the rule's first in its session).
+    pub fn alerts(&self) -> bool {
+        self.repeat == 0
+    }
+}
+
+/// The audit-log form of a repeated finding: `alert`'s event with `"event": "alert_repeat"`
+/// and `"repeat": n` (what was seen stays in the log; alert sinks are not told).
+pub fn repeat_event(alert: &Alert, repeat: u64) -> Value {
+    let mut v = alert.to_event();
+    if let Value::Object(o) = &mut v {
+        o.insert("event".into(), Value::String("alert_repeat".into()));
+        o.insert("repeat".into(), Value::from(repeat));
+    }
+    v
+}
+
+/// Sessions per agent whose alerted rules are remembered (the oldest is forgotten first).
+pub const SESSIONS_REMEMBERED: usize = 1024;
 
 #[derive(Default)]
 struct AgentState {
@@ -34,6 +70,29 @@ struct AgentState {
     recent: VecDeque<Instant>,
     sensitive: VecDeque<(Instant, String)>,
     spike_alerted: Option<Instant>,
+    /// Per session (`None`: calls without one), how often each rule was found there.
+    found: HashMap<Option<String>, HashMap<&'static str, u64>>,
+    /// The sessions of `found`, oldest first.
+    found_order: VecDeque<Option<String>>,
+}
+
+impl AgentState {
+    /// Counts `rule` in `session`: 0 the first time, then 1, 2…
+    fn count(&mut self, session: Option<&str>, rule: &'static str) -> u64 {
+        let key = session.map(str::to_owned);
+        if !self.found.contains_key(&key) {
+            if self.found_order.len() >= SESSIONS_REMEMBERED
+                && let Some(old) = self.found_order.pop_front()
+            {
+                self.found.remove(&old);
+            }
+            self.found_order.push_back(key.clone());
+        }
+        let n = self.found.entry(key).or_default().entry(rule).or_insert(0);
+        let before = *n;
+        *n += 1;
+        before
+    }
 }
 
 /// What the monitor saw, as it tells the other members of a cluster (so per-agent
@@ -88,9 +147,21 @@ impl Monitor {
             || matches_any(&self.cfg.sensitive_tools, &spec.name)
     }
 
-    /// Observes a call by `agent` before it runs.
+    /// Observes a call by `agent` before it runs, outside any session.
     pub fn observe(&self, agent: &str, tool: &str, sensitive: bool) -> Vec<Finding> {
-        self.observe_at(agent, tool, sensitive, Instant::now())
+        self.observe_at(agent, None, tool, sensitive, Instant::now())
+    }
+
+    /// Observes a call by `agent` in `session` before it runs: a rule's first finding in
+    /// the session alerts, later ones are repeats (see the module's page).
+    pub fn observe_in(
+        &self,
+        agent: &str,
+        session: Option<&str>,
+        tool: &str,
+        sensitive: bool,
+    ) -> Vec<Finding> {
+        self.observe_at(agent, session, tool, sensitive, Instant::now())
     }
 
     /// Sends every local observation to `tap` from now on (once; later calls are ignored
@@ -115,15 +186,23 @@ impl Monitor {
         }
     }
 
-    /// [`Monitor::observe`] at a given instant (tests).
+    /// [`Monitor::observe_in`] at a given instant (tests).
     pub fn observe_at(
         &self,
         agent: &str,
+        session: Option<&str>,
         tool: &str,
         sensitive: bool,
         now: Instant,
     ) -> Vec<Finding> {
-        let found = self.step(agent, tool, sensitive, now);
+        let mut found = self.step(agent, tool, sensitive, now);
+        if !found.is_empty() {
+            let mut all = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+            let st = all.entry(agent.to_owned()).or_default();
+            for f in &mut found {
+                f.repeat = st.count(session, f.rule);
+            }
+        }
         if self.cfg.enabled
             && let Some(tap) = self.tap.get()
         {
@@ -154,6 +233,7 @@ impl Monitor {
                     "agent `{agent}` called sensitive tool `{tool}` {}s after reading web content",
                     now.saturating_duration_since(web).as_secs()
                 ),
+                repeat: 0,
             });
         }
         if st.calls >= u64::from(self.cfg.baseline_calls) && !st.seen.contains(tool) {
@@ -163,6 +243,7 @@ impl Monitor {
                     "agent `{agent}` called `{tool}` for the first time after {} calls",
                     st.calls
                 ),
+                repeat: 0,
             });
         }
         st.calls += 1;
@@ -185,6 +266,7 @@ impl Monitor {
                     st.recent.len(),
                     self.cfg.spike_per_minute
                 ),
+                repeat: 0,
             });
         }
         if sensitive {
@@ -203,6 +285,7 @@ impl Monitor {
                         "agent `{agent}` used {distinct} distinct sensitive tools within {}s",
                         self.cfg.sensitive_window_secs
                     ),
+                    repeat: 0,
                 });
             }
             st.sensitive.push_back((now, tool.to_owned()));
@@ -265,20 +348,20 @@ mod tests {
     fn sensitive_tool_after_web_content() {
         let m = Monitor::new(cfg());
         let t0 = Instant::now();
-        assert!(m.observe_at("a", "write", true, t0).is_empty());
+        assert!(m.observe_at("a", None, "write", true, t0).is_empty());
         m.web_read_at("a", t0);
-        let f = m.observe_at("a", "write", true, t0 + Duration::from_secs(10));
+        let f = m.observe_at("a", None, "write", true, t0 + Duration::from_secs(10));
         assert_eq!(rules(&f), ["sensitive_after_web"]);
         // Outside the window: quiet. Other agents: unaffected.
         let later = t0 + Duration::from_secs(400);
-        assert!(m.observe_at("a", "write", true, later).is_empty());
+        assert!(m.observe_at("a", None, "write", true, later).is_empty());
         assert!(
-            m.observe_at("b", "write", true, t0 + Duration::from_secs(1))
+            m.observe_at("b", None, "write", true, t0 + Duration::from_secs(1))
                 .is_empty()
         );
         // Non-sensitive tools after web content are fine.
         m.web_read_at("a", later);
-        assert!(m.observe_at("a", "write", false, later).is_empty());
+        assert!(m.observe_at("a", None, "write", false, later).is_empty());
     }
 
     #[test]
@@ -286,10 +369,13 @@ mod tests {
         let m = Monitor::new(cfg());
         let t = Instant::now();
         for _ in 0..3 {
-            assert!(m.observe_at("a", "read", false, t).is_empty());
+            assert!(m.observe_at("a", None, "read", false, t).is_empty());
         }
-        assert_eq!(rules(&m.observe_at("a", "odd", false, t)), ["new_tool"]);
-        assert!(!has(&m.observe_at("a", "odd", false, t), "new_tool"));
+        assert_eq!(
+            rules(&m.observe_at("a", None, "odd", false, t)),
+            ["new_tool"]
+        );
+        assert!(!has(&m.observe_at("a", None, "odd", false, t), "new_tool"));
     }
 
     #[test]
@@ -301,7 +387,7 @@ mod tests {
         let t = Instant::now();
         let mut spikes = 0;
         for i in 0..10 {
-            let f = m.observe_at("a", "read", false, t + Duration::from_millis(i));
+            let f = m.observe_at("a", None, "read", false, t + Duration::from_millis(i));
             spikes += f.iter().filter(|f| f.rule == "volume_spike").count();
         }
         assert_eq!(spikes, 1);
@@ -311,18 +397,69 @@ mod tests {
     fn distinct_sensitive_tools_in_a_window() {
         let m = Monitor::new(cfg());
         let t = Instant::now();
-        assert!(m.observe_at("a", "shell", true, t).is_empty());
-        assert!(m.observe_at("a", "shell", true, t).is_empty());
+        assert!(m.observe_at("a", None, "shell", true, t).is_empty());
+        assert!(m.observe_at("a", None, "shell", true, t).is_empty());
         assert_eq!(
-            rules(&m.observe_at("a", "mail", true, t)),
+            rules(&m.observe_at("a", None, "mail", true, t)),
             ["sensitive_burst"]
         );
         // After the window the count starts again.
         let later = t + Duration::from_secs(120);
         assert!(!has(
-            &m.observe_at("a", "post", true, later),
+            &m.observe_at("a", None, "post", true, later),
             "sensitive_burst"
         ));
+    }
+
+    #[test]
+    fn a_rule_alerts_once_per_agent_and_session() {
+        let m = Monitor::new(cfg());
+        let t = Instant::now();
+        m.web_read_at("a", t);
+        let alerts = |session, n: u64| -> Vec<u64> {
+            (0..n)
+                .flat_map(|i| {
+                    m.observe_at("a", session, "mail", true, t + Duration::from_millis(i))
+                })
+                .filter(|f| f.rule == "sensitive_after_web")
+                .map(|f| f.repeat)
+                .collect()
+        };
+        // Five trips in one session: one alert, then repeats 1..=4 (still reported, for the log).
+        assert_eq!(alerts(Some("s1"), 5), [0, 1, 2, 3, 4]);
+        // Another session of the same agent: alerted again, once.
+        assert_eq!(alerts(Some("s2"), 2), [0, 1]);
+        // No session: one more "session" per agent; another agent is its own.
+        assert_eq!(alerts(None, 2), [0, 1]);
+        m.web_read_at("b", t);
+        let f = m.observe_at("b", Some("s1"), "mail", true, t);
+        assert!(f.iter().all(Finding::alerts) && !f.is_empty(), "{f:?}");
+        // A remembered session stays quiet however many come after it, up to the bound.
+        for i in 0..SESSIONS_REMEMBERED - 3 {
+            let _ = m.observe_at("a", Some(&format!("x{i}")), "mail", true, t);
+        }
+        assert_eq!(alerts(Some("s2"), 1), [2]);
+        // The oldest is forgotten once the bound is passed.
+        let _ = m.observe_at("a", Some("y"), "mail", true, t);
+        assert_eq!(alerts(Some("s1"), 1), [0]);
+    }
+
+    #[test]
+    fn a_repeat_is_an_audit_event_not_an_alert() {
+        let alert = Alert {
+            kind: "behaviour",
+            rule: "sensitive_after_web".into(),
+            message: "m".into(),
+            agent_id: Some("a".into()),
+            tool: Some("mail".into()),
+            request_id: Some("r".into()),
+            score: None,
+        };
+        let v = repeat_event(&alert, 3);
+        assert_eq!(v["event"], "alert_repeat");
+        assert_eq!(v["repeat"], 3);
+        assert_eq!(v["rule"], "sensitive_after_web");
+        assert!(v["ts"].is_string());
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
         if let Some((_, why)) = wired.skipped.iter().find(|(id, _)| *id == agent_id) {
             anyhow::bail!("agent `{agent_id}` cannot start: {why}");
         }
+        // The tools of `config/mcp.yaml`'s servers, as in `serve`.
+        let servers =
+            crate::wiring::McpServers::start(&l.config, l.registry.clone(), wired.invoker.env())
+                .await;
         let reply = wired
             .manager
             .turn(strata_engine::turns::TurnRequest {
@@ -67,6 +71,7 @@ pub(crate) fn chat(l: &Context, agent: Option<String>, session: &str, message: S
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"));
+        servers.stop().await;
         // The turn's model calls reach the store before the process ends.
         wired.finish().await;
         reply

@@ -64,6 +64,12 @@ pub(crate) fn run(
     };
     let history = cfg.data_dir.join("repl_history");
     let _ = editor.load_history(&history);
+    // The tools of `config/mcp.yaml`'s servers, as in `serve`; stopped when the repl ends.
+    let servers = rt.block_on(crate::wiring::McpServers::start(
+        cfg,
+        wired.invoker.registry().clone(),
+        wired.invoker.env(),
+    ));
     println!("strata repl: agent `{agent_id}`, session `{session}`. {HELP}");
     let prompt = "you> ";
     loop {
@@ -123,6 +129,7 @@ pub(crate) fn run(
     if let Err(e) = editor.save_history(&history) {
         tracing::debug!(error = %e, "history not saved");
     }
+    rt.block_on(servers.stop());
     rt.block_on(wired.finish());
     Exit::Ok
 }

@@ -152,17 +152,12 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         let _rt = rt.enter();
         shutdown_signal()
     };
-    #[cfg(feature = "mcp-client")]
-    let mcp_clients = {
-        let clients = std::sync::Arc::new(rt.block_on(strata_http::mcp_client::start(
-            &c.config.mcp.servers,
-            l.registry.clone(),
-            wired.invoker.env().vault.clone(),
-        )));
-        // `install_mcp` starts servers beside these while serve runs.
-        wired.invoker.env().attach_mcp(clients.clone());
-        clients
-    };
+    // `install_mcp` starts servers beside these while serve runs.
+    let mcp_servers = rt.block_on(crate::wiring::McpServers::start(
+        c,
+        l.registry.clone(),
+        wired.invoker.env(),
+    ));
     if !c.config.mcp.servers.is_empty() {
         tracing::info!(
             servers = c.config.mcp.servers.len(),
@@ -299,8 +294,7 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
             }
         }
         ticking.abort();
-        #[cfg(feature = "mcp-client")]
-        mcp_clients.shutdown().await;
+        mcp_servers.stop().await;
     });
     rt.block_on(wired.finish());
     tracing::info!("stopped");

@@ -53,9 +53,18 @@ pub(crate) fn skill(l: &Context, command: SkillCommand) -> Exit {
                 Ok(c) => c,
                 Err(e) => return fail(&e),
             };
-            let r = rt.block_on(crate::cmd::skill::run(
-                &l.config, &cli, &s, &params, agent_id,
-            ));
+            let r = rt.block_on(async {
+                // A prompt skill's agent has the tools of `config/mcp.yaml`'s servers too.
+                let servers = crate::wiring::McpServers::start(
+                    &l.config,
+                    l.registry.clone(),
+                    cli.invoker.env(),
+                )
+                .await;
+                let r = crate::cmd::skill::run(&l.config, &cli, &s, &params, agent_id).await;
+                servers.stop().await;
+                r
+            });
             cli.finish(&rt);
             match r {
                 Ok(text) => out(&text),

@@ -9,7 +9,30 @@ use strata_runtime::{Invocation, Registry, Status};
 use super::context::*;
 use crate::Exit;
 
+/// Runs `f` with the MCP servers of `config/mcp.yaml` started (their tools in the registry,
+/// as in `serve`), and stops them after; with none configured, just `f`.
+fn with_mcp_servers(l: &Context, f: impl FnOnce() -> Exit) -> Exit {
+    if l.config.config.mcp.servers.is_empty() {
+        return f();
+    }
+    let rt = match tokio_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let servers = rt.block_on(crate::wiring::McpServers::start_alone(
+        &l.config,
+        l.registry.clone(),
+    ));
+    let exit = f();
+    rt.block_on(servers.stop());
+    exit
+}
+
 pub(crate) fn tools(l: &Context, json: bool) -> Exit {
+    with_mcp_servers(l, || list(l, json))
+}
+
+fn list(l: &Context, json: bool) -> Exit {
     let list = l.registry.list();
     if json {
         let tools: Vec<_> = list.iter().map(|t| t.listing()).collect();
@@ -49,6 +72,10 @@ pub(crate) fn summary(description: &str) -> &str {
 }
 
 pub(crate) fn inspect(l: &Context, name: &str, json: bool) -> Exit {
+    with_mcp_servers(l, || describe(l, name, json))
+}
+
+fn describe(l: &Context, name: &str, json: bool) -> Exit {
     let Some(t) = l.registry.get(name) else {
         let names: Vec<String> = l
             .registry
@@ -127,7 +154,14 @@ pub(crate) fn invoke(
     };
     let mut call = Invocation::new(tool, args, Principal::Operator);
     call.request_id = request_id;
-    let result = rt.block_on(cli.invoker.invoke(call));
+    let result = rt.block_on(async {
+        let servers =
+            crate::wiring::McpServers::start(&l.config, l.registry.clone(), cli.invoker.env())
+                .await;
+        let result = cli.invoker.invoke(call).await;
+        servers.stop().await;
+        result
+    });
     cli.finish(&rt);
     let code = if result.ok() { Exit::Ok } else { Exit::Failure };
     if json {

@@ -7,6 +7,8 @@
 //! - `agents.rs` — agents built from config on a [`Site`] ([`build_agent`], [`AgentOverrides`],
 //!   [`default_agent`]; Claude Code's settings and MCP config files);
 //! - `knowledge.rs` — the knowledge index an agent is built with ([`knowledge_index`]);
+//! - `mcp.rs` — the MCP servers of `config/mcp.yaml` every command with tools starts and
+//!   stops ([`McpServers`]);
 //! - `skills.rs` — prompt skills' one-off agents ([`SkillTurns`]);
 //! - `vault.rs` — the vault ([`open_vault`]) and the `vault:` references the config uses
 //!   ([`vault_refs_in_use`], [`warn_missing_vault_refs`]).
@@ -15,6 +17,7 @@ mod agents;
 mod env;
 mod invoker;
 mod knowledge;
+mod mcp;
 mod skills;
 mod vault;
 
@@ -22,6 +25,7 @@ pub use agents::{AgentOverrides, Site, agent_llm, build_agent, default_agent, id
 pub use env::{env, env_without_memory};
 pub use invoker::{StderrApprovals, invoker};
 pub use knowledge::knowledge_index;
+pub use mcp::McpServers;
 pub use skills::SkillTurns;
 pub use vault::{
     PASSPHRASE_FROM_STDIN, VaultRef, missing_vault_refs, open_vault, open_vault_from,

@@ -19,6 +19,7 @@ mod extend;
 mod goals;
 mod logs;
 mod mcp;
+mod mcp_commands;
 mod memory;
 mod metrics;
 mod remote;

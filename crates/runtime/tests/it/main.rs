@@ -7,6 +7,7 @@
 mod approval;
 mod inbound;
 mod invoker;
+mod monitor;
 mod runtime;
 mod schedule;
 mod skills;
