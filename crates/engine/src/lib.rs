@@ -54,6 +54,7 @@ pub mod message;
 pub mod meters;
 pub mod paths;
 pub mod principal;
+pub mod provenance;
 pub mod safety;
 pub mod schema;
 pub mod scope;

@@ -455,7 +455,11 @@ pub fn taint_note(taint: Option<&crate::taint::Taint>, content: &str) -> Option<
 pub fn mark_recalled(taint: Option<&crate::taint::Taint>, recalled: &[Memory]) {
     if let Some(t) = taint {
         for m in recalled.iter().filter(|m| m.taint.is_some()) {
-            t.mark(crate::taint::TaintSource::memory(&m.id));
+            // Its content is the untrusted text values are traced to.
+            t.take_in(
+                crate::taint::TaintSource::memory(&m.id),
+                &serde_json::Value::String(m.content.clone()),
+            );
         }
     }
 }

@@ -67,7 +67,9 @@ impl Capability {
 }
 
 /// How far a call's effects reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SideEffects {
     /// Changes nothing: safe to retry, safe to call speculatively.

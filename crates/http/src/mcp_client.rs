@@ -18,9 +18,9 @@ use rmcp::service::{Peer, RoleClient};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
-use strata_engine::config::{McpServerConfig, McpTransport};
+use strata_engine::config::{McpHints, McpServerConfig, McpTransport};
 use strata_engine::secret::{Vault, resolve_ref};
-use strata_engine::{Capability, SideEffects, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use strata_engine::{Capability, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use strata_runtime::Registry;
 
 /// Separator between server and tool names.
@@ -313,11 +313,24 @@ async fn supervise(
                                 t.description.as_deref().unwrap_or("").to_owned(),
                                 Value::Object((*t.input_schema).clone()),
                             );
-                            // Unknown code on another host: assume it reaches out and treat
-                            // what it returns as untrusted content.
-                            spec.capabilities = vec![Capability::Network];
-                            spec.side_effects = SideEffects::External;
-                            spec.web_facing = true;
+                            // What the operator's settings say, else the tool's annotations,
+                            // else unknown code on another host: it reaches out, has effects
+                            // and returns untrusted content.
+                            let ann = t.annotations.as_ref();
+                            let trust = cfg.tool_trust(
+                                &t.name,
+                                McpHints {
+                                    read_only: ann.and_then(|a| a.read_only_hint),
+                                    open_world: ann.and_then(|a| a.open_world_hint),
+                                },
+                            );
+                            spec.capabilities = if trust.network {
+                                vec![Capability::Network]
+                            } else {
+                                Vec::new()
+                            };
+                            spec.side_effects = trust.side_effects;
+                            spec.web_facing = trust.untrusted;
                             let tool = RemoteTool {
                                 spec,
                                 server: name.clone(),

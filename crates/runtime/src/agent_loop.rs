@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::budget::{DEFAULT_MAX_TOKENS, PlannedCall};
 use crate::env::EnvExt;
+use crate::intent::Intent;
 use crate::invoker::{Invocation, Invoker};
 use crate::turns::TurnInfo;
 use crate::usage::InputParts;
@@ -18,9 +19,11 @@ use strata_engine::ToolSpec;
 use strata_engine::agent::{
     Agent, AgentError, Compaction, Message, Reply, ToolRun, TurnContext, is_no_reply,
 };
+use strata_engine::config::TaintMode;
 use strata_engine::llm::{ChatMessage, CompletionRequest, LlmProvider, Role, ToolCall, Usage};
 use strata_engine::principal::Principal;
 use strata_engine::scope::{Scope, ToolFilter};
+use strata_engine::taint::Check;
 use strata_engine::taint::TaintSource;
 use strata_engine::turns::TurnEvent;
 
@@ -272,7 +275,13 @@ impl LlmAgent {
             s.push_str(index.trim_end());
             s.push_str("\n[/KNOWLEDGE INDEX]");
         }
+        // The agent's own instruction, the context lines and the knowledge index are
+        // configuration: values found in them are not steered.
+        turn.taint.vouch_text(&s);
         if let Some(summary) = &turn.summary {
+            if !summary.starts_with(TAINTED_SUMMARY) {
+                turn.taint.vouch_text(summary);
+            }
             let before = s.len();
             s.push_str(&format!(
                 "\n\n[SUMMARY OF EARLIER CONVERSATION]\n{summary}\n[/SUMMARY]"
@@ -410,31 +419,110 @@ impl LlmAgent {
 
     /// Marks the turn's taint with what it starts from: a sender below the trusted tier, and
     /// outside content still in its history (a source tool's result) or summary.
-    fn taint_at_start(&self, turn: &TurnContext) {
+    fn taint_at_start(&self, turn: &TurnContext, input: &Message) {
         let policy = self.invoker.taint_policy();
         if !policy.enabled() {
             return;
         }
         let tier = self.invoker.policy().tier(&turn.sender);
+        // The person's message is the trusted request values are traced against; a message
+        // from a sender below the trusted tier is outside content itself.
         if policy.sender_taints(tier) {
-            turn.taint
-                .mark(TaintSource::message(&turn.sender.to_string(), tier));
+            turn.taint.take_in(
+                TaintSource::message(&turn.sender.to_string(), tier),
+                &Value::String(input.text.clone()),
+            );
+        } else {
+            turn.taint.vouch_text(&input.text);
         }
-        if turn
+        if let Some(summary) = turn
             .summary
             .as_deref()
-            .is_some_and(|s| s.starts_with(TAINTED_SUMMARY))
+            .filter(|s| s.starts_with(TAINTED_SUMMARY))
         {
-            turn.taint.mark(TaintSource::history(
-                None,
-                "a summary of earlier outside content",
-            ));
+            turn.taint.take_in(
+                TaintSource::history(None, "a summary of earlier outside content"),
+                &Value::String(summary.to_owned()),
+            );
         }
         for (tool, args) in self.source_calls(&turn.history) {
             let from = TaintSource::tool(tool, args);
             turn.taint
                 .mark(TaintSource::history(Some(tool), from.detail));
         }
+        // What the conversation's earlier turns took in is in the history: when the session
+        // carries taint, the whole history is untrusted text (no part of it is vouched for).
+        if turn.taint.is_tainted() {
+            let mut text = String::new();
+            for m in &turn.history {
+                text.push_str(&m.content);
+                text.push('\n');
+                for c in &m.tool_calls {
+                    text.push_str(&strata_engine::provenance::text_of(&c.arguments));
+                }
+            }
+            turn.taint.observe_blind(&text);
+        }
+    }
+
+    /// The turn's plan ([`Intent`]): asked of the model with nothing but the planning
+    /// instruction, the tool list and the person's message (no tool result, memory or
+    /// earlier conversation), plus the tools called while the turn was clean. A message from
+    /// a sender below the trusted tier gets an empty plan: nothing it asks for is trusted.
+    async fn plan(
+        &self,
+        turn: &TurnContext,
+        input: &Message,
+        tools: &[ToolSpec],
+        clean: &std::collections::BTreeSet<String>,
+    ) -> Intent {
+        let tier = self.invoker.policy().tier(&turn.sender);
+        let mut intent = Intent::default();
+        if !self.invoker.taint_policy().sender_taints(tier) {
+            let req = CompletionRequest {
+                model: self.model.clone(),
+                system: Some(Intent::prompt(tools)),
+                messages: vec![ChatMessage::text(Role::User, input.text.clone())],
+                tools: Arc::from(Vec::new()),
+                max_tokens: Some(512),
+                temperature: Some(0.0),
+                provider_state: None,
+                turn: None,
+            };
+            let who = Caller {
+                env: &turn.env,
+                session: &turn.session_id,
+                sender: &turn.sender,
+                turn_id: &turn.turn_id,
+                purpose: "plan",
+                stream: None,
+            };
+            let mut sizes = RequestSizes::new(SystemParts::default(), 0);
+            match self.call_model(&who, &req, &mut sizes).await {
+                Ok(resp) => match Intent::parse(&resp.message.content, tools) {
+                    Some(i) => intent = i,
+                    None => tracing::warn!(
+                        agent = %self.id,
+                        "the model's plan was not a tool list; every gated call of this turn asks"
+                    ),
+                },
+                Err(e) => tracing::warn!(
+                    agent = %self.id, error = %e,
+                    "no plan for a tainted turn; every gated call of it asks"
+                ),
+            }
+        }
+        intent.extend(clean.iter().cloned());
+        tracing::info!(agent = %self.id, session = %turn.session_id, plan = %intent.describe(), "turn planned");
+        intent
+    }
+
+    /// Whether the taint gate checks `call` as an effect (the plan decides it).
+    fn is_gated_effect(&self, turn: &TurnContext, call: &ToolCall) -> bool {
+        let tier = self.invoker.policy().tier(&turn.sender);
+        self.invoker.registry().get(&call.name).is_some_and(|t| {
+            self.invoker.taint_policy().checks(t.spec(), tier) == Some(Check::Effect)
+        })
     }
 
     /// The calls of taint-source tools in `messages` (their results are in there too).
@@ -459,12 +547,13 @@ impl LlmAgent {
         &self,
         turn: &TurnContext,
         calls: &[ToolCall],
+        intent: Option<Arc<Intent>>,
     ) -> Vec<(ChatMessage, ToolRun)> {
         // What this turn is doing, for connectors' progress messages.
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         let board = turn.env.activity().clone();
         board.set(&self.id, &turn.session_id, Some(names.join(", ")));
-        let out = self.run_tools_inner(turn, calls).await;
+        let out = self.run_tools_inner(turn, calls, intent).await;
         board.set(&self.id, &turn.session_id, None);
         out
     }
@@ -473,6 +562,7 @@ impl LlmAgent {
         &self,
         turn: &TurnContext,
         calls: &[ToolCall],
+        intent: Option<Arc<Intent>>,
     ) -> Vec<(ChatMessage, ToolRun)> {
         let job = |call: ToolCall| {
             let mut inv = Invocation::new(
@@ -485,6 +575,7 @@ impl LlmAgent {
             inv.channel_id = Some(turn.channel_id.clone());
             inv.depth = turn.depth;
             inv.taint = Some(turn.taint.clone());
+            inv.intent = intent.clone();
             // Layer 3's narrowing for this agent (and skill run): the Invoker refuses and
             // audits a call outside it, like any other refusal.
             inv.scopes
@@ -584,7 +675,7 @@ impl Agent for LlmAgent {
     }
 
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
-        self.taint_at_start(&turn);
+        self.taint_at_start(&turn, &input);
         let (system, system_parts) = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
         // Tool calls that come back from outside the process find this turn by its ticket.
@@ -640,6 +731,10 @@ impl Agent for LlmAgent {
         let mut usage = Usage::default();
         let mut tool_runs = Vec::new();
         let mut rounds = 0;
+        // The plan, made the first time a tainted turn is about to make a gated call, and the
+        // tools called while the turn was clean (chosen before anything untrusted came in).
+        let mut intent: Option<Arc<Intent>> = None;
+        let mut clean_calls = std::collections::BTreeSet::new();
         let final_text = loop {
             if rounds >= self.max_rounds {
                 let text = format!(
@@ -705,9 +800,22 @@ impl Agent for LlmAgent {
             if let Some(text) = text {
                 break text;
             }
-            for (m, run) in self.run_tools(&turn, &calls).await {
+            let clean = !turn.taint.is_tainted();
+            if intent.is_none()
+                && !clean
+                && self.invoker.taint_policy().mode() == TaintMode::Flow
+                && calls.iter().any(|c| self.is_gated_effect(&turn, c))
+            {
+                intent = Some(Arc::new(
+                    self.plan(&turn, &input, &req.tools, &clean_calls).await,
+                ));
+            }
+            for (m, run) in self.run_tools(&turn, &calls, intent.clone()).await {
                 req.messages.push(m);
                 tool_runs.push(run);
+            }
+            if clean {
+                clean_calls.extend(calls.iter().map(|c| c.name.clone()));
             }
         };
         if let Some(mem) = &turn.env.memory

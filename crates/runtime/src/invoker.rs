@@ -25,10 +25,11 @@ use crate::registry::{RegisteredTool, Registry};
 use strata_engine::access::{AccessPolicy, Decision};
 use strata_engine::audit::{Alert, AlertSink, AuditRecord, AuditSink, now_rfc3339, redact};
 use strata_engine::config::FailMode;
+use strata_engine::config::TaintMode;
 use strata_engine::principal::Principal;
 use strata_engine::safety::ContentSafety;
 use strata_engine::scope::Scope;
-use strata_engine::taint::{Taint, TaintPolicy, TaintSource};
+use strata_engine::taint::{Check, Taint, TaintPolicy, TaintSource, Trace};
 use strata_engine::{Env, ToolContext, ToolError};
 
 /// Outcome of an invocation. Serialised in snake_case; the names are a wire contract.
@@ -92,6 +93,9 @@ pub struct Invocation {
     /// The taint of the turn making the call (`None` outside a turn: the CLI, the control
     /// API). A tainted turn needs approval for gated effects; a source tool's result marks it.
     pub taint: Option<Taint>,
+    /// The plan of the turn making the call (`None` outside an agent loop's turn: a Claude
+    /// Code callback, the CLI): a tainted turn's gated call outside it waits for a person.
+    pub intent: Option<Arc<crate::intent::Intent>>,
 }
 
 impl Invocation {
@@ -113,6 +117,7 @@ impl Invocation {
             depth: 0,
             scopes: Vec::new(),
             taint: None,
+            intent: None,
         }
     }
 
@@ -552,20 +557,32 @@ impl Invoker {
             Decision::Approve(reason) => Some(reason),
             Decision::Allow => None,
         };
-        // Taint: a turn that took in outside content asks a person before gated effects.
-        let approval_reason = match call.taint.as_ref().filter(|t| t.is_tainted()) {
-            Some(t) if self.taint.gates(spec, self.policy.tier(&call.principal)) => {
-                strata_engine::meters::taint_escalation(&call.tool);
-                let why = format!(
-                    "tainted: {} before asking to run `{}`",
-                    t.explain(),
-                    call.tool
-                );
-                Some(match approval_reason {
-                    Some(r) => format!("{r}; {why}"),
-                    None => why,
-                })
-            }
+        // Taint: a turn that took in outside content asks a person before a call that
+        // content steers (security.taint.mode: flow), or before every gated effect (turn).
+        let tier = self.policy.tier(&call.principal);
+        let approval_reason = match (
+            call.taint.as_ref().filter(|t| t.is_tainted()),
+            self.taint.checks(spec, tier),
+        ) {
+            (Some(t), Some(check)) => match self.steered(t, check, call) {
+                Some(how) => {
+                    strata_engine::meters::taint_escalation(&call.tool);
+                    let mut why = format!(
+                        "tainted: {} before asking to run `{}`",
+                        t.explain(),
+                        call.tool
+                    );
+                    if !how.is_empty() {
+                        why.push_str(": ");
+                        why.push_str(&how);
+                    }
+                    Some(match approval_reason {
+                        Some(r) => format!("{r}; {why}"),
+                        None => why,
+                    })
+                }
+                None => approval_reason,
+            },
             _ => approval_reason,
         };
         // Behaviour monitor (alerts only; a rule once per agent and session, repeats logged).
@@ -646,16 +663,24 @@ impl Invoker {
             taint: call.taint.clone(),
         };
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
+        // What the result is to the turn: untrusted content from a source, or trusted content
+        // from a tool whose own arguments are clean and that brought no new taint.
+        let marks_before = call.taint.as_ref().map(Taint::marks);
+        let source = call
+            .taint
+            .as_ref()
+            .filter(|_| self.taint.is_source(spec))
+            .map(|_| TaintSource::tool(&call.tool, &call.args));
         let t = tool.tool.clone();
         let args = call.args.clone();
         let mut handle = tokio::spawn(async move { t.call(&ctx, args).await });
         let joined = tokio::time::timeout(timeout, &mut handle).await;
         // What the tool returned (or failed with) reaches the model: a source taints the turn
         // whatever came of the call.
-        if let Some(t) = &call.taint
-            && self.taint.is_source(spec)
-        {
-            let source = TaintSource::tool(&call.tool, &call.args);
+        if let (Some(t), Some(source)) = (&call.taint, &source) {
+            // Observed before it is marked (with what it returned, below): a trace never sees
+            // the source blind.
+            t.observe(source, "");
             if t.mark(source.clone()) {
                 self.audit.event(&serde_json::json!({
                     "ts": now_rfc3339(), "event": "taint", "request_id": request_id,
@@ -679,7 +704,7 @@ impl Invoker {
                 );
             }
         };
-        match joined {
+        let result = match joined {
             Ok(Ok(out)) => {
                 let mut value = out.0;
                 if spec.web_facing {
@@ -732,7 +757,51 @@ impl Invoker {
                 Value::Null,
                 Some(format!("tool `{}` was cancelled: {join}", call.tool)),
             ),
+        };
+        if let Some(t) = &call.taint {
+            let text = match &result.2 {
+                None => strata_engine::provenance::text_of(&result.1),
+                Some(e) => e.clone(),
+            };
+            match &source {
+                Some(source) => t.observe(source, &text),
+                None if marks_before == Some(t.marks()) && t.trace(&call.args) == Trace::Clean => {
+                    t.vouch_text(&text)
+                }
+                None => {}
+            }
         }
+        result
+    }
+
+    /// Why a tainted turn's call of `call.tool` needs a person (`Some`: the reasons, empty
+    /// for `mode: turn`'s gated effects, which need no more), or `None` when it does not.
+    fn steered(&self, t: &Taint, check: Check, call: &Invocation) -> Option<String> {
+        let mut why = Vec::new();
+        if check == Check::Effect {
+            match (self.taint.mode(), &call.intent) {
+                (TaintMode::Turn, _) => return Some(String::new()),
+                (TaintMode::Flow, None) => {
+                    why.push("no plan made from your request alone covers this call".to_owned())
+                }
+                (TaintMode::Flow, Some(i)) if !i.allows(&call.tool) => why.push(format!(
+                    "your request did not call for `{}` (planned: {})",
+                    call.tool,
+                    i.describe()
+                )),
+                (TaintMode::Flow, Some(_)) => {}
+            }
+        }
+        match t.trace(&call.args) {
+            Trace::Clean => {}
+            Trace::Steered(v) => why.extend(v.iter().take(3).map(ToString::to_string)),
+            Trace::Untraceable => why.push(
+                "what the turn took in cannot be traced to (too much of it, or it came in \
+                 on another instance)"
+                    .to_owned(),
+            ),
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 

@@ -16,6 +16,7 @@ pub mod context_window;
 pub mod env;
 pub mod goal;
 pub mod hub;
+pub mod intent;
 pub mod invoker;
 pub mod manager;
 pub mod monitor;

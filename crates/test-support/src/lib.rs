@@ -120,6 +120,24 @@ pub struct Recorded {
 struct Inner {
     script: Mutex<VecDeque<FakeResponse>>,
     seen: Mutex<Vec<Recorded>>,
+    /// What a planning request (`[PLAN]`, a tainted turn's) is answered with.
+    plan: Mutex<Vec<String>>,
+}
+
+/// The marker a tainted turn's planning request starts its system prompt with
+/// (`strata_runtime::intent::PLAN_MARKER`).
+pub const PLAN_MARKER: &str = "[PLAN]";
+
+/// Whether `body` (OpenAI, Anthropic or Gemini) is a planning request.
+fn is_plan(body: &Value) -> bool {
+    let starts = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .is_some_and(|s| s.starts_with(PLAN_MARKER))
+    };
+    starts(body.pointer("/messages/0/content"))
+        || starts(body.get("system"))
+        || starts(body.pointer("/system/0/text"))
+        || starts(body.pointer("/systemInstruction/parts/0/text"))
 }
 
 /// A scripted HTTP server on 127.0.0.1.
@@ -143,6 +161,13 @@ impl FakeServer {
             let _ = axum::serve(listener, app).await;
         });
         Ok(FakeServer { url, inner, task })
+    }
+
+    /// Sets the tools a planning request is answered with (default none). Planning
+    /// requests are answered without taking a scripted answer and are not recorded.
+    pub fn plan(&self, tools: &[&str]) {
+        *self.inner.plan.lock().unwrap_or_else(|p| p.into_inner()) =
+            tools.iter().map(|t| (*t).to_owned()).collect();
     }
 
     /// Queues answers, in order.
@@ -199,6 +224,25 @@ async fn handle(
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
+    if is_plan(&rec.body) {
+        let tools = inner.plan.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let answer = serde_json::json!({ "tools": tools }).to_string();
+        let reply = if rec.path.contains("/messages") {
+            anthropic::text(&answer)
+        } else if rec.path.contains("generateContent") {
+            gemini::text(&answer)
+        } else {
+            openai::text(&answer)
+        };
+        if let FakeResponse::Json {
+            status,
+            headers,
+            body,
+        } = reply
+        {
+            return json_response(status, &headers, &body);
+        }
+    }
     inner
         .seen
         .lock()

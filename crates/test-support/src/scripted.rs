@@ -15,6 +15,7 @@ use strata_engine::llm::{
 pub struct Scripted {
     replies: Mutex<VecDeque<CompletionResponse>>,
     requests: Mutex<Vec<CompletionRequest>>,
+    plan: Mutex<Vec<String>>,
 }
 
 impl Scripted {
@@ -23,7 +24,16 @@ impl Scripted {
         Arc::new(Scripted {
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
+            plan: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Sets the tools a tainted turn's planning request (its system prompt starts with
+    /// [`crate::PLAN_MARKER`]) is answered with (default none). Planning requests are
+    /// answered without taking a scripted reply and are not among [`requests`](Self::requests).
+    pub fn plan(&self, tools: &[&str]) {
+        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) =
+            tools.iter().map(|t| (*t).to_owned()).collect();
     }
 
     /// Every request so far.
@@ -51,6 +61,14 @@ impl LlmProvider for Scripted {
         "scripted"
     }
     async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, LlmError> {
+        if req
+            .system
+            .as_deref()
+            .is_some_and(|s| s.starts_with(crate::PLAN_MARKER))
+        {
+            let tools = self.plan.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Ok(text(&serde_json::json!({ "tools": tools }).to_string()));
+        }
         self.requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())

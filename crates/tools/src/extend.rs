@@ -329,6 +329,10 @@ async fn install_mcp(
         env,
         url: url.filter(|_| transport == McpTransport::Http),
         headers,
+        // What a model installs is untrusted until an operator says otherwise in the file.
+        trust: Default::default(),
+        trust_reads: false,
+        tools: Default::default(),
     };
     let path = mcp_file(ctx);
     let replace = replace.unwrap_or(false);
@@ -387,6 +391,9 @@ mod tests {
             env: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
+            trust: Default::default(),
+            trust_reads: false,
+            tools: BTreeMap::new(),
         }
     }
 

@@ -33,6 +33,98 @@ pub struct McpServerConfig {
     /// Headers (http); values may be `vault:` refs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Whether what its tools return is trusted content (`trusted`) or not (`untrusted`,
+    /// the default: their results taint the turn that reads them).
+    #[serde(default, skip_serializing_if = "McpTrust::is_untrusted")]
+    pub trust: McpTrust,
+    /// Its read-only tools' results are trusted even though the server's are not (default
+    /// false). A read that sends a URL or free text out is still checked for where that
+    /// came from.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trust_reads: bool,
+    /// Per tool, by its name on the server: what to believe of it over the server's
+    /// settings and the tool's own annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, McpToolConfig>,
+}
+
+/// Whether an MCP server's (or tool's) results are trusted content.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTrust {
+    /// Untrusted content: it taints the turn (the default).
+    #[default]
+    Untrusted,
+    /// Trusted content: it does not taint, and values found in it are not steered.
+    Trusted,
+}
+
+impl McpTrust {
+    fn is_untrusted(&self) -> bool {
+        *self == McpTrust::Untrusted
+    }
+}
+
+/// `mcp.servers.<name>.tools.<tool>`: settings of one tool over its annotations.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpToolConfig {
+    /// Its results' trust (default: the server's, or `trusted` for a read-only tool of a
+    /// server with `trust_reads`).
+    pub trust: Option<McpTrust>,
+    /// It changes nothing (default: its `readOnlyHint` annotation, else false).
+    pub read_only: Option<bool>,
+    /// How far its effects reach (default: `none` for a read-only tool, else `external`).
+    pub side_effects: Option<crate::spec::SideEffects>,
+}
+
+/// What the server's own annotations say of a tool (MCP `ToolAnnotations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct McpHints {
+    /// `readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world: Option<bool>,
+}
+
+/// How Strata registers an external MCP tool: what it reaches and whether its results are
+/// trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpToolTrust {
+    /// Its side effects.
+    pub side_effects: crate::spec::SideEffects,
+    /// Its results are untrusted content (the tool is web-facing: it taints).
+    pub untrusted: bool,
+    /// It reaches the network with its arguments (`openWorldHint` not false).
+    pub network: bool,
+}
+
+impl McpServerConfig {
+    /// What to believe of the server's tool `tool`, from the settings here and the tool's
+    /// annotations: the settings win; without either, the tool has external side effects,
+    /// reaches the network and returns untrusted content.
+    pub fn tool_trust(&self, tool: &str, hints: McpHints) -> McpToolTrust {
+        use crate::spec::SideEffects;
+        let over = self.tools.get(tool).cloned().unwrap_or_default();
+        let read_only = over.read_only.or(hints.read_only).unwrap_or(false);
+        let side_effects = over.side_effects.unwrap_or(if read_only {
+            SideEffects::None
+        } else {
+            SideEffects::External
+        });
+        let trust = over.trust.unwrap_or(if read_only && self.trust_reads {
+            McpTrust::Trusted
+        } else {
+            self.trust
+        });
+        McpToolTrust {
+            side_effects,
+            untrusted: trust == McpTrust::Untrusted,
+            network: hints.open_world != Some(false),
+        }
+    }
 }
 
 /// MCP transport.
@@ -43,4 +135,57 @@ pub enum McpTransport {
     Stdio,
     /// Streamable HTTP.
     Http,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SideEffects;
+
+    #[test]
+    fn settings_win_over_annotations_and_unknown_tools_are_distrusted() {
+        let mut cfg: McpServerConfig =
+            yaml_serde::from_str("transport: http\nurl: http://127.0.0.1:9/mcp\n").expect("cfg");
+        let none = McpHints::default();
+        let reads = McpHints {
+            read_only: Some(true),
+            open_world: Some(false),
+        };
+        let t = cfg.tool_trust("x", none);
+        assert_eq!(
+            (t.side_effects, t.untrusted, t.network),
+            (SideEffects::External, true, true)
+        );
+        let t = cfg.tool_trust("x", reads);
+        assert_eq!(
+            (t.side_effects, t.untrusted, t.network),
+            (SideEffects::None, true, false)
+        );
+        cfg.trust_reads = true;
+        assert!(!cfg.tool_trust("x", reads).untrusted);
+        assert!(cfg.tool_trust("x", none).untrusted);
+        cfg.tools.insert(
+            "x".into(),
+            McpToolConfig {
+                trust: Some(McpTrust::Untrusted),
+                read_only: Some(false),
+                side_effects: Some(SideEffects::Local),
+            },
+        );
+        let t = cfg.tool_trust("x", reads);
+        assert_eq!((t.side_effects, t.untrusted), (SideEffects::Local, true));
+        // The file's words.
+        let cfg: McpServerConfig = yaml_serde::from_str(
+            "transport: stdio\ncommand: bank\ntrust: trusted\ntools:\n  send_money: {trust: untrusted, side_effects: external}\n",
+        )
+        .expect("cfg");
+        assert_eq!(cfg.trust, McpTrust::Trusted);
+        assert_eq!(
+            cfg.tools["send_money"].side_effects,
+            Some(SideEffects::External)
+        );
+        assert!(
+            yaml_serde::from_str::<McpServerConfig>("transport: stdio\ntrust: maybe\n").is_err()
+        );
+    }
 }

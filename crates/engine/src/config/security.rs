@@ -237,6 +237,25 @@ pub struct TaintConfig {
     /// Calls on behalf of an owner skip the taint gate (default false: the owner is asked
     /// too — it is the owner's agent that read the page).
     pub owner_exempt: bool,
+    /// How a tainted turn's calls are judged: `flow` (default) by where their arguments came
+    /// from and whether the turn's plan calls for them; `turn`, every gated call of a
+    /// tainted turn waits for a person.
+    pub mode: TaintMode,
+}
+
+/// `security.taint.mode`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum TaintMode {
+    /// By data flow: a gated call waits when one of its argument values is found only in
+    /// untrusted content, or the plan made from the person's request does not call for it;
+    /// a call that sends its arguments out waits when one of them is.
+    #[default]
+    Flow,
+    /// By turn: once anything untrusted came in, every gated call waits.
+    Turn,
 }
 
 impl Default for TaintConfig {
@@ -260,6 +279,7 @@ impl Default for TaintConfig {
             ],
             exempt_tools: Vec::new(),
             owner_exempt: false,
+            mode: TaintMode::Flow,
         }
     }
 }

@@ -290,6 +290,7 @@ const LADDER: &[(&str, &[&str])] = &[
             "compress",
             "paths",
             "principal",
+            "provenance",
             "secret",
             "spec",
             "schema",
@@ -322,6 +323,7 @@ const RUNTIME_LADDER: &[(&str, &[&str])] = &[
         &[
             "context_window",
             "hub",
+            "intent",
             "monitor",
             "ratelimit",
             "registry",

@@ -29,6 +29,9 @@ fn server_config() -> McpServerConfig {
         env: Default::default(),
         url: None,
         headers: Default::default(),
+        trust: Default::default(),
+        trust_reads: false,
+        tools: Default::default(),
     }
 }
 
@@ -177,4 +180,75 @@ fn unwrapped(v: &serde_json::Value) -> String {
     lines.remove(0);
     lines.pop();
     lines.join("\n")
+}
+
+/// What Strata believes of an external tool: the server's annotations, then the operator's
+/// settings over them (`trust`, `trust_reads`, per-tool `trust`/`read_only`/`side_effects`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotations_and_settings_decide_trust_and_effects() {
+    if !python_mcp_available() {
+        return;
+    }
+    use strata_engine::SideEffects;
+    use strata_engine::config::{McpToolConfig, McpTrust};
+    let specs = |cfg: McpServerConfig| async move {
+        let registry = Arc::new(Registry::empty());
+        let servers = [("weather".to_owned(), cfg)].into_iter().collect();
+        let clients = strata_http::mcp_client::start(&servers, registry.clone(), None).await;
+        assert!(clients.connected("weather"));
+        let spec = |n: &str| registry.get(n).expect("registered").spec().clone();
+        let out = (spec("weather__forecast"), spec("weather__station"));
+        clients.shutdown().await;
+        out
+    };
+    // Nothing said: unannotated tools have external effects, reach the network and return
+    // untrusted content; an annotated read-only, closed-world tool changes nothing and
+    // sends nothing out, but what it returns is still untrusted.
+    let (forecast, station) = specs(server_config()).await;
+    assert_eq!(
+        (forecast.side_effects, forecast.web_facing),
+        (SideEffects::External, true)
+    );
+    assert_eq!(forecast.capabilities, [strata_engine::Capability::Network]);
+    assert_eq!(
+        (
+            station.side_effects,
+            station.web_facing,
+            station.capabilities.len()
+        ),
+        (SideEffects::None, true, 0)
+    );
+    // The operator trusts the server's reads, and says the forecast is a read too.
+    let mut cfg = server_config();
+    cfg.trust_reads = true;
+    cfg.tools.insert(
+        "forecast".into(),
+        McpToolConfig {
+            read_only: Some(true),
+            ..McpToolConfig::default()
+        },
+    );
+    let (forecast, station) = specs(cfg).await;
+    assert_eq!(
+        (forecast.side_effects, forecast.web_facing),
+        (SideEffects::None, false)
+    );
+    assert!(!station.web_facing);
+    // A trusted server, one tool of it untrusted and local.
+    let mut cfg = server_config();
+    cfg.trust = McpTrust::Trusted;
+    cfg.tools.insert(
+        "forecast".into(),
+        McpToolConfig {
+            trust: Some(McpTrust::Untrusted),
+            side_effects: Some(SideEffects::Local),
+            ..McpToolConfig::default()
+        },
+    );
+    let (forecast, station) = specs(cfg).await;
+    assert_eq!(
+        (forecast.side_effects, forecast.web_facing),
+        (SideEffects::Local, true)
+    );
+    assert!(!station.web_facing);
 }

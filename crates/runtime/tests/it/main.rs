@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used)]
 
 mod approval;
+mod flow;
 mod inbound;
 mod invoker;
 mod monitor;
