@@ -2,7 +2,8 @@
 //!
 //! 1. **Normalise** ([`normalize`]): the folded copy the rules read — invisible characters
 //!    dropped, NFKC, lower case, look-alike letters inside mixed words mapped to ASCII,
-//!    letter-spaced words joined, digits read as letters (`1gn0re`).
+//!    letter-spaced words joined, digits read as letters (`1gn0re`), lines that a YAML
+//!    dump or a mailer wrapped joined again and string escapes (`\n`) undone.
 //! 2. **Decode** ([`decode`]): base64, hex, URL-encoding, unicode escapes and HTML character
 //!    references found in the text are decoded (two levels deep) and scored too.
 //! 3. **Rules** ([`rules`]): named patterns in eight attack categories, in thirteen languages

@@ -108,7 +108,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "override_en",
             4.5,
             Override,
-            r"\b(ignore|disregard|forget|override|bypass|skip|drop|discard|abandon|cancel|throw away|set aside|pay no attention to|stop following|never mind|do not follow|don't follow|no longer follow)\b[^.\n]{0,60}\b(previous|prior|above|earlier|preceding|existing|original|initial|all|any|your|current|whatever|old)\b[^.\n]{0,40}\b(instructions?|prompts?|rules|directions?|guidelines?|directives?|guardrails|constraints|programming|guidance|brief|orders|system (message|prompt)|context|polic(y|ies)|task|asked)",
+            r"\b(ignore|disregard|forget|override|bypass|skip|drop|discard|abandon|cancel|throw away|set aside|pay no attention to|stop following|never mind|do not follow|don't follow|no longer follow)\b[^.\n]{0,60}\b(previous|prior|above|earlier|preceding|existing|original|initial|all|any|your|current|whatever|old)\b[^.\n]{0,40}\b(i?\w?nstructions?|prompts?|rules|directions?|guidelines?|directives?|guardrails|constraints|programming|guidance|brief|orders|system (message|prompt)|context|polic(y|ies)|task|asked)",
         ),
         rule(
             "override_void_en",
@@ -120,19 +120,49 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "override_told_en",
             4.0,
             Override,
-            r"(\b(forget|ignore|disregard|drop|discard|never mind|pay no attention to)\b[^.\n]{0,12}\b(everything|anything|whatever|all|the (rules|instructions|guidelines|directives|things))\b[^.\n]{0,30}\b(you were|you've been|you have been|you got|you received|(your|the) \w+) ?(told|given|taught|asked|said|gave|instructed|programmed)|\breset (your|all( of)? your|the) (instructions|rules|guidelines|memory|context|programming)\b|\byou are now (controlled|owned|directed|run|governed) by\b|\b(do|say) (exactly )?(what|as) i (say|tell you)\b)",
+            r"(\b(forget|ignore|disregard|drop|discard|never mind|pay no attention to)\b[^.\n]{0,12}\b(everything|anything|whatever|what|all|the (rules|instructions|guidelines|directives|things))\b[^.\n]{0,30}\b(you were|you've been|you have been|you got|you received|(your|the) \w+) ?(told|given|taught|asked|said|gave|instructed|programmed)|\breset (your|all( of)? your|the) (instructions|rules|guidelines|memory|context|programming)\b|\byou are now (controlled|owned|directed|run|governed) by\b|\b(do|say) (exactly )?(what|as) i (say|tell you)\b)",
+        ),
+        rule(
+            "dismiss_user_en",
+            2.5,
+            Override,
+            r"(\b(ignore|disregard|forget|skip|never mind|set aside)\b (the |your )?(user'?s?|your user'?s?|their|the person'?s?) (question|request|task|instructions?|message|prompt|budget|query|wishes|preferences)\b|\b(this|it) takes priority over (my|your|the|their) (original |current |first |earlier )?(request|task|instructions?)\b)",
+        ),
+        rule(
+            "task_cancelled_en",
+            1.5,
+            Override,
+            r"(\b(do not|don't|stop) (summari[sz]\w*|answer\w*|translat\w*|repl\w*|respond\w*|complet\w*|continu\w*)\b[^\n]{0,40}\binstead\b|\b(previous|prior|earlier|old|original|current|your|the user'?s?)\b[^.\n]{0,20}\b(request|task|job|question)\b[^.\n]{0,25}\b(is|are) no longer (valid|needed|relevant|wanted|required)\b)",
         ),
         rule(
             "new_orders_en",
             3.0,
             Override,
-            r"(\b(new|updated|real|actual|revised|true|only)\s+(system\s+)?(instructions?|directives?|orders|rules|task|job|system message)\b\s*(:|are\b|is\b)|\bfrom now on\b[^.\n]{0,40}\b(you|your)\b|\btreat this (paragraph|text|page|document|message|block) as your\b|\byour (only|real|true) (job|task) (now )?is\b)",
+            r"(\b(new|updated|real|actual|revised|true|only)\s+(system\s+)?(instructions?|directives?|orders|rules|task|job|system message|objective|goal|mission|priority)\b\s*(:|are\b|is\b)|\bfrom now on\b[^.\n]{0,40}\b(you|your)\b|\btreat this (paragraph|text|page|document|message|block) as your\b|\byour (only|real|true) (job|task) (now )?is\b)",
         ),
         rule(
             "obey_this_en",
             2.5,
             Override,
             r"\b(follow|obey|comply with|carry out|act on|listen to|proceed with)\b[^.\n]{0,25}\b(my (instructions|orders|commands)|this (page|document|note|text|block|paragraph)|these (orders|instructions|commands)|the (new )?orders|mine instead|what (this|the) (page|text|document) says|me\b)",
+        ),
+        rule(
+            "task_preempt_en",
+            2.0,
+            Override,
+            r"(\bbefore you (can )?(continue|proceed|go on)\b,? you (must|need to|have to|should)\b|\b(before|prior to|ahead of) (the |your |my |this |that )(original |current |main |actual |initial |first |assigned |given )?(task|request|job|assignment)\b|\b(then|and then|after that|afterwards|once (that'?s|it'?s|this is) done),? (you (can|may) )?(get back|go back|return|continue|resume|carry on|proceed|finish)\b[^.\n]{0,25}\b(task|request|job|what i asked)\b|\b(before|prior to|ahead of)\b (you )?(can |could |may |start |begin |go on |get back )?(to )?(solv|complet|finish|continu|answer|do|doing|handl|work(ing)? on|get(ting)? (back )?to|return(ing)? to|resum|proceed(ing)? with|wrap(ping)? up|carry(ing)? (on|out)|respond|reply|go(ing)? on with)\w*\b[^.\n]{0,25}\b(the |your |my |this |that |their |the user'?s? )?(original |current |main |actual |real |initial |first |assigned |given |whole |rest of the )?(task|request|job|assignment|question|query|objective|instructions?)\b|\b(the |your |my |what )(original |current |main |actual |initial |first |whole )?(task|request|job|assignment|instructions?|question)?( that| which)? ?(i|the user|your user|they|we|you were|you've been|you have been) (gave|give|given|assigned|set|handed|asked)( to)?( you| for)?\b[^.\n]{0,30}\b(can wait|first|before|beforehand|in the beginning|at the (start|beginning)|earlier|originally|comes? (second|after)|later)\b|\bafter (you('ve| have)? )?(do(ne)?|complet\w*|finish\w*|handl\w*) (that|this|it|these|those|the above)\b[^.\n]{0,20}\b(you can|you may|feel free to|go ahead and|then|please)\b[^.\n]{0,20}\b(solve|continue|resume|return|go back|proceed|finish|complete|carry on|get back)\b[^.\n]{0,25}\b(task|request|job|what i asked|my request|the rest)\b)",
+        ),
+        rule(
+            "do_first_en",
+            1.5,
+            Override,
+            r"(\b(please )?(do|complete|perform|handle|execute|carry out) (the following|this|these|the steps below|one more thing|this for me)( steps?| tasks?| actions?| step)?,? first\b|\bfirst,? (please )?(do|complete|perform|handle|execute) the following\b|\bplease do the following first\b|\bone (more |extra )?(thing|step|request)( to do| to handle)? (first|before)\b)",
+        ),
+        rule(
+            "stop_task_en",
+            2.0,
+            Override,
+            r"(\bstop (what you('re| are) doing|(working on |with )?(the|your) (current )?(task|work|request)|everything you('re| are) doing)\b|\byou (should|must|need to) (immediately )?stop (immediately|now|right now|here)\b|\breply (to me )?(only )?(with )?['\x22][^'\x22]{1,20}['\x22] instead\b|\b(answer|reply|respond)( to me)?( only)?( with)? ['\x22][^'\x22]{1,20}['\x22] (and nothing else|and do nothing else|only)\b|\b(answer|reply|respond) only (with )?['\x22][^'\x22]{1,20}['\x22])",
         ),
         rule(
             "override_de",
@@ -181,7 +211,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "role_tags",
             3.5,
             ForgedStructure,
-            r"(?i)</?\s*(system|system_prompt|systemprompt|assistant|instructions?|tool_call|function_call|tool_use|admin|developer|user_input)(\s[^<>]*)?>",
+            r"(?i)</?\s*(system|system_prompt|systemprompt|assistant|instructions?|tool_call|function_call|tool_use|tool_output|tool_result|tool_response|function_result|function_output|admin|developer|user_input)(\s[^<>]*)?>",
         ),
         raw(
             "role_object",
@@ -211,14 +241,26 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "admin_block",
             3.5,
             ForgedStructure,
-            r"(\[\[?\s*/?(system|admin|developer|root|operator)\s*\]\]?|\bbegin (admin|system|developer|root) (command|override|prompt|instructions?|message)\b|={3,}\s*begin\b|\[system message\]|###\s*(system|instruction)s?\s*:|\bsystem override\b)",
+            r"(\[\[?\s*/?(system|admin|developer|root|operator)\s*\]\]?|\bbegin (admin|system|developer|root) (command|override|prompt|instructions?|message)\b|={3,}\s*begin\b|={2,}\s*(system|admin|developer)( message| prompt| instructions?)?\s*={2,}|\[system message\]|###\s*(system|instruction)s?\s*:|\bsystem override\b)",
+        ),
+        raw(
+            "pseudo_tag_block",
+            2.5,
+            ForgedStructure,
+            r"(?i)(</?\s*(information|info|important|important[_ ]instructions?|urgent|note[_ ]to[_ ](the[_ ])?(ai|assistant|model|agent|llm)|ai[_ ]instructions?|hidden[_ ]instructions?|secret[_ ]instructions?)\s*>|\[/?\s*(information|info|important)\s*\])",
+        ),
+        raw(
+            "system_message_marker",
+            4.0,
+            ForgedStructure,
+            r"(?im)(#{1,6}\s*\(\s*system[_ ]?(message|prompt)\s*\)|^[\s>*#-]*\(\s*system[_ ]?(message|prompt)?\s*\)\s*:?\s*\S)",
         ),
         // ---- authority ------------------------------------------------------------------
         rule(
             "authority_claim_en",
             3.0,
             Authority,
-            r"(\b(as|i am|i'm|this is|message from|note from|on behalf of|by order of|orders? from|directive from|instructions? from|your)\b[^.\n]{0,12}\b(an? |the |your |site |system )?(administrator|admin|owner|operator|developer|creator|ceo|founders?|management|security team|platform team|it support|compliance officer|moderators|headquarters|root user)s?\b[^.\n]{0,40}\b(order|command|instruct|demand|require|asked|here|tell|permit|authori[sz]|must|need)|\bi (order|command|instruct|demand) you\b|\b(i'?m|i am|we are|i have been|i've been)\s+(allowed|authori[sz]ed|permitted|cleared|entitled)\s+to\b|\b(i am|i'm|this is)\s+(the|your)\s+(ceo|cto|owner|administrator|admin|developer|creator|boss|operator|sysadmin)\b|\b(security|urgent|official|priority|compliance) (notice|alert|message|directive)\b[^.\n]{0,40}\byou (must|have to|need to|are required)\b|\b(moderators|admins|administrators|the owner|management|the security team|it department|headquarters|the board)\s+(has|have)\s+(approved|authori[sz]ed|allowed|signed off|cleared))",
+            r"(\b(as|i am|i'm|this is|message from|note from|on behalf of|by order of|orders? from|directive from|instructions? from|your)\b[^.\n]{0,25}\b(an? |the |your |site |system )?(administrator|admin|owner|operator|developer|creator|ceo|founders?|management|security team|platform team|it support|compliance officer|moderators|headquarters|root user)s?\b[^.\n]{0,40}\b(order|command|instruct|demand|require|asked|here|tell|permit|authori[sz]|must|need)|\bi (order|command|instruct|demand) you\b|\b(i'?m|i am|we are|i have been|i've been)\s+(allowed|authori[sz]ed|permitted|cleared|entitled)\s+to\b|\b(i am|i'm|this is)\s+(the|your)\s+(ceo|cto|owner|administrator|admin|developer|creator|boss|operator|sysadmin)\b|\b(security|urgent|official|priority|compliance) (notice|alert|message|directive)\b[^.\n]{0,40}\byou (must|have to|need to|are required)\b|\b(moderators|admins|administrators|the owner|management|the security team|it department|headquarters|the board)\s+(has|have)\s+(approved|authori[sz]ed|allowed|signed off|cleared))",
         ),
         rule(
             "pre_approval_en",
@@ -227,17 +269,41 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"(\b(pre-?approved|already (approved|authori[sz]ed|consented|signed off|granted))\b|\bsigned off on\b|\b(approvals?|confirmations?|reviews?|checks|logging|content filter\w*|filtering)\b[^.\n]{0,10}\b(are|is)\b[^.\n]{0,10}\b(disabled|off|turned off|suspended|not (needed|required))|\b(no need to|do not|don't|without)\s+(ask|asking|check|checking|confirm|confirmation|approval|review)\w*\b[^.\n]{0,20}(confirm|approv|check|first|again)?|\bauthori[sz](ed|ation)\b[^.\n]{0,30}\b(exception|code|to (share|see|bypass|skip|run|send))|\bverified as (root|admin|owner)|\b(skip|bypass)\b[^.\n]{0,15}\b(human |manual |usual )?(review|approval|checks?)\b|\b(urgent|priority|official|mandatory)\b[^.\n]{0,25}\b(instruction|directive|order|override|message from|from the owner))",
         ),
         rule(
+            "permission_claim_en",
+            1.5,
+            Authority,
+            r"(\b(has|have) (granted|given) you (full |explicit |complete )?(permission|authori[sz]ation|consent|approval|access)\b|\byou (are|have been) (authori[sz]ed|permitted|allowed|cleared) to\b|\b(approved|authori[sz]ed) (by the (user|account owner|owner|customer)|in advance)\b)",
+        ),
+        rule(
+            "message_to_model_en",
+            2.5,
+            Authority,
+            r"(\b(message|note|request|reminder|instructions?|word|addendum|letter)s? (directly )?from (your user|your principal|the person you work for|the person you('re| are) (working for|helping))\b|\b(message|note|request|reminder|instructions?|word|addendum)s? (directly )?from (me|your user|the user|your (owner|principal|employer|boss|human)|the (account|inbox) (owner|holder))\b[^.\n]{0,40}\bto (the |my )?(ai|assistant|model|agent|llm)\b|\bto you,? (the |my |dear )?(assistant|ai|gpt[\w-]*|chatgpt|claude|gemini|llama|mistral|mixtral|command[ -]r\+?|copilot|ai (language )?model|language model|llm|local model|ai assistant|ai model|ai agent|chatbot)\b|\b(this is|it'?s|from) (me,? )?(your|the) (user|principal|human)( you('re| are) (working for|helping))?\b[^.\n]{0,30}\b(ai|assistant|model|gpt|claude|gemini|agent|before|first|request|task)|\b(from|by|it'?s|this is|i am|i'm) (me,? )?(the person|the user|the one) you('re| are) (working for|helping|assisting|acting for)\b|\b(your|the) user (wants|needs|asked|asks|would like|told me)\b|[-—–] ?(signed,? )?(your|the) user\s*$|\b(message|note|reminder|heads-up|request|instructions?|word|p[._]?s)\b\.?[^.\n]{0,20}\b(for|to) (the |my |any |whatever |whichever |dear )?(ai|llm|language model|ai model|ai assistant|ai agent|gpt|claude|gemini|chatbot)\b)",
+        ),
+        rule(
             "authority_multi",
             4.0,
             Authority,
             r"(als (administrator|admin|eigentümer|besitzer|entwickler)[^.\n]{0,20}(befehle|ordne|weise)|nachricht (deines|ihres|von deinem|von ihrem) (entwicklers|administrators)|(eigentümer|besitzer|administrator)[^.\n]{0,30}(bereits|schon) (alle[^.\n]{0,30})?genehmigt|frag nicht nach|en tant qu'?(administrateur|admin|propriétaire|développeur)[^.\n]{0,20}(je t'?ordonne|j'ordonne|je vous ordonne)|message de (ton|votre) développeur|(propriétaire|administrateur)[^.\n]{0,20}déjà (approuvé|autorisé)|inutile de demander|como (administrador|dueño|propietario|desarrollador),?[^.\n]{0,10}(te )?ordeno|mensaje de tu desarrollador|(dueño|propietario|proprietário|dono|administrador|proprietario|amministratore) (ya|já|ha già) (aprobó|autorizó|autorizou|aprovou|approvato|autorizzato)|no pidas confirmación|não peça confirmação|non chiedere conferma|come amministratore ti ordino|как администратор[^.\n]{0,20}(приказываю|требую|велю)|сообщение от (твоего|вашего) разработчика|владелец уже (одобрил|разрешил)|не спрашивай подтверждени|我是管理员[^。\n]{0,10}(命令|要求)|来自你的开发者|(所有者|管理员)已经批准|不需要再?确认|管理者として命令|開発者からのメッセージ|(所有者|オーナー|管理者)はすでに[^。]{0,10}承認|確認は不要|관리자로서 명령|(소유자|관리자)가 이미[^.\n]{0,15}승인|확인하지 마)",
+        ),
+        rule(
+            "task_preempt_multi",
+            2.5,
+            Authority,
+            r"((bevor du|bevor sie|vor)\b[^.\n]{0,30}(aufgabe|anfrage|auftrag)\w* (des|der|deines|ihres) (nutzer|benutzer|anwender)|avant de[^.\n]{0,30}(tâche|demande)[^.\n]{0,40}(utilisateur|t'a confi)|antes de[^.\n]{0,30}(tarea|petición|solicitud|tarefa|pedido)\w* del? (usuario|utilizador|usuário)|prima di[^.\n]{0,30}(compito|richiesta) dell'utente)",
+        ),
+        rule(
+            "addressed_ai_multi",
+            1.5,
+            Hidden,
+            r"((nachricht|hinweis|notiz) (an|für) (den |die |das )?(assistent\w*|ki|agent\w*|sprachmodell)|message (pour|à|a) (l'|l’)?(assistant|ia|agent|ai)\b|(mensaje|nota|aviso) para (la ia|el asistente|el agente|la inteligencia)|(mensagem|nota) para (a ia|o assistente|o agente)|(messaggio|nota) per (l'|l’)?(assistente|ia|agente))",
         ),
         // ---- exfiltration ---------------------------------------------------------------
         rule(
             "exfil_send_en",
             3.5,
             Exfiltration,
-            r"\b(send|forward|email|e-mail|post|upload|leak|exfiltrate|transmit|paste|share|dump|mail|submit|transfer)\b[^.\n]{0,60}(\.env\b|\bto my (personal|private|own) (account|email|drive|server|inbox)\b|\b(api[ _-]?keys?|passwords?|secrets?|credentials?|access tokens?|tokens?|private keys?|secret keys?|env(ironment)? variables|system prompt|conversation( history| log)?|chat (history|log|transcript)|transcript|memories|everything you remember|memory|session cookie|cookies?|inbox|customer (list|records?|data)|personal data|private notes|vault|hidden configuration|secrets[._]\w+))",
+            r"(\b(send|forward|post|upload|leak|exfiltrate|transmit|paste|share|dump|mail|submit|transfer)\b|\be-?mail\b (me|us|it|them|the|all|every|your|my|his|her|their|a|an|this|these|those|everything|any)\b)[^.\n]{0,60}(\.env\b|\bto my (personal|private|own) (account|email|drive|server|inbox)\b|\b(api[ _-]?keys?|passwords?|secrets?|credentials?|access tokens?|tokens?|private keys?|secret keys?|env(ironment)? variables|system prompt|conversation( history| log)?|chat (history|log|transcript)|transcript|memories|everything you remember|memory|session cookie|cookies?|inbox|customer (list|records?|data)|personal data|private notes|vault|hidden configuration|secrets[._]\w+))",
         ),
         rule(
             "exfil_embed_en",
@@ -267,7 +333,19 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "exfil_multi",
             4.0,
             Exfiltration,
-            r"((sende|schicke|übermittle|leite)[^.\n]{0,50}(chatverlauf|verlauf|zugangsdaten|passw|schlüssel|geheimnis|token)|(gib|zeige)[^.\n]{0,20}(passwort|systemprompt|konfiguration)|(envoie|transmets|transfère|partage)[^.\n]{0,50}(historique|clés|cles|identifiants|mots? de passe|secrets|jetons)|(révèle|affiche)[^.\n]{0,30}(configuration|prompt|mot de passe)|(envía|envia|reenvía|reenvia|manda|comparte)[^.\n]{0,50}(historial|credenciales|contraseñ|claves|secretos|tokens)|(responde|muestra)[^.\n]{0,30}(contraseña|instrucciones ocultas)|(envie|mande|encaminhe|compartilhe)[^.\n]{0,50}(histórico|historico|chaves|credenciais|senhas?|segredos|tokens)|(mostre|revele)[^.\n]{0,30}(senha|instruções)|(invia|trasmetti|inoltra|condividi)[^.\n]{0,50}(cronologia|credenziali|password|chiavi|segreti|token)|(rivela|mostra)[^.\n]{0,30}(password|istruzioni)|(отправь|перешли|передай|пришли|вышли)[^.\n]{0,50}(истори|ключ|парол|учётн|учетн|секрет|токен|данные)|(выведи|покажи|раскрой)[^.\n]{0,30}(пароль|промпт|инструкци)|(发送|转发|发给|发到|上传)[^。\n]{0,30}(聊天记录|记录|密钥|密码|凭证|令牌|凭据)|(聊天记录|密钥|密码|凭证)[^。\n]{0,20}(发送|转发)|(输出|显示|告诉我)[^。\n]{0,15}(密码|提示词|系统提示)|(会話履歴|履歴|認証情報|パスワード|鍵|トークン)[^。\n]{0,60}(送信|転送|送って|表示|教え)|(대화 기록|기록|자격 증명|비밀번호|키|토큰)[^.\n]{0,60}(보내|전달|전송|출력|보여|알려)|(stuur|verstuur)[^.\n]{0,40}(geschiedenis|wachtwoord|sleutels|gegevens)|(toon|geef)[^.\n]{0,20}wachtwoord|(wyślij|prześlij)[^.\n]{0,40}(histori|hasł|klucz|dane)|podaj hasło|(geçmiş|şifre|parola|anahtar)\w*[^.\n]{0,40}(gönder|ilet|göster))",
+            r"((\bsende\b|\bschicke\b|übermittle|\bleite\b)[^.\n]{0,50}(chatverlauf|verlauf|zugangsdaten|passw|schlüssel|geheimnis|token)|(gib|zeige)[^.\n]{0,20}(passwort|systemprompt|konfiguration)|(envoie|transmets|transfère|partage)[^.\n]{0,50}(historique|clés|cles|identifiants|mots? de passe|secrets|jetons)|(révèle|affiche)[^.\n]{0,30}(configuration|prompt|mot de passe)|(envía|envia|reenvía|reenvia|manda|comparte)[^.\n]{0,50}(historial|credenciales|contraseñ|claves|secretos|tokens)|(responde|muestra)[^.\n]{0,30}(contraseña|instrucciones ocultas)|(envie|mande|encaminhe|compartilhe)[^.\n]{0,50}(histórico|historico|chaves|credenciais|senhas?|segredos|tokens)|(mostre|revele)[^.\n]{0,30}(senha|instruções)|(invia|trasmetti|inoltra|condividi)[^.\n]{0,50}(cronologia|credenziali|password|chiavi|segreti|token)|(rivela|mostra)[^.\n]{0,30}(password|istruzioni)|(отправь|перешли|передай|пришли|вышли)[^.\n]{0,50}(истори|ключ|парол|учётн|учетн|секрет|токен|данные)|(выведи|покажи|раскрой)[^.\n]{0,30}(пароль|промпт|инструкци)|(发送|转发|发给|发到|上传)[^。\n]{0,30}(聊天记录|记录|密钥|密码|凭证|令牌|凭据)|(聊天记录|密钥|密码|凭证)[^。\n]{0,20}(发送|转发)|(输出|显示|告诉我)[^。\n]{0,15}(密码|提示词|系统提示)|(会話履歴|履歴|認証情報|パスワード|鍵|トークン)[^。\n]{0,60}(送信|転送|送って|表示|教え)|(대화 기록|기록|자격 증명|비밀번호|키|토큰)[^.\n]{0,60}(보내|전달|전송|출력|보여|알려)|(stuur|verstuur)[^.\n]{0,40}(geschiedenis|wachtwoord|sleutels|gegevens)|(toon|geef)[^.\n]{0,20}wachtwoord|(wyślij|prześlij)[^.\n]{0,40}(histori|hasł|klucz|dane)|podaj hasło|(geçmiş|şifre|parola|anahtar)\w*[^.\n]{0,40}(gönder|ilet|göster))",
+        ),
+        rule(
+            "bulk_exfil_en",
+            2.0,
+            Exfiltration,
+            r"(\b(concatenate|collect|gather|get|read|copy|compile)\b[^.\n]{0,30}\b(all|every)\b[^.\n]{0,30}\b(messages|emails|mails|channels|files|documents|contacts|information|details)\b[^.\n]{0,60}\b(post|send|upload|forward|email|share)\b|\b(send|forward|email|upload|post|share|attach)\b (all|every)\b[^.\n]{0,30}\b(messages|emails|mails|files|documents?|contacts|user information)\b[^.\n]{0,40}\b(to|for|with)\b|\bconcatenate\b[^.\n]{0,40}\b(messages|emails|mails|files|channels|documents)\b)",
+        ),
+        rule(
+            "personal_data_en",
+            1.5,
+            Exfiltration,
+            r"\b(send|forward|share|email|post|upload|attach|include|give|put|leak|publish)\b[^.\n]{0,50}\b(the |all )?(user'?s?|your user'?s?|their|all)\b[^.\n]{0,30}\b(passport( number| details)?|card number|credit card|security code|contact list|contacts|phone numbers?|home address|itinerary|bank account( number)?|iban|login|password|payslips?|documents|direct messages|address book|id number|social security)\b",
         ),
         // ---- tool requests --------------------------------------------------------------
         rule(
@@ -306,6 +384,24 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             ToolRequest,
             r"((führe|fuehre)[^.\n]{0,30}(befehl|kommando)|(lösche|loesche)[^.\n]{0,30}(protokoll|log)|als (besitzer|eigentümer|admin)[^.\n]{0,20}hinzu|exécute[^.\n]{0,30}(commande|terminal)|supprime[^.\n]{0,20}journal|ajoute-?moi comme|ejecuta[^.\n]{0,30}(comando|terminal)|borra[^.\n]{0,20}registro|hazme (propietario|administrador|dueño)|execute o comando|esegui[^.\n]{0,30}(comando|terminale)|выполни[^.\n]{0,20}команд|удали[^.\n]{0,20}журнал|добавь меня|(在终端)?执行[^。\n]{0,10}命令|删除[^。\n]{0,6}日志|把我加为|コマンドを実行|ログを削除|オーナーとして追加|명령을 실행|로그를 삭제|소유자로 추가)",
         ),
+        rule(
+            "tool_usage_en",
+            2.0,
+            ToolRequest,
+            r"(\byou (should|must|need to|have to|will)( now| then| first| also| next)? (use|call|invoke|run|execute)\b (the )?(tool|function|action)\b|\b(substitute|replace|fill in) the placeholders\b[^.\n]{0,80}\b(appropriate values|values you (find|discover)|yourself|while solving)|\bthe following tool calls (are|is) (needed|required)|\b(the )?next step for the (assistant|ai|agent|model) is to (use|call|invoke|run)\b)",
+        ),
+        rule(
+            "tool_call_named_en",
+            1.5,
+            ToolRequest,
+            r"(\b(call|use|run|invoke|execute)\b (the )?(tool |function |action )?[`'\x22]?[a-z]+_[a-z_]+[`'\x22]?,? (with|using|to)\b|\b(execute|run|call)\s*:\s*[a-z]+_[a-z_]+\s*\(|\b(tool|function) request\b[^\n]{0,10}[a-z]+_[a-z_]+\s*\()",
+        ),
+        rule(
+            "account_goal",
+            1.5,
+            ToolRequest,
+            r"(\b(send|transfer|wire|pay|move)\b[^.\n]{0,50}\b(to|into)\b (the |my |this |a )?(account |iban )?[a-z]{2}\d{2}[a-z0-9]{10,30}\b|\b(change|modify|update|set)\b[^.\n]{0,30}\b(recipient|iban|password)\b[^.\n]{0,40}\bto\b|\b(überweise|überweisen|transfiere|transfira|vire|virez|trasferisci|bonifica|envía|envia)\b[^.\n]{0,40}\b[a-z]{2}\d{2}[a-z0-9]{10,30}\b|\b(cambia|ändere|modifie|altere|cambie)\b[^.\n]{0,30}(contraseña|passwort|mot de passe|senha|password))",
+        ),
         // ---- persona --------------------------------------------------------------------
         rule(
             "persona_named",
@@ -336,13 +432,19 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "hidden_markup",
             2.0,
             Hidden,
-            r#"(?i)(display\s*:\s*none|opacity\s*:\s*0(\.0+)?\s*[;"]|font-size\s*:\s*0(px)?\s*[;"]|visibility\s*:\s*hidden|<\w+[^<>]*\shidden[\s>]|white on white|<meta[^<>]+(ai|llm|assistant)[-_ ]?(instructions?|prompt))"#,
+            r#"(?i)(display\s*:\s*none|opacity\s*:\s*0(\.0+)?\s*[;"]|font-size\s*:\s*[01](\.\d+)?(px|pt|em)?\s*[;"]|visibility\s*:\s*hidden|<\w+[^<>]*\shidden[\s>]|white on white|<meta[^<>]+(ai|llm|assistant)[-_ ]?(instructions?|prompt))"#,
         ),
         rule(
             "addressed_to_ai",
             2.5,
             Hidden,
-            r"(\b(if you are|attention|dear|note (for|to)|hey|hello)\b[^.\n]{0,10}\b(an? |the )?(ai|llm|language model|assistant|agent|chatbot|gpt|model)s?\b|\b(ai|llm) (agents?|models?|assistants?)\b[^.\n]{0,20}\b(reading|processing|summari[sz]ing|must|should|please)|\bwhoever summari[sz]es this\b|\blanguage models?,? (please|must)\b|\bagent instruction\b)",
+            r"(\b(if you are|attention|dear|note (for|to)|hey|hello)\b[^.\n]{0,10}\b(an? |the )?(ai|llm|language model|assistant|agent|chatbot|gpt|model)s?\b|\b(ai|llm) (agents?|models?|assistants?)\b[^.\n]{0,20}\b(reading|processing|summari[sz]ing|must|should|please)|\bwhoever summari[sz]es this\b|\b(whichever |whatever |any )?(ai|assistant|llm|language model|ai model|agent|bot)s? (reading|reads|processing|processes|summari[sz]ing|handling|handles) this\b|\b(any|whatever|whichever|every) (ai|assistant|llm|language model|ai model|agent|bot)s? (reading|processing|summari[sz]ing|handling)\b|\blanguage models?,? (please|must)\b|\bagent instruction\b)",
+        ),
+        rule(
+            "vocative_order_en",
+            2.0,
+            Hidden,
+            r"(\b(ai|assistant|agent|llm|bot) (note|instructions?|notice|request|action required)\s*:|\bthe (ai|assistant|agent|bot) (must|has to|is required to)\b|(^|[.!?:'\x22]\s*|\n)\s*(dear |hey |hi |hello |attention |ok |okay )?(ai|assistant|agent|bot|chatbot|language model|llm|model|gpt|claude|gemini)\s*[:,—–-]\s*(please |now |also |first |then |quickly |immediately |you (must|should|need to) )?(send|forward|email|transfer|pay|delete|remove|invite|add|book|reserve|change|update|share|post|upload|call|run|use|ignore|disregard|say|tell|create|cancel|visit|open|make|execute|reply|stop|grant|give|move|schedule|write|include|attach|download|install)\b|\bwhen (you )?(summari[sz]\w*|translat\w*|process\w*)\b[^.\n]{0,30}\b(also|additionally|secretly|quietly) (send|forward|email|include|add|post|share|attach|upload|transfer|copy)\b)",
         ),
         rule(
             "hidden_action",
