@@ -39,6 +39,41 @@ const COUNTS: &[&str] = &[
     "seconds", "k", "num", "lines", "depth", "retries",
 ];
 
+/// Arguments that name where a call goes or what it asks for out there: a read that sends
+/// these out is steered when they come from untrusted content (see [`addresses_out`]).
+const OUTWARD: &[&str] = &[
+    "url",
+    "uri",
+    "link",
+    "href",
+    "endpoint",
+    "address",
+    "host",
+    "domain",
+    "query",
+    "q",
+    "search",
+    "to",
+    "recipient",
+    "email",
+];
+
+/// Whether `atom` of `argument` is what a call that sends its arguments out would carry
+/// *somewhere an attacker chose* or *as their words*: a URL, host or e-mail address, or the
+/// value of an argument that names a destination or a query. A channel or file picked from
+/// a listing is not (reads keep working on what earlier reads found).
+pub fn addresses_out(argument: &str, atom: &str) -> bool {
+    let key = argument
+        .rsplit(['.', '['])
+        .next()
+        .unwrap_or(argument)
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    OUTWARD.contains(&key.as_str())
+        || atom.contains('@')
+        || URL.is_match(atom) && atom.contains('.')
+}
+
 /// A whole value longer than this (normalized) is judged by its salient tokens only.
 const WHOLE_MAX: usize = 256;
 
@@ -269,6 +304,16 @@ mod tests {
         assert!(atoms_of(json!({"limit": 20, "all": true, "x": null, "n": 3})).is_empty());
         // An id is, however short, when it is all digits.
         assert_eq!(atoms_of(json!({"file_id": "13"})), ["13"]);
+    }
+
+    #[test]
+    fn only_addresses_and_queries_steer_a_read() {
+        assert!(addresses_out("url", "evil.test/x"));
+        assert!(addresses_out("params.q", "anything at all"));
+        assert!(addresses_out("channel", "mallory@evil.test"));
+        assert!(addresses_out("channel", "www.evil-site.com"));
+        assert!(!addresses_out("channel", "general"));
+        assert!(!addresses_out("user", "alice"));
     }
 
     #[test]

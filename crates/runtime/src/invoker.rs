@@ -794,7 +794,17 @@ impl Invoker {
         }
         match t.trace(&call.args) {
             Trace::Clean => {}
-            Trace::Steered(v) => why.extend(v.iter().take(3).map(ToString::to_string)),
+            Trace::Steered(v) => why.extend(
+                v.iter()
+                    // A call that only sends its arguments out is steered by an address or a
+                    // query, not by a channel or file an earlier read found.
+                    .filter(|s| {
+                        check == Check::Effect
+                            || strata_engine::provenance::addresses_out(&s.argument, &s.value)
+                    })
+                    .take(3)
+                    .map(ToString::to_string),
+            ),
             Trace::Untraceable => why.push(
                 "what the turn took in cannot be traced to (too much of it, or it came in \
                  on another instance)"
