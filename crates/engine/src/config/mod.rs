@@ -154,8 +154,9 @@ impl Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
-    /// `trace`, `debug`, `info`, `warn`, `error`, or a full filter (`info,strata_engine=debug`).
-    /// `RUST_LOG` wins when set.
+    /// `trace`, `debug`, `info`, `warn`, `error`, or a full filter (`info,strata_runtime=debug`
+    /// logs every tool call; `strata_engine=LEVEL` sets `strata_runtime` too). `RUST_LOG` wins
+    /// when set.
     pub level: String,
     /// Output format.
     pub format: LogFormat,

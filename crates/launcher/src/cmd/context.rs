@@ -82,6 +82,23 @@ impl LogGuard {
     }
 }
 
+/// A filter written before the engine's machinery moved to `strata-runtime` names
+/// `strata_engine` for the tool calls and turns it wants to see: a `strata_engine=LEVEL`
+/// directive also sets `strata_runtime` to that level, unless the filter names it itself.
+fn engine_covers_runtime(directives: &str) -> String {
+    let parts: Vec<&str> = directives.split(',').map(str::trim).collect();
+    let names_runtime = parts.iter().any(|d| d.starts_with("strata_runtime"));
+    let mut out: Vec<String> = parts.iter().map(|d| d.to_string()).collect();
+    if !names_runtime {
+        for d in &parts {
+            if let Some(level) = d.strip_prefix("strata_engine=") {
+                out.push(format!("strata_runtime={level}"));
+            }
+        }
+    }
+    out.join(",")
+}
+
 /// Logging to stderr (`log.*`), the last warnings kept for `strata status`, and — with
 /// `telemetry.otlp_endpoint` in a binary built with the `otel` feature — spans exported.
 pub(crate) fn init_logging(
@@ -89,7 +106,11 @@ pub(crate) fn init_logging(
     json: bool,
     telemetry: Option<&strata_engine::config::TelemetryConfig>,
 ) -> LogGuard {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let directives = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default_level.to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(engine_covers_runtime(&directives))
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(default_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -472,5 +493,29 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::engine_covers_runtime;
+
+    #[test]
+    fn an_engine_directive_also_reaches_the_runtime() {
+        assert_eq!(
+            engine_covers_runtime("info,strata_engine=debug"),
+            "info,strata_engine=debug,strata_runtime=debug"
+        );
+        // A filter that names the runtime itself is left as written.
+        assert_eq!(
+            engine_covers_runtime("info,strata_engine=debug,strata_runtime=warn"),
+            "info,strata_engine=debug,strata_runtime=warn"
+        );
+        assert_eq!(engine_covers_runtime("warn"), "warn");
+        // A narrower target is not widened.
+        assert_eq!(
+            engine_covers_runtime("strata_engine::taint=trace"),
+            "strata_engine::taint=trace"
+        );
     }
 }
