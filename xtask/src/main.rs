@@ -5,6 +5,8 @@
 //! cargo xtask ci       rustfmt --check, clippy -D warnings, check-core, then `test`
 //! cargo xtask bench    release-build benchmarks; results in target/bench/*.json
 //! cargo xtask bench first-build   a new overlay's first build beside a built engine checkout
+//! cargo xtask bench agentdojo [--suites a,b] [--quick] [--defence on|off]   the taint gate on
+//!                      AgentDojo: a scripted obedient model, tools over MCP, nobody approving
 //! cargo xtask deny     supply chain: cargo deny (advisories offline, licences, bans, sources)
 //! cargo xtask dist     the release binary, its sha256, SBOM and systemd units in target/dist/
 //! cargo xtask link-order [--package PKG]   remake PKG/link-order.txt (valgrind): the functions
@@ -21,6 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod agentdojo;
 mod first_build;
 mod link_order;
 
@@ -270,10 +273,49 @@ fn test(extra: &[String]) -> Result<(), String> {
     } else {
         Ok(())
     });
+    // The injection defence on AgentDojo, a quick run: fails when any attack succeeds.
+    let ran = ran.and(if extra.is_empty() {
+        agentdojo_quick(&log, &mut counts)
+    } else {
+        Ok(())
+    });
     let summary = skip_summary(&log);
     let (n, reasons) = not_run(&log);
     eprintln!("{}", closing_line(counts, n, &reasons));
     ran.and(summary)
+}
+
+/// `bench agentdojo --quick` as one test of the suite: passed, failed (an attack succeeded, or
+/// the run broke), or — outside CI, when the benchmark cannot be installed (no Python venv,
+/// no PyPI) — not run, with the reason in the skip log. Under `CI=true` that is a failure.
+fn agentdojo_quick(log: &Path, counts: &mut Counts) -> Result<(), String> {
+    const NAME: &str = "xtask agentdojo_quick";
+    match agentdojo::prepare() {
+        Ok(()) => {}
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIP {NAME}: {e} (needs Python 3.10+ with venv and PyPI)");
+            let line =
+                format!("{NAME} | the AgentDojo quick run (needs Python venv and PyPI) | {e}\n");
+            let mut text = std::fs::read_to_string(log).unwrap_or_default();
+            text.push_str(&line);
+            std::fs::write(log, text).map_err(|e| format!("{}: {e}", log.display()))?;
+            return Ok(());
+        }
+        Err(e) => {
+            counts.failed += 1;
+            return Err(format!("{NAME}: {e}"));
+        }
+    }
+    match agentdojo::agentdojo(&["--quick".to_owned()]) {
+        Ok(()) => {
+            counts.passed += 1;
+            Ok(())
+        }
+        Err(e) => {
+            counts.failed += 1;
+            Err(format!("{NAME}: {e}"))
+        }
+    }
 }
 
 fn run_tests(extra: &[String], log: &Path, counts: &mut Counts) -> Result<(), String> {
@@ -581,6 +623,9 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "ci" => ci(),
         "bench" if rest.first().is_some_and(|a| a == "first-build") => first_build::first_build(),
+        "bench" if rest.first().is_some_and(|a| a == "agentdojo") => {
+            agentdojo::agentdojo(&rest[1..])
+        }
         "bench" => bench(rest),
         "deny" => deny(),
         "link-order" => link_order::link_order(rest),
@@ -590,7 +635,7 @@ fn main() -> ExitCode {
         }
         "help" | "--help" | "-h" => {
             println!(
-                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  bench first-build   a wizard-made overlay's first build beside a built engine checkout vs on its own\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  link-order [--package PKG]   remake PKG/link-order.txt (needs valgrind): the functions serve runs, laid out together by lld\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
+                "cargo xtask <command>\n\n  test    run the whole test suite\n  ci      fmt check, clippy -D warnings, check-core, test\n  bench   run benchmarks (release), write target/bench/*.json\n  bench first-build   a wizard-made overlay's first build beside a built engine checkout vs on its own\n  bench agentdojo [--suites a,b] [--quick] [--defence on|off]   AgentDojo with a scripted obedient model, nobody approving; target/agentdojo/\n  dist    target/dist/: the binary (production profile), sha256, CycloneDX SBOM, systemd units\n  deny    supply chain: cargo deny check (advisories from the offline RustSec snapshot)\n  link-order [--package PKG]   remake PKG/link-order.txt (needs valgrind): the functions serve runs, laid out together by lld\n  train-safety      fit the injection model to crates/safety/corpus/train.jsonl, write crates/safety/src/model_weights.rs\n  setup   the deployment wizard (--answers FILE to script it)\n  new-overlay DIR   an empty overlay crate\n  new-module NAME   a module crate in modules/\n  check-core        fail on deployment details in core or modules\n  install-hook      a pre-commit hook: no commits on main, none that fail check-core"
             );
             Ok(())
         }
