@@ -210,7 +210,7 @@ pub(crate) async fn slash(
                         .bind(&given)
                         .map(|v| skill.render(&v).into_owned_action())
                     {
-                        Err(e) => e,
+                        Err(e) => e.to_string(),
                         Ok(OwnedAction::Invalid(e)) => e,
                         Ok(OwnedAction::Command) => match &runner {
                             None => format!(

@@ -177,15 +177,26 @@ pub fn streamable_service(
     )
 }
 
+/// Why MCP on stdin/stdout ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    /// The client's `initialize` never came or was not understood.
+    #[error("MCP stdio failed to start: {0}")]
+    Start(#[source] Box<rmcp::service::ServerInitializeError>),
+    /// The serving task ended abnormally.
+    #[error("MCP stdio stopped: {0}")]
+    Stopped(#[source] tokio::task::JoinError),
+}
+
 /// Serves MCP on stdin/stdout until the client closes it.
-pub async fn serve_stdio(invoker: Arc<Invoker>) -> Result<(), String> {
+pub async fn serve_stdio(invoker: Arc<Invoker>) -> Result<(), StdioError> {
     let service = StrataMcp::stdio(invoker)
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| format!("MCP stdio failed to start: {e}"))?;
+        .map_err(|e| StdioError::Start(Box::new(e)))?;
     service
         .waiting()
         .await
         .map(|_| ())
-        .map_err(|e| format!("MCP stdio stopped: {e}"))
+        .map_err(StdioError::Stopped)
 }

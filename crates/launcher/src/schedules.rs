@@ -101,7 +101,7 @@ impl RunSchedule for Runner {
                     .skills
                     .get(name)
                     .ok_or_else(|| format!("no skill `{name}` (see `strata skill list`)"))?;
-                let values = skill.bind(params)?;
+                let values = skill.bind(params).map_err(|e| e.to_string())?;
                 match skill.render(&values) {
                     SkillAction::Invalid(why) => Err(why.to_owned()),
                     SkillAction::Prompt(prompt) => {

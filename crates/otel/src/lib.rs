@@ -28,6 +28,28 @@ impl std::fmt::Debug for Export {
     }
 }
 
+/// What went wrong setting up or running the export.
+#[derive(Debug, thiserror::Error)]
+pub enum OtelError {
+    /// `telemetry.otlp_endpoint` is not an HTTP URL.
+    #[error("`telemetry.otlp_endpoint` = `{endpoint}` is not an http:// or https:// URL")]
+    NotHttp {
+        /// The setting as written.
+        endpoint: String,
+    },
+    /// The exporter refused the endpoint.
+    #[error("`telemetry.otlp_endpoint` = `{endpoint}`: {source}")]
+    Exporter {
+        /// The setting as written.
+        endpoint: String,
+        /// The exporter's reason.
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+    /// Flushing or stopping the export failed (the collector did not answer in time, …).
+    #[error(transparent)]
+    Export(#[from] opentelemetry_sdk::error::OTelSdkError),
+}
+
 /// Where spans go: `endpoint` (`http://127.0.0.1:4318`) with `/v1/traces` after it.
 pub fn traces_url(endpoint: &str) -> String {
     format!("{}/v1/traces", endpoint.trim_end_matches('/'))
@@ -39,21 +61,24 @@ pub fn traces_url(endpoint: &str) -> String {
 pub fn layer<S>(
     endpoint: &str,
     service_name: &str,
-) -> Result<(impl tracing_subscriber::Layer<S> + use<S>, Export), String>
+) -> Result<(impl tracing_subscriber::Layer<S> + use<S>, Export), OtelError>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     let url = traces_url(endpoint);
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
-            "`telemetry.otlp_endpoint` = `{endpoint}` is not an http:// or https:// URL"
-        ));
+        return Err(OtelError::NotHttp {
+            endpoint: endpoint.to_owned(),
+        });
     }
     let exporter = SpanExporter::builder()
         .with_http()
         .with_endpoint(url.clone())
         .build()
-        .map_err(|e| format!("`telemetry.otlp_endpoint` = `{endpoint}`: {e}"))?;
+        .map_err(|source| OtelError::Exporter {
+            endpoint: endpoint.to_owned(),
+            source,
+        })?;
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_resource(
@@ -75,12 +100,12 @@ where
 
 impl Export {
     /// Sends the spans not sent yet and waits for the collector's answer.
-    pub fn flush(&self) -> Result<(), String> {
-        self.provider.force_flush().map_err(|e| e.to_string())
+    pub fn flush(&self) -> Result<(), OtelError> {
+        Ok(self.provider.force_flush()?)
     }
 
     /// Flushes and stops the export.
-    pub fn shutdown(self) -> Result<(), String> {
-        self.provider.shutdown().map_err(|e| e.to_string())
+    pub fn shutdown(self) -> Result<(), OtelError> {
+        Ok(self.provider.shutdown()?)
     }
 }

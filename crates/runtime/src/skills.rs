@@ -132,6 +132,64 @@ mod ordered {
     }
 }
 
+/// Why a skill's parameters were refused; each names the parameter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// A value for a parameter the skill does not declare.
+    #[error("skill `{skill}` has no parameter `{name}` (parameters: {known})")]
+    Unknown {
+        /// The skill.
+        skill: String,
+        /// The parameter given.
+        name: String,
+        /// The parameters it has, comma-separated, or `none`.
+        known: String,
+    },
+    /// A required parameter with no value and no default.
+    #[error("skill `{skill}` needs parameter `{name}`")]
+    Missing {
+        /// The skill.
+        skill: String,
+        /// The parameter.
+        name: String,
+    },
+    /// A value with a NUL byte.
+    #[error("parameter `{name}` contains a NUL byte, which no command or prompt can carry")]
+    Nul {
+        /// The parameter.
+        name: String,
+    },
+    /// A value outside the parameter's choices.
+    #[error("parameter `{name}` must be one of {choices}, got `{given}`")]
+    NotAChoice {
+        /// The parameter.
+        name: String,
+        /// Its choices, comma-separated.
+        choices: String,
+        /// The value given.
+        given: String,
+    },
+    /// A value that is not of the parameter's type.
+    #[error("parameter `{name}` must be {kind}, got `{given}`")]
+    WrongType {
+        /// The parameter.
+        name: String,
+        /// Its type: `integer`, `number`, `boolean`.
+        kind: String,
+        /// The value given.
+        given: String,
+    },
+    /// A tool call's arguments that are not a JSON object.
+    #[error("the arguments must be a JSON object")]
+    NotAnObject,
+    /// An argument that is an array, an object or null.
+    #[error("parameter `{name}` must be a string, number or boolean")]
+    NotAScalar {
+        /// The parameter.
+        name: String,
+    },
+}
+
 /// A loaded skill with where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skill {
@@ -196,7 +254,7 @@ impl Skill {
     pub fn bind(
         &self,
         given: &BTreeMap<String, String>,
-    ) -> Result<BTreeMap<String, String>, String> {
+    ) -> Result<BTreeMap<String, String>, ParamError> {
         for k in given.keys() {
             if !self.def.parameters.iter().any(|(n, _)| n == k) {
                 let known: Vec<&str> = self
@@ -205,15 +263,15 @@ impl Skill {
                     .iter()
                     .map(|(n, _)| n.as_str())
                     .collect();
-                return Err(format!(
-                    "skill `{}` has no parameter `{k}` (parameters: {})",
-                    self.name,
-                    if known.is_empty() {
+                return Err(ParamError::Unknown {
+                    skill: self.name.clone(),
+                    name: k.clone(),
+                    known: if known.is_empty() {
                         "none".into()
                     } else {
                         known.join(", ")
-                    }
-                ));
+                    },
+                });
             }
         }
         let mut out = BTreeMap::new();
@@ -221,21 +279,23 @@ impl Skill {
             let v = match given.get(name).or(p.default.as_ref()) {
                 Some(v) => v.clone(),
                 None if p.required => {
-                    return Err(format!("skill `{}` needs parameter `{name}`", self.name));
+                    return Err(ParamError::Missing {
+                        skill: self.name.clone(),
+                        name: name.clone(),
+                    });
                 }
                 None => String::new(),
             };
             if v.contains('\0') {
-                return Err(format!(
-                    "parameter `{name}` contains a NUL byte, which no command or prompt can carry"
-                ));
+                return Err(ParamError::Nul { name: name.clone() });
             }
             if !v.is_empty() {
                 if !p.choices.is_empty() && !p.choices.contains(&v) {
-                    return Err(format!(
-                        "parameter `{name}` must be one of {}, got `{v}`",
-                        p.choices.join(", ")
-                    ));
+                    return Err(ParamError::NotAChoice {
+                        name: name.clone(),
+                        choices: p.choices.join(", "),
+                        given: v,
+                    });
                 }
                 let ok = match p.kind {
                     ParamType::String => true,
@@ -244,10 +304,11 @@ impl Skill {
                     ParamType::Boolean => matches!(v.as_str(), "true" | "false"),
                 };
                 if !ok {
-                    return Err(
-                        format!("parameter `{name}` must be {:?}, got `{v}`", p.kind)
-                            .to_lowercase(),
-                    );
+                    return Err(ParamError::WrongType {
+                        name: name.clone(),
+                        kind: format!("{:?}", p.kind).to_lowercase(),
+                        given: v,
+                    });
                 }
             }
             out.insert(name.clone(), v);
@@ -324,9 +385,9 @@ impl Skill {
     pub fn strings_from_args(
         &self,
         args: &serde_json::Value,
-    ) -> Result<BTreeMap<String, String>, String> {
+    ) -> Result<BTreeMap<String, String>, ParamError> {
         let Some(obj) = args.as_object() else {
-            return Err("the arguments must be a JSON object".into());
+            return Err(ParamError::NotAnObject);
         };
         obj.iter()
             .map(|(k, v)| {
@@ -335,9 +396,7 @@ impl Skill {
                     serde_json::Value::Number(n) => n.to_string(),
                     serde_json::Value::Bool(b) => b.to_string(),
                     _ => {
-                        return Err(format!(
-                            "parameter `{k}` must be a string, number or boolean"
-                        ));
+                        return Err(ParamError::NotAScalar { name: k.clone() });
                     }
                 };
                 Ok((k.clone(), text))

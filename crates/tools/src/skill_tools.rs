@@ -69,11 +69,11 @@ impl Tool for SkillTool {
         let given = self
             .skill
             .strings_from_args(&args)
-            .map_err(|e| ToolError::invalid(".", e))?;
+            .map_err(|e| ToolError::invalid(".", e.to_string()))?;
         let values = self
             .skill
             .bind(&given)
-            .map_err(|e| ToolError::invalid(".", e))?;
+            .map_err(|e| ToolError::invalid(".", e.to_string()))?;
         let SkillAction::Command(command) = self.skill.render(&values) else {
             return Err(ToolError::failed(format!(
                 "skill `{}` is not a command skill",

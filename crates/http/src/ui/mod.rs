@@ -166,7 +166,8 @@ fn signed_in_response(st: &HttpState, headers: &HeaderMap, caller: Caller, name:
             r.headers_mut().insert(header::SET_COOKIE, c);
             r
         }
-        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            .into_response(),
     }
 }
 

@@ -54,11 +54,16 @@ fn digest(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
+/// The operating system gave no random bytes: no secret can be made.
+#[derive(Debug, thiserror::Error)]
+#[error("no randomness: {0}")]
+pub struct NoRandomness(#[from] getrandom::Error);
+
 /// 32 random bytes, URL-safe base64.
-pub fn random_secret() -> Result<String, String> {
+pub fn random_secret() -> Result<String, NoRandomness> {
     use base64::Engine;
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    getrandom::fill(&mut bytes)?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
@@ -78,7 +83,7 @@ impl SignIns {
     }
 
     /// Signs `caller` in: the cookie's value (the caller's secret from now on).
-    pub fn sign_in(&self, caller: Caller, token_name: &str) -> Result<String, String> {
+    pub fn sign_in(&self, caller: Caller, token_name: &str) -> Result<String, NoRandomness> {
         let id = random_secret()?;
         let csrf = random_secret()?;
         let now = Instant::now();
@@ -119,7 +124,7 @@ impl SignIns {
     }
 
     /// A new one-time sign-in secret for `caller` (the previous one stops working).
-    pub fn one_time(&self, caller: Caller, token_name: &str) -> Result<String, String> {
+    pub fn one_time(&self, caller: Caller, token_name: &str) -> Result<String, NoRandomness> {
         let secret = random_secret()?;
         *self.once.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((digest(&secret), caller, token_name.to_owned()));

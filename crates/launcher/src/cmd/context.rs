@@ -133,7 +133,7 @@ pub(crate) fn init_logging(
                 .unwrap_or("strata");
             match strata_otel::layer(e, service) {
                 Ok((layer, export)) => (Some(layer), Some(export), None),
-                Err(err) => (None, None, Some(err)),
+                Err(err) => (None, None, Some(err.to_string())),
             }
         }
         None => (None, None, None),

@@ -134,7 +134,7 @@ pub(crate) async fn run(
     params: &BTreeMap<String, String>,
     agent_id: Result<String, String>,
 ) -> Result<String, String> {
-    let values = skill.bind(params)?;
+    let values = skill.bind(params).map_err(|e| e.to_string())?;
     match skill.render(&values) {
         SkillAction::Invalid(why) => Err(why.to_owned()),
         SkillAction::Command(_) => {

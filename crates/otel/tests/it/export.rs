@@ -206,6 +206,7 @@ async fn a_turn_s_spans_reach_the_collector_with_the_calls_inside_the_turn() {
 fn an_endpoint_that_is_not_a_url_is_refused_naming_the_key() {
     let e = strata_otel::layer::<tracing_subscriber::Registry>("collector:4318", "s")
         .err()
-        .expect("refused");
+        .expect("refused")
+        .to_string();
     assert!(e.contains("telemetry.otlp_endpoint"), "{e}");
 }

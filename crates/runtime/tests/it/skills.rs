@@ -134,24 +134,28 @@ fn binding_checks_parameters_and_commands_quote_values() {
         skill
             .bind(&p(&[]))
             .expect_err("missing")
+            .to_string()
             .contains("needs parameter `who`")
     );
     assert!(
         skill
             .bind(&p(&[("who", "a"), ("mood", "angry")]))
             .expect_err("choice")
+            .to_string()
             .contains("one of happy, sad")
     );
     assert!(
         skill
             .bind(&p(&[("who", "a"), ("times", "x")]))
             .expect_err("int")
+            .to_string()
             .contains("integer")
     );
     assert!(
         skill
             .bind(&p(&[("who", "a"), ("colour", "red")]))
             .expect_err("unknown")
+            .to_string()
             .contains("no parameter `colour`")
     );
     let values = skill
@@ -248,7 +252,10 @@ fn a_value_naming_another_parameter_stays_text_and_never_breaks_out() {
 #[test]
 fn a_nul_byte_in_a_value_is_refused_by_name() {
     let skill = command_skill("echo {a}", &["a"]);
-    let e = skill.bind(&p(&[("a", "x\0y")])).expect_err("NUL");
+    let e = skill
+        .bind(&p(&[("a", "x\0y")]))
+        .expect_err("NUL")
+        .to_string();
     assert!(e.contains("parameter `a` contains a NUL byte"), "{e}");
 }
 
