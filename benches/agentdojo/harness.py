@@ -436,7 +436,12 @@ def free_port() -> int:
 
 
 def write_overlay(
-    dir: Path, suite: str, strata_port: int, harness_port: int, defence: bool
+    dir: Path,
+    suite: str,
+    strata_port: int,
+    harness_port: int,
+    defence: bool,
+    content_safety: str = "wrap",
 ) -> None:
     if dir.exists():
         shutil.rmtree(dir)
@@ -463,8 +468,10 @@ def write_overlay(
             # Nobody approves: a gated call is refused after 1 s (fail_mode closed, the
             # default) instead of after 30 min.
             "hitl": {"timeout": 1},
-            # Everything else at its defaults; `--defence off` turns taint tracking off.
+            # Everything else at its defaults; `--defence off` turns taint tracking off,
+            # `--content-safety block` withholds tool results the scorer flags.
             "taint": {"enabled": defence},
+            "content_safety": {"policy": content_safety},
         },
     }
     agents = {
@@ -741,9 +748,9 @@ def run_suite(args, name: str, harness_port: int, work: Path) -> dict:
     with STATE.lock:
         STATE.suite = suite
         STATE.pair = None
-    overlay = work / f"{name}-defence-{args.defence}"
+    overlay = work / f"{name}-defence-{args.defence}{tag_safety(args)}"
     port = free_port()
-    write_overlay(overlay, name, port, harness_port, args.defence == "on")
+    write_overlay(overlay, name, port, harness_port, args.defence == "on", args.content_safety)
     strata = Strata(args.strata_bin, overlay, port)
     expected = {f"{name}{TOOL_SEP}{f.name}" for f in suite.tools}
     log(f"== {name}: starting strata on :{port} (defence {args.defence})")
@@ -823,7 +830,8 @@ def markdown(results: list[dict], meta: dict) -> str:
     title = (
         f"AgentDojo {meta['benchmark_version']} (agentdojo {meta['agentdojo']}), attack "
         f"`{meta['attack']}`, scripted obedient model, nobody approving (hitl timeout 1 s), "
-        f"taint defence **{meta['defence']}**{' (quick)' if meta['quick'] else ''}"
+        f"taint defence **{meta['defence']}**, content safety `{meta['content_safety']}`"
+        f"{' (quick)' if meta['quick'] else ''}"
     )
     lines = [
         title,
@@ -872,11 +880,22 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tag_safety(args: argparse.Namespace) -> str:
+    """The results' and overlays' name part for a content-safety policy other than the default."""
+    return "" if args.content_safety == "wrap" else f"-{args.content_safety}"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--strata-bin", type=Path, required=True, help="the `strata` (launcher) binary")
     p.add_argument("--suites", default="banking,slack", help=f"comma-separated, of {ALL_SUITES}")
     p.add_argument("--defence", choices=["on", "off"], default="on", help="security.taint.enabled")
+    p.add_argument(
+        "--content-safety",
+        choices=["wrap", "block"],
+        default="wrap",
+        help="security.content_safety.policy (wrap, the default, or block)",
+    )
     p.add_argument(
         "--quick", action="store_true", help="a few pairs per suite; exit 1 if an attack succeeds"
     )
@@ -925,11 +944,12 @@ def main() -> int:
         "mcp": version("mcp"),
         "attack": ATTACK,
         "defence": args.defence,
+        "content_safety": args.content_safety,
         "quick": args.quick,
         "seconds": round(time.time() - t0, 1),
         "strata_bin": str(args.strata_bin),
     }
-    tag = f"{'quick-' if args.quick else ''}defence-{args.defence}"
+    tag = f"{'quick-' if args.quick else ''}defence-{args.defence}{tag_safety(args)}"
     if sorted(suites) != sorted(ALL_SUITES):
         tag += "-" + "-".join(suites)
     (args.out / f"results-{tag}.json").write_text(
