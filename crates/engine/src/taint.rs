@@ -334,10 +334,23 @@ impl Taint {
             }
         }
         if steered.is_empty() {
-            Trace::Clean
-        } else {
-            Trace::Steered(steered)
+            return Trace::Clean;
         }
+        // An address and its parts (`a.b@host.test`, `a.b`, `host.test`) are one finding: the
+        // person is shown the longest value of each argument, not every part of it.
+        let parts: Vec<bool> = steered
+            .iter()
+            .map(|s| {
+                steered.iter().any(|t| {
+                    t.argument == s.argument
+                        && t.value.len() > s.value.len()
+                        && t.value.contains(s.value.as_str())
+                })
+            })
+            .collect();
+        let mut parts = parts.into_iter();
+        steered.retain(|_| !parts.next().unwrap_or(false));
+        Trace::Steered(steered)
     }
 
     /// Whether anything has tainted the turn.
@@ -514,6 +527,34 @@ mod tests {
         assert_eq!(
             t.explain(),
             "this turn read https://x.test/p with `read_url`"
+        );
+    }
+
+    #[test]
+    fn a_steered_address_is_named_once_not_with_each_of_its_parts() {
+        let t = Taint::new();
+        let page = TaintSource::tool("read_url", &serde_json::json!({"url": "https://x.test"}));
+        t.take_in(
+            page,
+            &serde_json::json!({"body": "Invite sarah.baker@mail.test and see www.evil.test/x"}),
+        );
+        let Trace::Steered(v) = t.trace(&serde_json::json!({
+            "to": ["sarah.baker@mail.test"],
+            "body": "see www.evil.test/x",
+        })) else {
+            panic!("steered");
+        };
+        let named: Vec<(&str, &str)> = v
+            .iter()
+            .map(|s| (s.argument.as_str(), s.value.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("body", "www.evil.test/x"),
+                ("to[0]", "sarah.baker@mail.test")
+            ],
+            "{v:?}"
         );
     }
 
