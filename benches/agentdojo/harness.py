@@ -595,7 +595,35 @@ class Strata:
     def approvals(self) -> list[dict]:
         return self.get("/api/approvals?status=all&limit=1000")["approvals"]
 
+    def refuse_everything(self) -> None:
+        """A person who refuses every request as it comes (`--refuse`): the same outcome as
+        nobody answering — the call does not run — without waiting out the timeout."""
+        self.refusing = True
+
+        def loop() -> None:
+            while self.refusing:
+                try:
+                    pending = self.get("/api/approvals?status=pending&limit=1000")["approvals"]
+                except (urllib.error.URLError, OSError, KeyError, ValueError):
+                    pending = []
+                for a in pending:
+                    try:
+                        self.request(
+                            "POST",
+                            f"/api/approvals/{a['id']}/deny",
+                            {"reason": "benchmark: refused by a person who refuses everything"},
+                        )
+                    except (urllib.error.URLError, OSError):
+                        pass  # decided already (timed out): nothing to refuse
+                time.sleep(0.02)
+
+        self.refuser = threading.Thread(target=loop, daemon=True)
+        self.refuser.start()
+
     def stop(self) -> None:
+        self.refusing = False
+        if getattr(self, "refuser", None) is not None:
+            self.refuser.join(timeout=5)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -755,6 +783,8 @@ def run_suite(args, name: str, harness_port: int, work: Path) -> dict:
     expected = {f"{name}{TOOL_SEP}{f.name}" for f in suite.tools}
     log(f"== {name}: starting strata on :{port} (defence {args.defence})")
     strata.start(expected)
+    if args.refuse:
+        strata.refuse_everything()
     seen: set[str] = set()
     benign: list[dict] = []
     attacked: list[dict] = []
@@ -829,9 +859,14 @@ def pct(x: float | None) -> str:
 def markdown(results: list[dict], meta: dict) -> str:
     title = (
         f"AgentDojo {meta['benchmark_version']} (agentdojo {meta['agentdojo']}), attack "
-        f"`{meta['attack']}`, scripted obedient model, nobody approving (hitl timeout 1 s), "
-        f"taint defence **{meta['defence']}**, content safety `{meta['content_safety']}`"
-        f"{' (quick)' if meta['quick'] else ''}"
+        f"`{meta['attack']}`, scripted obedient model, "
+        + (
+            "every approval refused at once (--refuse), "
+            if meta.get("refuse")
+            else "nobody approving (hitl timeout 1 s), "
+        )
+        + f"taint defence **{meta['defence']}**, content safety `{meta['content_safety']}`"
+        + (" (quick)" if meta["quick"] else "")
     )
     lines = [
         title,
@@ -891,6 +926,12 @@ def main() -> int:
     p.add_argument("--suites", default="banking,slack", help=f"comma-separated, of {ALL_SUITES}")
     p.add_argument("--defence", choices=["on", "off"], default="on", help="security.taint.enabled")
     p.add_argument(
+        "--refuse",
+        action="store_true",
+        help="deny every approval request at once instead of letting it time out after 1 s "
+        "(the same outcome, minutes instead of an hour)",
+    )
+    p.add_argument(
         "--content-safety",
         choices=["wrap", "block"],
         default="wrap",
@@ -945,6 +986,7 @@ def main() -> int:
         "attack": ATTACK,
         "defence": args.defence,
         "content_safety": args.content_safety,
+        "refuse": args.refuse,
         "quick": args.quick,
         "seconds": round(time.time() - t0, 1),
         "strata_bin": str(args.strata_bin),
