@@ -338,19 +338,20 @@ impl Taint {
         }
         // An address and its parts (`a.b@host.test`, `a.b`, `host.test`) are one finding: the
         // person is shown the longest value of each argument, not every part of it.
-        let parts: Vec<bool> = steered
-            .iter()
-            .map(|s| {
-                steered.iter().any(|t| {
-                    t.argument == s.argument
-                        && t.value.len() > s.value.len()
-                        && t.value.contains(s.value.as_str())
-                })
+        let part_of_another = |s: &Steer| {
+            steered.iter().any(|t| {
+                t.argument == s.argument
+                    && t.value.len() > s.value.len()
+                    && t.value.contains(s.value.as_str())
             })
-            .collect();
-        let mut parts = parts.into_iter();
-        steered.retain(|_| !parts.next().unwrap_or(false));
-        Trace::Steered(steered)
+        };
+        Trace::Steered(
+            steered
+                .iter()
+                .filter(|s| !part_of_another(s))
+                .cloned()
+                .collect(),
+        )
     }
 
     /// Whether anything has tainted the turn.
