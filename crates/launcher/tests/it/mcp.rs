@@ -117,6 +117,8 @@ fn python_client_over_streamable_http_with_the_same_tokens() {
 
     let report = run_client(&["http", &url, token.trim()]);
     check(&report);
+    // The server is still running: its audit writer may not have appended the line yet.
+    common::audit_when(ov.path(), |t| t.contains(r#""principal":"token:operator""#));
     let audit = audit_tools(ov.path());
     assert!(
         audit.contains(&("read_file".into(), "ok".into(), "token:operator".into())),

@@ -172,10 +172,9 @@ async fn an_agent_turn_waits_for_approval_and_continues() {
     );
 
     // The audit log has the approval events and the invocation outcomes.
-    let audit = std::fs::read_to_string(ov.path().join("data/audit.jsonl")).expect("audit");
-    assert!(
+    common::audit_when(ov.path(), |audit| {
         audit.contains(r#""event":"approval""#) && audit.contains(r#""status":"approval_denied""#)
-    );
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

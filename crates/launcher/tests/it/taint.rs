@@ -177,11 +177,9 @@ async fn a_turn_that_read_a_page_asks_before_every_effect_the_page_ordered() {
         web.requests().iter().map(|r| &r.method).collect::<Vec<_>>()
     );
     // The read itself is audited as the source: a taint event names the turn's session.
-    let audit = std::fs::read_to_string(ov.path().join("data/audit.jsonl")).expect("audit");
-    assert!(
-        audit.contains(r#""event":"taint""#) && audit.contains(r#""session_id":"web-write_file""#),
-        "{audit}"
-    );
+    common::audit_when(ov.path(), |audit| {
+        audit.contains(r#""event":"taint""#) && audit.contains(r#""session_id":"web-write_file""#)
+    });
 
     // The same tools in an untainted turn run without approval (write_file and
     // terminal_exec; the others need a connector or a human anyway).

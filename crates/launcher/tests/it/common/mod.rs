@@ -250,6 +250,23 @@ pub async fn pending(base: &str, token: &str) -> Vec<Value> {
     panic!("no approval request appeared");
 }
 
+/// The audit log of the overlay at `overlay` once `done` holds for its text. A running server
+/// appends audit lines from a writer thread, so a line can land just after the reply that
+/// reported the call; this waits for it (10 s at most) instead of racing it. It blocks: the
+/// server is another process.
+pub fn audit_when(overlay: &Path, done: impl Fn(&str) -> bool) -> String {
+    let path = overlay.join("data/audit.jsonl");
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = std::fs::read_to_string(&path).unwrap_or_default();
+        if done(&text) {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the audit log never held what was expected; it has:\n{text}");
+}
+
 /// The names of the tools a model request (OpenAI wire format) showed the model.
 pub fn tools_shown(req: &strata_test_support::Recorded) -> Vec<String> {
     tool_names(&req.body)
