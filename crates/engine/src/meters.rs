@@ -176,6 +176,10 @@ pub const TOOL_CALL_SECONDS: &str = "strata_tool_call_duration_seconds";
 pub const RATE_LIMITED: &str = "strata_rate_limit_rejections_total";
 /// Turns.
 pub const TURNS: &str = "strata_turns_total";
+/// Turns resumed from their journal.
+pub const TURNS_RESUMED: &str = "strata_turns_resumed_total";
+/// Calls a resumed turn did not run again.
+pub const UNKNOWN_OUTCOME: &str = "strata_tool_calls_unknown_outcome_total";
 /// Model calls.
 pub const MODEL_CALLS: &str = "strata_model_calls_total";
 /// Model call latency.
@@ -238,6 +242,18 @@ pub const CATALOGUE: &[Metric] = &[
         Kind::Counter,
         &["agent", "outcome"],
         "Agent turns, by agent (`_unknown` for an id no agent has) and outcome (ok, error, denied, budget).",
+    ),
+    m(
+        TURNS_RESUMED,
+        Kind::Counter,
+        &[],
+        "Turns continued from their journal after the process that ran them died (their recorded steps were not done again).",
+    ),
+    m(
+        UNKNOWN_OUTCOME,
+        Kind::Counter,
+        &["tool", "decision"],
+        "Tool calls a resumed turn found started with no recorded outcome, whose tool neither is free of side effects nor honours an idempotency key, by tool and decision (skipped: not run again; approved: a person had it run again).",
     ),
     m(
         MODEL_CALLS,
@@ -421,6 +437,16 @@ pub fn alert(kind: &str, rule: &str) {
 /// A model call that met a reached budget.
 pub fn budget_reached(scope: &'static str, action: &'static str) {
     counter!(BUDGET_REACHED, "scope" => scope, "action" => action).increment(1);
+}
+
+/// A turn resumed from its journal.
+pub fn turn_resumed() {
+    count(TURNS_RESUMED, &[], &[], 1);
+}
+
+/// A call of `tool` with an unknown outcome: `skipped` or `approved` (run again).
+pub fn unknown_outcome(tool: &str, decision: &str) {
+    count(UNKNOWN_OUTCOME, &["tool", "decision"], &[tool, decision], 1);
 }
 
 /// A finished turn (`ok`, `error`, `denied`).

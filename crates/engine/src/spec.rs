@@ -128,6 +128,11 @@ pub struct ToolSpec {
     pub hitl: bool,
     /// Its output carries content from the web (content safety applies).
     pub web_facing: bool,
+    /// It honours an idempotency key ([`crate::ToolContext::idempotency_key`]): called twice
+    /// with the same key, the effect happens once. A turn resumed after a crash runs a call
+    /// whose outcome is unknown again only when this holds (or the tool has no side effects).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
     /// Per-tool timeout; `None` uses `tools.timeout_secs`. Serialised as `timeout_secs`.
     #[serde(
         rename = "timeout_secs",
@@ -152,6 +157,7 @@ impl ToolSpec {
             side_effects: SideEffects::None,
             hitl: false,
             web_facing: false,
+            idempotent: false,
             timeout: None,
         }
     }

@@ -68,6 +68,9 @@ pub struct ToolContext {
     /// The taint of the turn making the call, if a turn makes it: `ask_agent` passes it on,
     /// memory tools mark what a tainted turn stores and taint a turn that recalls it.
     pub taint: Option<crate::taint::Taint>,
+    /// The call's idempotency key, when a turn journal recorded the call before it ran (see
+    /// [`Self::idempotency_key`]).
+    pub idempotency_key: Option<String>,
 }
 
 /// The tools a call can see: the registry of the Invoker running it, as a tool sees it.
@@ -89,6 +92,16 @@ impl fmt::Debug for ToolContext {
 }
 
 impl ToolContext {
+    /// The key that names this call across a crash: derived from the turn, the step, the tool
+    /// and its arguments, so a turn resumed after a crash calls a tool again with the same
+    /// key. A tool declared `#[tool(idempotent)]` makes a second call with a key it has seen
+    /// do nothing new (return the first call's result, or an equivalent): pass it to the
+    /// other side (an `Idempotency-Key` header, a message nonce) or keep it with what the
+    /// call stored. `None` outside a journaled turn (the CLI, the control API).
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
+
     /// The merged configuration.
     pub fn config(&self) -> &Config {
         &self.env.config

@@ -293,12 +293,17 @@ impl Runner {
                     .map_err(|e| e.to_string()),
                 _ => Ok("no memory Strata keeps itself: nothing to decay".into()),
             },
-            "session_retention" => self
-                .manager
-                .prune()
-                .await
-                .map(|n| format!("{n} idle sessions pruned"))
-                .map_err(|e| e.to_string()),
+            "session_retention" => {
+                let n = self.manager.prune().await.map_err(|e| e.to_string())?;
+                // Finished turns' journals past `journal.retain_days` go with them.
+                let j = match self.invoker.env().journal() {
+                    Some(j) => j.prune().await.map_err(|e| e.to_string())?,
+                    None => 0,
+                };
+                Ok(format!(
+                    "{n} idle sessions pruned, {j} finished turn journals pruned"
+                ))
+            }
             "audit_verify" => {
                 let path = self.audit_path.clone();
                 let checked =

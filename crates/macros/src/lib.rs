@@ -45,6 +45,7 @@ struct ToolArgs {
     side_effects: Option<(String, Span)>,
     hitl: bool,
     web_facing: bool,
+    idempotent: bool,
     timeout_secs: Option<u64>,
 }
 
@@ -104,6 +105,8 @@ fn parse_tool_args(attr: TokenStream) -> syn::Result<ToolArgs> {
             out.hitl = parse_flag(&meta)?;
         } else if meta.path.is_ident("web_facing") {
             out.web_facing = parse_flag(&meta)?;
+        } else if meta.path.is_ident("idempotent") {
+            out.idempotent = parse_flag(&meta)?;
         } else if meta.path.is_ident("timeout_secs") {
             let lit: syn::LitInt = meta.value()?.parse()?;
             let secs: u64 = lit.base10_parse()?;
@@ -117,7 +120,7 @@ fn parse_tool_args(attr: TokenStream) -> syn::Result<ToolArgs> {
         } else {
             return Err(meta.error(
                 "unknown #[tool] option; expected one of: name, capabilities, side_effects, hitl, \
-                 web_facing, timeout_secs",
+                 web_facing, idempotent, timeout_secs",
             ));
         }
         Ok(())
@@ -303,6 +306,7 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
     };
     let hitl = args.hitl;
     let web_facing = args.web_facing;
+    let idempotent = args.idempotent;
     let timeout = match args.timeout_secs {
         Some(s) => quote! { ::core::option::Option::Some(::core::time::Duration::from_secs(#s)) },
         None => quote! { ::core::option::Option::None },
@@ -345,6 +349,7 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
                         side_effects: #side_effects,
                         hitl: #hitl,
                         web_facing: #web_facing,
+                        idempotent: #idempotent,
                         timeout: #timeout,
                     })
                 }

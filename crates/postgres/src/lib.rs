@@ -19,6 +19,7 @@ mod batch;
 mod db;
 mod events;
 mod goals;
+mod journal;
 mod leases;
 mod members;
 mod memory;

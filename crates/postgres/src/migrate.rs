@@ -235,6 +235,29 @@ pub const MIGRATIONS: &[&str] = &[
         reason TEXT,
         PRIMARY KEY (goal, seq)
     );",
+    // 14: the turn journal (strata_runtime::journal): each turn's start and its steps.
+    "CREATE TABLE journal_turns (
+        turn_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        started_ms BIGINT NOT NULL,
+        ended_ms BIGINT,
+        outcome TEXT,
+        resumed BIGINT NOT NULL DEFAULT 0,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        start TEXT NOT NULL
+    );
+    CREATE INDEX journal_turns_open ON journal_turns(started_ms) WHERE ended_ms IS NULL;
+    CREATE INDEX journal_turns_ended ON journal_turns(ended_ms);
+    CREATE TABLE journal_steps (
+        turn_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (turn_id, seq)
+    );",
 ];
 
 /// The newest schema version this binary knows.

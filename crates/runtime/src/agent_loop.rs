@@ -13,6 +13,7 @@ use crate::budget::{DEFAULT_MAX_TOKENS, PlannedCall};
 use crate::env::EnvExt;
 use crate::intent::Intent;
 use crate::invoker::{Invocation, Invoker};
+use crate::journal::{CallRecord, JournalCall, RecordedOutcome, TurnJournal, crash_point};
 use crate::turns::TurnInfo;
 use crate::usage::InputParts;
 use strata_engine::ToolSpec;
@@ -37,6 +38,8 @@ struct Caller<'a> {
     purpose: &'static str,
     /// Where the text goes as it is written (turns somebody watches).
     stream: Option<&'a strata_engine::turns::TurnSink>,
+    /// The turn's journal: a model call recorded before a crash is not made again.
+    journal: Option<&'a TurnJournal>,
 }
 
 /// Bytes of the system instruction that are not the agent's own.
@@ -312,6 +315,20 @@ impl LlmAgent {
         req: &CompletionRequest,
         sizes: &mut RequestSizes,
     ) -> Result<strata_engine::llm::CompletionResponse, AgentError> {
+        // A call a resumed turn made before its crash: its response as recorded, neither
+        // asked for nor paid for again.
+        let numbered = who.journal.map(|j| (j, j.next_model_call()));
+        if let Some((j, n)) = numbered {
+            if let Some(resp) = j.recorded_model(n) {
+                tracing::debug!(
+                    call = n,
+                    purpose = who.purpose,
+                    "model response taken from the turn journal"
+                );
+                return Ok(resp);
+            }
+            crash_point("model_call");
+        }
         let reservation = match self.invoker.budgets() {
             Some(b) => b
                 .reserve(
@@ -383,6 +400,13 @@ impl LlmAgent {
         }
         // A failed call releases its reservation when dropped.
         let resp = resp?;
+        if let Some((j, n)) = numbered {
+            // Not recording costs a second call after a crash, not a wrong answer.
+            if let Err(e) = j.record_model(n, who.purpose, req, &resp).await {
+                tracing::warn!(error = %e, "model response not journaled; a crash now would ask for it again");
+            }
+            crash_point("model_recorded");
+        }
         if let Some(meter) = who.env.usage() {
             meter
                 .record(crate::usage::ModelCall {
@@ -471,6 +495,7 @@ impl LlmAgent {
     /// a sender below the trusted tier gets an empty plan: nothing it asks for is trusted.
     async fn plan(
         &self,
+        journal: &Option<Arc<TurnJournal>>,
         turn: &TurnContext,
         input: &Message,
         tools: &[ToolSpec],
@@ -496,6 +521,7 @@ impl LlmAgent {
                 turn_id: &turn.turn_id,
                 purpose: "plan",
                 stream: None,
+                journal: journal.as_deref(),
             };
             let mut sizes = RequestSizes::new(SystemParts::default(), 0);
             match self.call_model(&who, &req, &mut sizes).await {
@@ -548,12 +574,13 @@ impl LlmAgent {
         turn: &TurnContext,
         calls: &[ToolCall],
         intent: Option<Arc<Intent>>,
+        journal: Option<(&Arc<TurnJournal>, u32)>,
     ) -> Vec<(ChatMessage, ToolRun)> {
         // What this turn is doing, for connectors' progress messages.
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         let board = turn.env.activity().clone();
         board.set(&self.id, &turn.session_id, Some(names.join(", ")));
-        let out = self.run_tools_inner(turn, calls, intent).await;
+        let out = self.run_tools_inner(turn, calls, intent, journal).await;
         board.set(&self.id, &turn.session_id, None);
         out
     }
@@ -563,8 +590,9 @@ impl LlmAgent {
         turn: &TurnContext,
         calls: &[ToolCall],
         intent: Option<Arc<Intent>>,
+        journal: Option<(&Arc<TurnJournal>, u32)>,
     ) -> Vec<(ChatMessage, ToolRun)> {
-        let job = |call: ToolCall| {
+        let job = |i: usize, call: ToolCall| {
             let mut inv = Invocation::new(
                 call.name.clone(),
                 call.arguments.clone(),
@@ -582,15 +610,23 @@ impl LlmAgent {
                 .push(Scope::agent(self.id.clone(), self.tools.clone()));
             // The caller's own narrowings (a token's scope on `/chat`) hold for its turns.
             inv.scopes.extend(turn.scopes.iter().cloned());
+            inv.journal = journal.map(|(j, step)| {
+                let key = format!("t{step}.{i}");
+                JournalCall {
+                    idempotency_key: j.idempotency_key(&key, &call.name, &call.arguments),
+                    key,
+                    turn: j.clone(),
+                }
+            });
             one_call(self.invoker.clone(), inv, call, turn.stream.clone())
         };
         // One call (the common case) runs inline; several run concurrently.
         if let [call] = calls {
-            return vec![job(call.clone()).await];
+            return vec![job(0, call.clone()).await];
         }
         let mut set = tokio::task::JoinSet::new();
         for (i, call) in calls.iter().cloned().enumerate() {
-            let fut = job(call);
+            let fut = job(i, call);
             set.spawn(async move { (i, fut.await) });
         }
         let mut out: Vec<(usize, (ChatMessage, ToolRun))> = Vec::with_capacity(calls.len());
@@ -605,20 +641,130 @@ impl LlmAgent {
     }
 }
 
-/// Runs one tool call for the model and words the result for it.
+/// What the model is told of a call a resumed turn did not run again.
+fn unknown_outcome_text(tool: &str, declined: bool) -> String {
+    format!(
+        "error ({}): `{tool}` had started when Strata stopped, and whether it took effect is \
+         unknown; it was not run again{}. Check its effect (or ask the user) before calling it \
+         again.",
+        crate::journal::UNKNOWN_OUTCOME,
+        if declined {
+            " (a person was asked and did not approve running it again)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// A call a resumed turn will not run again: recorded, counted, and worded for the model.
+async fn not_run_again(j: &JournalCall, call: &ToolCall, declined: bool) -> (ChatMessage, ToolRun) {
+    strata_engine::meters::unknown_outcome(&call.name, "skipped");
+    let outcome = RecordedOutcome {
+        status: crate::journal::UNKNOWN_OUTCOME.into(),
+        content: unknown_outcome_text(&call.name, declined),
+        request_id: uuid::Uuid::new_v4().to_string(),
+        elapsed_ms: 0.0,
+    };
+    if let Err(e) = j
+        .turn
+        .record_outcome(
+            crate::journal::UNKNOWN_OUTCOME,
+            &j.key,
+            &call.name,
+            &outcome,
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "the unknown outcome was not journaled");
+    }
+    (
+        tool_message(call, outcome.content),
+        ToolRun {
+            tool: call.name.clone(),
+            status: outcome.status,
+            elapsed_ms: 0.0,
+            request_id: outcome.request_id,
+        },
+    )
+}
+
+/// Runs one tool call for the model and words the result for it. In a resumed turn, a call
+/// with a recorded outcome is not run again (the outcome is used), and one recorded as
+/// started without an outcome runs again only when that is safe (`journal.unknown_outcome`).
 async fn one_call(
     invoker: Arc<Invoker>,
-    inv: Invocation,
+    mut inv: Invocation,
     call: ToolCall,
     stream: Option<strata_engine::turns::TurnSink>,
 ) -> (ChatMessage, ToolRun) {
+    let mut asked_again = false;
+    if let Some(j) = inv.journal.clone() {
+        match j.turn.call(&j.key) {
+            CallRecord::New => {}
+            CallRecord::Done(rec) => {
+                invoker.replay_taint(&inv, &rec.content);
+                let run = ToolRun {
+                    tool: call.name.clone(),
+                    status: rec.status,
+                    elapsed_ms: rec.elapsed_ms,
+                    request_id: rec.request_id,
+                };
+                return (tool_message(&call, rec.content), run);
+            }
+            CallRecord::Started => {
+                let safe = invoker.registry().get(&call.name).is_some_and(|t| {
+                    let spec = t.spec();
+                    spec.side_effects == strata_engine::SideEffects::None || spec.idempotent
+                });
+                if !safe {
+                    invoker.alert(strata_engine::audit::Alert {
+                        kind: "unknown_outcome",
+                        rule: "started_without_outcome".into(),
+                        message: format!(
+                            "turn {} was resumed after a crash: its call of `{}` ({}) had started and its outcome is unknown; {}",
+                            j.turn.turn_id(),
+                            call.name,
+                            j.key,
+                            match invoker.env().journal().map(|jr| jr.unknown_outcome()) {
+                                Some(strata_engine::config::UnknownOutcome::Skip) => "it is not run again",
+                                _ => "a person is asked whether to run it again",
+                            }
+                        ),
+                        agent_id: inv.agent_id.clone(),
+                        tool: Some(call.name.clone()),
+                        request_id: None,
+                        score: None,
+                    });
+                    match invoker.env().journal().map(|jr| jr.unknown_outcome()) {
+                        Some(strata_engine::config::UnknownOutcome::Skip) | None => {
+                            return not_run_again(&j, &call, false).await;
+                        }
+                        Some(strata_engine::config::UnknownOutcome::Ask) => {
+                            asked_again = true;
+                            inv.reapprove = Some(format!(
+                                "`{}` had started before Strata stopped and whether it took effect is unknown: approve only to run it again",
+                                call.name
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
     if let Some(s) = &stream {
         s.send(TurnEvent::ToolStart {
             id: call.id.clone(),
             tool: call.name.clone(),
         });
     }
-    let r = invoker.invoke(inv).await;
+    let journal = inv.journal.clone();
+    let r = invoker.invoke(inv.clone()).await;
+    if asked_again && let Some(j) = &journal {
+        if r.status == crate::invoker::Status::ApprovalDenied {
+            return not_run_again(j, &call, true).await;
+        }
+        strata_engine::meters::unknown_outcome(&call.name, "approved");
+    }
     if let Some(s) = &stream {
         s.send(TurnEvent::ToolEnd {
             id: call.id.clone(),
@@ -645,6 +791,22 @@ async fn one_call(
         elapsed_ms: r.elapsed_ms,
         request_id: r.request_id,
     };
+    if let Some(j) = &journal {
+        let outcome = RecordedOutcome {
+            status: run.status.clone(),
+            content: content.clone(),
+            request_id: run.request_id.clone(),
+            elapsed_ms: run.elapsed_ms,
+        };
+        if let Err(e) = j
+            .turn
+            .record_outcome("tool_done", &j.key, &call.name, &outcome)
+            .await
+        {
+            tracing::warn!(error = %e, tool = %call.name, "the call's outcome was not journaled; a crash now would leave it unknown");
+        }
+        crash_point("tool_done");
+    }
     (tool_message(&call, content), run)
 }
 
@@ -675,6 +837,8 @@ impl Agent for LlmAgent {
     }
 
     async fn handle(&self, mut turn: TurnContext, input: Message) -> Result<Reply, AgentError> {
+        // The journal the manager opened for this turn (none when `journal.enabled` is off).
+        let journal = turn.env.journal().and_then(|j| j.live(&turn.turn_id));
         self.taint_at_start(&turn, &input);
         let (system, system_parts) = self.system_prompt(&turn, &input).await;
         let user = ChatMessage::text(Role::User, input.text.clone());
@@ -727,6 +891,7 @@ impl Agent for LlmAgent {
             turn_id: &turn.turn_id,
             purpose: "turn",
             stream: turn.stream.as_ref(),
+            journal: journal.as_deref(),
         };
         let mut usage = Usage::default();
         let mut tool_runs = Vec::new();
@@ -789,6 +954,8 @@ impl Agent for LlmAgent {
                 }
                 Err(e) => return Err(e),
             };
+            // The number of the model call that asked for these tools: their journal keys.
+            let step = journal.as_ref().map_or(0, |j| j.model_calls());
             usage.add(&resp.usage);
             if resp.provider_state.is_some() {
                 req.provider_state = resp.provider_state;
@@ -807,10 +974,19 @@ impl Agent for LlmAgent {
                 && calls.iter().any(|c| self.is_gated_effect(&turn, c))
             {
                 intent = Some(Arc::new(
-                    self.plan(&turn, &input, &req.tools, &clean_calls).await,
+                    self.plan(&journal, &turn, &input, &req.tools, &clean_calls)
+                        .await,
                 ));
             }
-            for (m, run) in self.run_tools(&turn, &calls, intent.clone()).await {
+            for (m, run) in self
+                .run_tools(
+                    &turn,
+                    &calls,
+                    intent.clone(),
+                    journal.as_ref().map(|j| (j, step)),
+                )
+                .await
+            {
                 req.messages.push(m);
                 tool_runs.push(run);
             }
@@ -879,6 +1055,7 @@ impl Agent for LlmAgent {
             turn_id: who.turn_id,
             purpose: "summary",
             stream: None,
+            journal: None,
         };
         let mut sizes = RequestSizes::new(SystemParts::default(), 0);
         let resp = self.call_model(&caller, &req, &mut sizes).await?;

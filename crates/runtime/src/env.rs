@@ -7,6 +7,7 @@ use strata_engine::Env;
 
 use crate::goal::Goals;
 use crate::hub::ConnectorHub;
+use crate::journal::Journal;
 use crate::schedule::ScheduleStore;
 use crate::turns::{ActivityBoard, TurnRegistry};
 use crate::usage::UsageMeter;
@@ -32,6 +33,10 @@ pub trait EnvExt {
     fn activity(&self) -> Arc<ActivityBoard>;
     /// Turns in progress (see [`TurnRegistry`]).
     fn turns(&self) -> Arc<TurnRegistry>;
+    /// Attaches the turn journal (once; later calls are ignored).
+    fn attach_journal(&self, journal: Arc<Journal>);
+    /// The turn journal, once attached (`journal.enabled`).
+    fn journal(&self) -> Option<Arc<Journal>>;
 }
 
 impl EnvExt for Env {
@@ -61,5 +66,11 @@ impl EnvExt for Env {
     }
     fn turns(&self) -> Arc<TurnRegistry> {
         self.service_or_default()
+    }
+    fn attach_journal(&self, journal: Arc<Journal>) {
+        self.provide(journal);
+    }
+    fn journal(&self) -> Option<Arc<Journal>> {
+        self.service()
     }
 }

@@ -96,6 +96,12 @@ pub struct Invocation {
     /// The plan of the turn making the call (`None` outside an agent loop's turn: a Claude
     /// Code callback, the CLI): a tainted turn's gated call outside it waits for a person.
     pub intent: Option<Arc<crate::intent::Intent>>,
+    /// The turn journal's record of this call (`None` outside a journaled turn): the call
+    /// is recorded as started, durably, before the tool runs — or not run at all.
+    pub journal: Option<crate::journal::JournalCall>,
+    /// A person must approve this call, for this reason, whatever the policy says (a resumed
+    /// turn's call whose outcome before the crash is unknown).
+    pub reapprove: Option<String>,
 }
 
 impl Invocation {
@@ -118,6 +124,8 @@ impl Invocation {
             scopes: Vec::new(),
             taint: None,
             intent: None,
+            journal: None,
+            reapprove: None,
         }
     }
 
@@ -643,6 +651,11 @@ impl Invoker {
                 return (status, Value::Null, Some(r.message));
             }
         }
+        // A resumed turn's call with an unknown outcome runs again only with a person's yes.
+        let approval_reason = match (approval_reason, &call.reapprove) {
+            (Some(r), Some(again)) => Some(format!("{again}; {r}")),
+            (r, again) => r.or_else(|| again.clone()),
+        };
         // Approval.
         if let Some(reason) = approval_reason
             && let Err(msg) = self.approve(call, request_id, &reason).await
@@ -661,7 +674,33 @@ impl Invoker {
             policy: self.policy.clone(),
             tools: self.registry.clone(),
             taint: call.taint.clone(),
+            idempotency_key: call.journal.as_ref().map(|j| j.idempotency_key.clone()),
         };
+        // The journal's record that the call is about to run, durable before it does: no
+        // effect ever runs without it.
+        if let Some(j) = &call.journal {
+            if let Err(e) = j
+                .turn
+                .record_started(
+                    &j.key,
+                    &call.tool,
+                    &call.args,
+                    spec.side_effects,
+                    &j.idempotency_key,
+                )
+                .await
+            {
+                return (
+                    Status::Error,
+                    Value::Null,
+                    Some(format!(
+                        "the turn journal is unavailable ({e}); `{}` was not run — try again when the store is back",
+                        call.tool
+                    )),
+                );
+            }
+            crate::journal::crash_point("tool_started");
+        }
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         // What the result is to the turn: untrusted content from a source, or trusted content
         // from a tool whose own arguments are clean and that brought no new taint.
@@ -675,6 +714,9 @@ impl Invoker {
         let args = call.args.clone();
         let mut handle = tokio::spawn(async move { t.call(&ctx, args).await });
         let joined = tokio::time::timeout(timeout, &mut handle).await;
+        if call.journal.is_some() {
+            crate::journal::crash_point("tool_ran");
+        }
         // What the tool returned (or failed with) reaches the model: a source taints the turn
         // whatever came of the call.
         if let (Some(t), Some(source)) = (&call.taint, &source) {
@@ -772,6 +814,23 @@ impl Invoker {
             }
         }
         result
+    }
+
+    /// Marks `call`'s turn as running the call would have, for a call whose outcome a
+    /// resumed turn takes from its journal (`text`: what the model was told): a source's
+    /// result taints the turn; another tool's, from clean arguments, is vouched for.
+    pub fn replay_taint(&self, call: &Invocation, text: &str) {
+        let (Some(t), Some(tool)) = (&call.taint, self.registry.get(&call.tool)) else {
+            return;
+        };
+        if self.taint.is_source(tool.spec()) {
+            let source = TaintSource::tool(&call.tool, &call.args);
+            t.observe(&source, "");
+            t.mark(source.clone());
+            t.observe(&source, text);
+        } else if t.trace(&call.args) == Trace::Clean {
+            t.vouch_text(text);
+        }
     }
 
     /// Why a tainted turn's call of `call.tool` needs a person (`Some`: the reasons, empty

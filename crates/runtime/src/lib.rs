@@ -18,6 +18,7 @@ pub mod goal;
 pub mod hub;
 pub mod intent;
 pub mod invoker;
+pub mod journal;
 pub mod manager;
 pub mod monitor;
 pub mod ratelimit;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::env::EnvExt;
 use crate::turns::TurnQueue;
 use strata_engine::Env;
 use strata_engine::agent::{Agent, AgentError, Reply, TurnContext};
@@ -273,6 +274,15 @@ impl AgentManager {
             }
             return Err(AgentError::Denied(e.to_string()));
         }
+        // The turn journal (`journal.enabled`): the request as it came (a resumed turn is
+        // screened again), under an id every run of the turn shares.
+        let journal = self.env.journal();
+        let mut req = req;
+        let start = journal.as_ref().map(|_| {
+            req.turn_id
+                .get_or_insert_with(|| uuid::Uuid::new_v4().to_string());
+            crate::journal::TurnStart::of(&req)
+        });
         let req = self.screen(req)?;
         let key = SessionKey::new(&req.agent_id, &req.session_id);
         let started = std::time::Instant::now();
@@ -316,8 +326,21 @@ impl AgentManager {
                 .map_err(|e| AgentError::Other(e.to_string()))?
         {
             tracing::info!(agent = %key.agent_id, session = %key.session_id, turn = %id, "turn already done: its stored answer is returned");
+            // Stored, but the process died before its journal was ended: end it now.
+            if let Some(j) = &journal {
+                j.close_if_open(id).await;
+            }
             return Ok(Reply::from_stored(done));
         }
+        // Durable before the turn does anything: from here a crash resumes it.
+        let journaled = match (&journal, &start, &req.turn_id) {
+            (Some(j), Some(start), Some(id)) => Some(j.begin(id, start).await.map_err(|e| {
+                AgentError::Other(format!(
+                    "the turn journal is unavailable ({e}); the message was not taken — send it again when the store is back"
+                ))
+            })?),
+            _ => None,
+        };
         let state = guard.get_or_insert_with(SessionState::default);
         let mut ctx = TurnContext::new(
             &req.agent_id,
@@ -371,6 +394,14 @@ impl AgentManager {
                 if tainted_now && let Err(se) = self.store.set_taint(&key, &state.taint).await {
                     tracing::error!(agent = %key.agent_id, session = %key.session_id, error = %se, "session taint not stored");
                 }
+                if let (Some(j), Some(tj)) = (&journal, &journaled) {
+                    let outcome = match &e {
+                        AgentError::Denied(_) => "denied",
+                        AgentError::Budget(_) => "budget",
+                        _ => "error",
+                    };
+                    j.end(tj.turn_id(), outcome).await;
+                }
                 return Err(e);
             }
         };
@@ -417,6 +448,13 @@ impl AgentManager {
                 .await
                 .map(|()| true),
         };
+        if let (Some(j), Some(tj)) = (&journal, &journaled)
+            && stored.is_ok()
+        {
+            crate::journal::crash_point("turn_stored");
+            j.end(tj.turn_id(), "ok").await;
+            crate::journal::crash_point("turn_ended");
+        }
         if let Ok(false) = stored {
             // Another instance stored this turn meanwhile: the session moved on elsewhere.
             tracing::warn!(agent = %key.agent_id, session = %key.session_id, "turn stored by another instance first; this run's answer is not kept");
@@ -482,6 +520,35 @@ impl AgentManager {
                 tracing::warn!(agent = %key.agent_id, error = %e, "summarising failed; session kept as is")
             }
         }
+    }
+
+    /// Runs every journaled turn that no live process owns and that has no end (its process
+    /// died) to its end, each in its own task, continuing from its last recorded step
+    /// ([`crate::journal`]). Returns how many were started. `serve` calls it at start.
+    pub async fn resume_unfinished(self: &Arc<Self>) -> Result<usize, AgentError> {
+        let Some(journal) = self.env.journal() else {
+            return Ok(0);
+        };
+        let orphans = journal
+            .orphans()
+            .await
+            .map_err(|e| AgentError::Other(format!("unfinished turns not read: {e}")))?;
+        let n = orphans.len();
+        for t in orphans {
+            let manager = self.clone();
+            let req = t.start.into_request(&t.turn_id);
+            tracing::info!(turn = %t.turn_id, agent = %req.agent_id, session = %req.session_id, "resuming a turn its process did not finish");
+            tokio::spawn(async move {
+                let id = t.turn_id;
+                match manager.run_here(req).await {
+                    Ok(_) => {
+                        tracing::info!(turn = %id, "resumed turn finished; a retry with its id gets its answer")
+                    }
+                    Err(e) => tracing::warn!(turn = %id, error = %e, "resumed turn failed"),
+                }
+            });
+        }
+        Ok(n)
     }
 
     /// Forgets a session (`/reset`).

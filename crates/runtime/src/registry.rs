@@ -457,6 +457,7 @@ mod tests {
             side_effects: Default::default(),
             hitl: false,
             web_facing: false,
+            idempotent: false,
             timeout: None,
         }
     }

@@ -61,6 +61,7 @@ pub trait StateStore:
     + crate::schedule::ScheduleStore
     + crate::usage::UsageStore
     + crate::goal::GoalStore
+    + crate::journal::JournalStore
 {
     /// `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

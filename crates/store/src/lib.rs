@@ -147,6 +147,29 @@ const MIGRATIONS: &[&str] = &[
         reason TEXT,
         PRIMARY KEY (goal, seq)
     );",
+    // 10: the turn journal (strata_runtime::journal): each turn's start and its steps.
+    "CREATE TABLE journal_turns (
+        turn_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        ended_ms INTEGER,
+        outcome TEXT,
+        resumed INTEGER NOT NULL DEFAULT 0,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        start TEXT NOT NULL
+    );
+    CREATE INDEX journal_turns_open ON journal_turns(started_ms) WHERE ended_ms IS NULL;
+    CREATE INDEX journal_turns_ended ON journal_turns(ended_ms);
+    CREATE TABLE journal_steps (
+        turn_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (turn_id, seq)
+    );",
 ];
 
 /// The newest schema version this binary knows (the number of migrations).
@@ -154,6 +177,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub mod dump;
 mod goals;
+mod journal;
 mod schedules;
 mod security;
 mod usage;

@@ -173,7 +173,16 @@ const HEADERS_SHOWN: &[&str] = &[
 /// from `tools.http_secrets`) to attach a stored credential; it is sent only to the hosts
 /// it is bound to, and never follows a redirect to another host. Returns status, a few
 /// headers and the body (JSON parsed when possible).
-#[tool(capabilities = [network, secrets], side_effects = external, web_facing, timeout_secs = 60)]
+// In a journaled turn a `POST`, `PUT`, `PATCH` or `DELETE` carries an `Idempotency-Key`
+// header (unless the caller set one): a server that honours it does the request once
+// however often a resumed turn sends it.
+#[tool(
+    capabilities = [network, secrets],
+    side_effects = external,
+    web_facing,
+    idempotent,
+    timeout_secs = 60
+)]
 async fn http_request(
     ctx: &ToolContext,
     /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE` or `HEAD`.
@@ -204,6 +213,16 @@ async fn http_request(
     req.method = method;
     req.body = body.map(String::into_bytes);
     req.headers.extend(headers.unwrap_or_default());
+    if let Some(key) = ctx.idempotency_key()
+        && !matches!(m.as_str(), "GET" | "HEAD")
+        && !req
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+    {
+        req.headers
+            .push(("Idempotency-Key".to_owned(), key.to_owned()));
+    }
     if let Some(name) = &secret {
         let s = ctx.env.config.tools.http_secrets.get(name).ok_or_else(|| {
             ToolError::invalid(

@@ -30,6 +30,7 @@ mod budget;
 mod cluster;
 mod connectors;
 mod goals;
+mod journal;
 mod loader;
 mod mcp;
 mod memory;
@@ -49,6 +50,7 @@ pub use budget::*;
 pub use cluster::*;
 pub use connectors::*;
 pub use goals::*;
+pub use journal::*;
 pub use loader::*;
 pub use mcp::*;
 pub use memory::*;
@@ -108,6 +110,8 @@ pub struct Config {
     pub browser: BrowserConfig,
     /// Goal workstreams: their channels, who may create them, budgets and windows.
     pub goals: GoalsConfig,
+    /// The turn journal: what a turn did, so a crash neither loses it nor repeats it.
+    pub journal: JournalConfig,
     /// Module sections by module name; each module checks its own section at start.
     pub modules: BTreeMap<String, Value>,
 }
@@ -134,6 +138,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "telemetry",
     "browser",
     "goals",
+    "journal",
     "modules",
 ];
 

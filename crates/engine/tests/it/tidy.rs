@@ -324,6 +324,7 @@ const RUNTIME_LADDER: &[(&str, &[&str])] = &[
             "context_window",
             "hub",
             "intent",
+            "journal",
             "monitor",
             "ratelimit",
             "registry",

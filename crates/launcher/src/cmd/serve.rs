@@ -218,6 +218,9 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
         });
     let discord =
         crate::discord::Discord::prepare(c, &wired, &env, &skills, skill_turns, member.as_ref());
+    // One node resumes the turns its previous run did not finish; in a cluster the queue
+    // redelivers them (to whichever instance takes them), so nobody resumes them twice.
+    let resume = member.is_none().then(|| wired.manager.clone());
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         // Goal channels (routed to their participants): read before the connectors start,
@@ -270,6 +273,16 @@ pub(crate) fn serve(l: Context, global: &crate::cli::GlobalArgs) -> anyhow::Resu
                 tracing::error!(error = %e, "HTTP server failed");
             }
         });
+        if let Some(manager) = resume {
+            match manager.resume_unfinished().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    turns = n,
+                    "resuming turns the previous run did not finish (their recorded steps are not done again)"
+                ),
+                Err(e) => tracing::warn!(error = %e, "unfinished turns not resumed"),
+            }
+        }
         tracing::info!("strata is running; stop with Ctrl-C or SIGTERM");
         signal.await;
         tracing::info!("shutting down; finishing in-flight requests");

@@ -150,6 +150,13 @@ pub async fn build(
     let directory: std::sync::Weak<dyn strata_engine::turns::AgentDirectory> =
         Arc::downgrade(&manager) as std::sync::Weak<AgentManager>;
     env.attach_agents(directory);
+    // The turn journal: a turn that dies half-way continues from its last step.
+    if cfg.config.journal.enabled {
+        env.attach_journal(Arc::new(strata_runtime::journal::Journal::new(
+            store.clone(),
+            cfg.config.journal.clone(),
+        )));
+    }
     // The `schedule_*` tools keep what people ask for beside the configured schedules.
     env.attach_schedules(store.clone());
     // Every model call's tokens, priced, kept beside the sessions.

@@ -15,6 +15,7 @@ mod context;
 mod context_window;
 mod contract;
 mod dashboard;
+mod durable;
 mod extend;
 mod goals;
 mod logs;

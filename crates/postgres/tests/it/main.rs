@@ -6,6 +6,7 @@
 
 mod goals;
 mod harness;
+mod journal;
 mod memory;
 mod postgres;
 mod store;

@@ -135,9 +135,19 @@ impl Drop for Served {
 /// Spawns `strata --overlay OVERLAY serve` on port 0 (info logs, no colour) and returns it with
 /// its stderr, unread.
 pub fn spawn_serve(overlay: &Path, extra: &[&str]) -> (Child, BufReader<ChildStderr>) {
+    spawn_serve_env(overlay, extra, &[])
+}
+
+/// [`spawn_serve`] with extra environment variables.
+pub fn spawn_serve_env(
+    overlay: &Path,
+    extra: &[&str],
+    vars: &[(&str, &str)],
+) -> (Child, BufReader<ChildStderr>) {
     let mut child = strata(overlay)
         .args(["serve", "--set", "server.port=0"])
         .args(extra)
+        .envs(vars.iter().copied())
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -166,7 +176,12 @@ pub fn serve(overlay: &Path) -> Served {
 
 /// [`serve`] with extra arguments (`--set k=v`…).
 pub fn serve_with(overlay: &Path, extra: &[&str]) -> Served {
-    let (child, mut err) = spawn_serve(overlay, extra);
+    serve_env(overlay, extra, &[])
+}
+
+/// [`serve_with`] with extra environment variables.
+pub fn serve_env(overlay: &Path, extra: &[&str], vars: &[(&str, &str)]) -> Served {
+    let (child, mut err) = spawn_serve_env(overlay, extra, vars);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut line = String::new();
     let mut found = None;

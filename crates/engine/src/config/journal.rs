@@ -1,0 +1,46 @@
+//! `journal.*`: the turn journal that lets a turn survive a crash (docs/DURABILITY.md).
+
+use serde::{Deserialize, Serialize};
+
+/// `journal.*`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct JournalConfig {
+    /// Journal every turn (default on). Off, a turn that dies half-way is lost and a retry
+    /// runs it again from the start.
+    pub enabled: bool,
+    /// Finished turns' journals are deleted after this many days (default 30; 0 = keep).
+    pub retain_days: u32,
+    /// A tool call that had started when the process died, whose tool neither is free of
+    /// side effects nor honours an idempotency key: `ask` (default) asks a person whether
+    /// to run it again; `skip` never runs it again. Either way the model is told its outcome
+    /// is unknown when it is not run.
+    pub unknown_outcome: UnknownOutcome,
+    /// Largest recorded value (a tool's result, a model's answer) in bytes; longer ones are
+    /// cut, and a turn resumed over a cut value runs that step again where that is safe.
+    pub max_step_bytes: usize,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            enabled: true,
+            retain_days: 30,
+            unknown_outcome: UnknownOutcome::Ask,
+            max_step_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What a resumed turn does with a call whose outcome is unknown (`journal.unknown_outcome`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownOutcome {
+    /// A person may approve running it again (through the approval queue).
+    #[default]
+    Ask,
+    /// Never run it again.
+    Skip,
+}

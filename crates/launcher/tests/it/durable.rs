@@ -1,0 +1,248 @@
+//! Durable turns through the real binary: `serve` is killed with SIGKILL at every step
+//! boundary of a scripted turn (before and after each model call, before and after each tool
+//! call, before and after the answer is stored), started again, and the turn must finish
+//! once — every effect counted where it lands exactly once, no completed model call made
+//! again, the call whose outcome is unknown not repeated and alerted once.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use strata_test_support::{FakeResponse, FakeServer, openai};
+
+use crate::common;
+
+const BOSS: &str = "durable-boss-token";
+
+fn overlay(llm_url: &str, unknown_outcome: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
+             security:\n  network:\n    allow: [127.0.0.1]\n  hitl:\n    timeout: 5\n\
+             memory:\n  record_exchanges: false\n\
+             journal:\n  unknown_outcome: {unknown_outcome}\n",
+            common::fake_llm(llm_url, "literal-test-key", "fake-model")
+        ),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [read_file, write_file, http_request]\n    capabilities: \
+         [read, file-write, network, secrets]\n",
+    );
+    common::write(d, "notes/brief.txt", "Post the weekly report.");
+    std::fs::create_dir_all(d.join("tmp")).expect("mkdir");
+    dir
+}
+
+/// The scripted turn: a read, an effect that does not honour keys (an append), an effect
+/// that does (a POST with an `Idempotency-Key`), then the answer.
+fn script(fake: &FakeServer, sink: &str) {
+    fake.script([
+        openai::tool_calls(&[("c1", "read_file", json!({"path": "notes/brief.txt"}))]),
+        openai::tool_calls(&[(
+            "c2",
+            "write_file",
+            json!({"path": "tmp/log.txt", "content": "report posted\n", "append": true}),
+        )]),
+        openai::tool_calls(&[(
+            "c3",
+            "http_request",
+            json!({"method": "POST", "url": format!("{sink}/reports"), "body": "weekly report"}),
+        )]),
+        openai::text("Done: the report is posted."),
+    ]);
+}
+
+async fn chat(base: &str) -> Result<(u16, Value), reqwest::Error> {
+    let r = common::client()
+        .post(format!("{base}/chat"))
+        .header("X-Strata-Token", BOSS)
+        .json(
+            &json!({"message": "post the weekly report", "session_id": "weekly",
+                      "request_id": "turn-weekly-1"}),
+        )
+        .send()
+        .await?;
+    let status = r.status().as_u16();
+    Ok((status, r.json().await.unwrap_or(Value::Null)))
+}
+
+/// The audit events of kind `unknown_outcome`.
+fn unknown_outcome_alerts(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("data/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["kind"] == "unknown_outcome")
+        .count()
+}
+
+/// Kills `serve` at `point` (`STRATA_TEST_CRASH_AT`), starts it again, and checks the turn
+/// finished once with each effect once.
+async fn killed_at(point: &str) {
+    let fake = FakeServer::start().await.expect("fake llm");
+    let sink = FakeServer::start().await.expect("sink");
+    sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
+    script(&fake, &sink.url);
+    let ov = overlay(&fake.url, "skip");
+
+    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", point)]);
+    let answer = chat(&first.base).await;
+    // SIGKILL: no answer, and the process is gone.
+    assert!(
+        answer.is_err(),
+        "{point}: the first run answered: {answer:?}"
+    );
+    let status = first.child.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{point}: {status:?}"
+    );
+    drop(first);
+
+    // Started again: the turn is resumed, and the client's retry gets its one answer.
+    let second = common::serve(ov.path());
+    let (st, v) = chat(&second.base).await.expect("retry");
+    assert_eq!(st, 200, "{point}: {v}");
+    assert_eq!(v["response"], "Done: the report is posted.", "{point}: {v}");
+    // And again: the same answer, nothing run.
+    let (_, again) = chat(&second.base).await.expect("second retry");
+    assert_eq!(again["response"], v["response"], "{point}");
+
+    // Every model call made once: four answers, four requests (a call killed before it was
+    // made was made once, after the restart).
+    assert_eq!(fake.requests().len(), 4, "{point}: model calls");
+    assert_eq!(fake.remaining(), 0, "{point}");
+    // The append happened once — at most once when its outcome was unknown: it is not run
+    // again, so killed after its start was recorded and before it ran, it never happens
+    // (the model is told so, and a person is alerted).
+    let log = std::fs::read_to_string(ov.path().join("tmp/log.txt")).unwrap_or_default();
+    let appended = if point == "tool_started:2" {
+        ""
+    } else {
+        "report posted\n"
+    };
+    assert_eq!(log, appended, "{point}: the append");
+    // The POST: every delivery carries the same key (a server honouring it stores once).
+    let posts: Vec<_> = sink
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert!(!posts.is_empty(), "{point}: the POST never arrived");
+    let keys: BTreeSet<String> = posts
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(keys.len(), 1, "{point}: {keys:?}");
+    assert!(keys.iter().all(|k| k.len() == 32), "{point}: {keys:?}");
+    // Only a call killed after its start was recorded and before its outcome was is
+    // unknown; the append is the one that does not honour keys, so it alone is alerted
+    // (once).
+    let expected_alerts = usize::from(point == "tool_ran:2" || point == "tool_started:2");
+    let alerts = common::audit_when(ov.path(), |t| {
+        expected_alerts == 0 || t.contains(r#""kind":"unknown_outcome""#)
+    });
+    assert_eq!(
+        unknown_outcome_alerts(ov.path()),
+        expected_alerts,
+        "{point}: {alerts}"
+    );
+    // The POST is sent again (with its key) only when killed between its run and its record.
+    assert_eq!(
+        posts.len(),
+        if point == "tool_ran:3" { 2 } else { 1 },
+        "{point}: POSTs"
+    );
+    drop(second);
+}
+
+macro_rules! kill_points {
+    ($($name:ident => $point:literal,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                killed_at($point).await
+            }
+        )*
+    };
+}
+
+kill_points! {
+    killed_before_model_call_1 => "model_call:1",
+    killed_after_model_call_1 => "model_recorded:1",
+    killed_before_model_call_2 => "model_call:2",
+    killed_after_model_call_2 => "model_recorded:2",
+    killed_before_model_call_3 => "model_call:3",
+    killed_after_model_call_3 => "model_recorded:3",
+    killed_before_the_answer_is_asked_for => "model_call:4",
+    killed_after_the_answer_came => "model_recorded:4",
+    killed_before_the_read_runs => "tool_started:1",
+    killed_after_the_read_ran => "tool_ran:1",
+    killed_after_the_read_was_recorded => "tool_done:1",
+    killed_before_the_append_runs => "tool_started:2",
+    killed_after_the_append_ran => "tool_ran:2",
+    killed_after_the_append_was_recorded => "tool_done:2",
+    killed_before_the_post_runs => "tool_started:3",
+    killed_after_the_post_ran => "tool_ran:3",
+    killed_after_the_post_was_recorded => "tool_done:3",
+    killed_after_the_answer_was_stored => "turn_stored:1",
+    killed_after_the_turn_ended => "turn_ended:1",
+}
+
+/// With `journal.unknown_outcome: ask` (the default) the call whose outcome is unknown waits
+/// for a person: approved, it runs again (here: the append happens a second time, as the
+/// person chose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcome_is_asked_about_and_runs_again_only_when_approved() {
+    let fake = FakeServer::start().await.expect("fake llm");
+    let sink = FakeServer::start().await.expect("sink");
+    sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
+    script(&fake, &sink.url);
+    let ov = overlay(&fake.url, "ask");
+    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:2")]);
+    assert!(chat(&first.base).await.is_err());
+    let _ = first.child.wait();
+    drop(first);
+    let second = common::serve(ov.path());
+    let base = second.base.clone();
+    let turn = tokio::spawn(async move { chat(&base).await });
+    let rows = common::pending(&second.base, BOSS).await;
+    assert_eq!(rows[0]["tool"], "write_file", "{rows:?}");
+    let why = rows[0]["description"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("had started before Strata stopped and whether it took effect is unknown"),
+        "{why}"
+    );
+    let id = rows[0]["id"].as_str().expect("id").to_owned();
+    let (st, v) = common::api(
+        "POST",
+        &format!("{}/api/approvals/{id}/approve", second.base),
+        BOSS,
+        Some(json!({"reason": "checked: it did not land"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = turn.await.expect("join").expect("answer");
+    assert_eq!(
+        (st, v["response"].as_str()),
+        (200, Some("Done: the report is posted.")),
+        "{v}"
+    );
+    let log = std::fs::read_to_string(ov.path().join("tmp/log.txt")).unwrap_or_default();
+    assert_eq!(log, "report posted\nreport posted\n");
+    common::audit_when(ov.path(), |t| t.contains("\"kind\":\"unknown_outcome\""));
+    assert_eq!(unknown_outcome_alerts(ov.path()), 1);
+    drop(second);
+}

@@ -1,0 +1,773 @@
+//! The turn journal: what a turn did, step by step, written before it moves on — so a turn
+//! that dies half-way (kill -9, out of memory, a deploy) continues from its last step instead
+//! of starting again, and nothing it did happens twice (docs/DURABILITY.md).
+//!
+//! A turn's journal is its start (the request, enough to run it again) and its steps, each
+//! keyed within the turn:
+//!
+//! | kind | key | written |
+//! |---|---|---|
+//! | `model` | `m<N>` (the turn's N-th model call) | after the response came, with the response |
+//! | `tool_started` | `t<N>.<i>` (the i-th call of response N) | before the tool runs, durably |
+//! | `tool_done` | the same | after the call, with its outcome |
+//! | `unknown_outcome` | the same | when a resumed turn did not run a call again |
+//!
+//! and its end (`ok`, `error`, `denied`, `budget`). The invariant: **no effect runs without its
+//! `tool_started` record** — the Invoker writes it after every check and right before the
+//! tool's own code, and runs nothing when the write fails.
+//!
+//! A resumed turn ([`Journal::begin`] on a turn id with a journal and no end) uses a recorded
+//! model response as it is (not asked for or paid for again) and a recorded tool outcome as
+//! it is; a call recorded as started with no outcome runs again only when that is safe (no
+//! side effects, or the tool honours the idempotency key it gets again), and is otherwise
+//! not repeated: the model is told its outcome is unknown ([`UNKNOWN_OUTCOME`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use strata_engine::config::{JournalConfig, UnknownOutcome};
+use strata_engine::llm::{ChatMessage, CompletionRequest, CompletionResponse, StopReason, Usage};
+use strata_engine::message::Message;
+use strata_engine::principal::Principal;
+use strata_engine::session::StoreError;
+use strata_engine::taint::{Taint, TaintSource};
+use strata_engine::turns::TurnRequest;
+
+/// The status a call that was not run again gets (in the session's tool log and the model's
+/// tool result).
+pub const UNKNOWN_OUTCOME: &str = "unknown_outcome";
+
+/// What a turn was asked to do: enough to run it again after a crash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// The agent.
+    pub agent_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The channel the message came from.
+    pub channel_id: String,
+    /// The channel's kind, as the model reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_kind: Option<String>,
+    /// The caller's narrowings (a token's scope): a resumed turn keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<strata_engine::scope::Scope>,
+    /// Who sent it.
+    pub sender: Principal,
+    /// The message (text and attachments).
+    pub message: Message,
+    /// The asking turn's taint (an inter-agent turn shares it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taint: Vec<TaintSource>,
+    /// Inter-agent depth.
+    #[serde(default)]
+    pub depth: u32,
+}
+
+impl TurnStart {
+    /// The journaled form of `req`.
+    pub fn of(req: &TurnRequest) -> TurnStart {
+        TurnStart {
+            agent_id: req.agent_id.clone(),
+            session_id: req.session_id.clone(),
+            channel_id: req.channel_id.clone(),
+            channel_kind: req.channel_kind.clone(),
+            scopes: req.scopes.clone(),
+            sender: req.sender.clone(),
+            message: req.message.clone(),
+            taint: req.taint.as_ref().map(Taint::sources).unwrap_or_default(),
+            depth: req.depth,
+        }
+    }
+
+    /// The request again, under its turn id (nobody watches a resumed turn's tokens).
+    pub fn into_request(self, turn_id: &str) -> TurnRequest {
+        let taint = (!self.taint.is_empty()).then(|| {
+            let t = Taint::new();
+            for s in self.taint {
+                t.mark(s);
+            }
+            t
+        });
+        TurnRequest {
+            agent_id: self.agent_id,
+            session_id: self.session_id,
+            channel_id: self.channel_id,
+            channel_kind: self.channel_kind,
+            stream: None,
+            scopes: self.scopes,
+            sender: self.sender,
+            message: self.message,
+            depth: self.depth,
+            taint,
+            turn_id: Some(turn_id.to_owned()),
+        }
+    }
+}
+
+/// A turn as the journal lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalTurn {
+    /// The turn id (the caller's `request_id`, a connector's message id, or generated).
+    pub turn_id: String,
+    /// Which process runs it (`host-pid`): a resumed turn is taken over by the resuming one.
+    pub owner: String,
+    /// When it started (ms since the epoch).
+    pub started_ms: i64,
+    /// When it ended; `None`: unfinished.
+    pub ended_ms: Option<i64>,
+    /// `ok`, `error`, `denied`, `budget`; `None`: unfinished.
+    pub outcome: Option<String>,
+    /// Times it was resumed after a crash.
+    pub resumed: u32,
+    /// Steps recorded (filled by listings).
+    #[serde(default)]
+    pub steps: u64,
+    /// What it was asked to do.
+    pub start: TurnStart,
+}
+
+/// One recorded step of a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalStep {
+    /// Its place in the turn's journal (from 1).
+    pub seq: u64,
+    /// When it was written (ms since the epoch).
+    pub at_ms: i64,
+    /// `model`, `tool_started`, `tool_done`, `unknown_outcome`.
+    pub kind: String,
+    /// What it is about within the turn (`m1`, `t1.0`).
+    pub key: String,
+    /// What was recorded.
+    pub data: Value,
+}
+
+/// Which turns a listing shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnFilter {
+    /// Only turns without an end.
+    pub unfinished: bool,
+    /// At most this many, newest first (0: 100).
+    pub limit: usize,
+}
+
+/// Where journals are kept: the state store (SQLite, PostgreSQL).
+#[async_trait]
+pub trait JournalStore: Send + Sync {
+    /// Records a turn's start; `false` when a journal with its id exists (left as it is).
+    async fn journal_begin(&self, turn: &JournalTurn) -> Result<bool, StoreError>;
+    /// Marks a journal taken over by `owner` (a resume): clears its end, counts the resume.
+    async fn journal_reopen(&self, turn_id: &str, owner: &str) -> Result<(), StoreError>;
+    /// Appends steps (their `seq` chosen by the caller, unique within the turn).
+    async fn journal_append(&self, turn_id: &str, steps: &[JournalStep]) -> Result<(), StoreError>;
+    /// Records the turn's end.
+    async fn journal_end(&self, turn_id: &str, at_ms: i64, outcome: &str)
+    -> Result<(), StoreError>;
+    /// A turn's journal with its steps in order.
+    async fn journal_turn(
+        &self,
+        turn_id: &str,
+    ) -> Result<Option<(JournalTurn, Vec<JournalStep>)>, StoreError>;
+    /// Turns, newest first.
+    async fn journal_turns(&self, filter: TurnFilter) -> Result<Vec<JournalTurn>, StoreError>;
+    /// Deletes the journals of turns that ended before `before_ms`; returns how many.
+    async fn journal_prune(&self, before_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// A tool call of a journaled turn, as the Invoker gets it: it records the call as started
+/// (durably) right before the tool's code runs, and hands the tool its idempotency key.
+#[derive(Debug, Clone)]
+pub struct JournalCall {
+    /// The turn's journal.
+    pub turn: Arc<TurnJournal>,
+    /// The call's key within the turn (`t<N>.<i>`).
+    pub key: String,
+    /// Its idempotency key ([`TurnJournal::idempotency_key`]).
+    pub idempotency_key: String,
+}
+
+/// A recorded tool call, as a resumed turn finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallRecord {
+    /// Not recorded: run it.
+    New,
+    /// Started, no outcome: the process died while it ran (or just after).
+    Started,
+    /// Its outcome.
+    Done(RecordedOutcome),
+}
+
+/// A call's outcome as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedOutcome {
+    /// `ok`, `error`, `denied`, …, or [`UNKNOWN_OUTCOME`].
+    pub status: String,
+    /// What the model was told.
+    pub content: String,
+    /// The pipeline's request id.
+    pub request_id: String,
+    /// How long it took.
+    pub elapsed_ms: f64,
+}
+
+/// The id a process writes as a journal's owner: host and pid.
+pub fn owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let host = host.trim();
+    format!(
+        "{}-{}",
+        if host.is_empty() { "strata" } else { host },
+        std::process::id()
+    )
+}
+
+/// Whether the process named by `owner` ([`owner_id`]) runs on this host now.
+fn owner_alive(owner: &str) -> bool {
+    let Some((host, pid)) = owner.rsplit_once('-') else {
+        return false;
+    };
+    let me = owner_id();
+    let my_host = me.rsplit_once('-').map_or("", |(h, _)| h);
+    if host != my_host {
+        // Another machine's turn: not ours to take (the cluster redelivers those).
+        return true;
+    }
+    let Ok(pid) = pid.parse::<i32>() else {
+        return false;
+    };
+    if pid == std::process::id() as i32 {
+        return false;
+    }
+    rustix::process::Pid::from_raw(pid)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// 32 hex digits of SHA-256 over the parts, separated.
+fn digest(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A digest of what a model request asks (its model, system, messages and tool names).
+pub fn request_digest(req: &CompletionRequest) -> String {
+    let messages = serde_json::to_string(&req.messages).unwrap_or_default();
+    let tools: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    digest(&[
+        &req.model,
+        req.system.as_deref().unwrap_or_default(),
+        &messages,
+        &tools.join(","),
+    ])
+}
+
+/// The test-only crash switch: `STRATA_TEST_CRASH_AT=<point>:<n>` kills this process with
+/// SIGKILL the n-th time it passes `<point>` (`model_call`, `model_recorded`, `tool_started`,
+/// `tool_ran`, `tool_done`, `turn_stored`, `turn_ended`). The kill-point tests set it;
+/// nobody else should.
+pub fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+    static SEEN: StdMutex<Option<HashMap<String, u64>>> = StdMutex::new(None);
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("STRATA_TEST_CRASH_AT").ok()?;
+        let (p, n) = v.rsplit_once(':')?;
+        Some((p.to_owned(), n.parse().ok()?))
+    });
+    let Some((want, n)) = at else { return };
+    if want != point {
+        return;
+    }
+    let count = {
+        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+        let m = seen.get_or_insert_with(HashMap::new);
+        let c = m.entry(point.to_owned()).or_insert(0);
+        *c += 1;
+        *c
+    };
+    if count == *n {
+        eprintln!("STRATA_TEST_CRASH_AT: killed at {point}:{n}");
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        // SIGKILL is not delivered synchronously everywhere: nothing more runs meanwhile.
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
+/// The journal of every turn this process runs (`EnvExt::journal`).
+pub struct Journal {
+    store: Arc<dyn JournalStore>,
+    cfg: JournalConfig,
+    owner: String,
+    live: StdMutex<HashMap<String, Arc<TurnJournal>>>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// A journal writing to `store`, as this process ([`owner_id`]).
+    pub fn new(store: Arc<dyn JournalStore>, cfg: JournalConfig) -> Journal {
+        Journal {
+            store,
+            cfg,
+            owner: owner_id(),
+            live: StdMutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn JournalStore> {
+        &self.store
+    }
+
+    /// What a resumed turn does with a call whose outcome is unknown.
+    pub fn unknown_outcome(&self) -> UnknownOutcome {
+        self.cfg.unknown_outcome
+    }
+
+    /// Starts (or, for a turn id with an unfinished journal, resumes) the journal of turn
+    /// `turn_id`. The start is durable when this returns: a caller acknowledges the message
+    /// after it.
+    pub async fn begin(
+        &self,
+        turn_id: &str,
+        req: &TurnStart,
+    ) -> Result<Arc<TurnJournal>, StoreError> {
+        let row = JournalTurn {
+            turn_id: turn_id.to_owned(),
+            owner: self.owner.clone(),
+            started_ms: strata_engine::clock::now_ms(),
+            ended_ms: None,
+            outcome: None,
+            resumed: 0,
+            steps: 0,
+            start: req.clone(),
+        };
+        let tj = if self.store.journal_begin(&row).await? {
+            TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &[])
+        } else {
+            let steps = match self.store.journal_turn(turn_id).await? {
+                Some((_, steps)) => steps,
+                None => Vec::new(),
+            };
+            self.store.journal_reopen(turn_id, &self.owner).await?;
+            strata_engine::meters::turn_resumed();
+            tracing::info!(
+                turn = %turn_id,
+                steps = steps.len(),
+                "turn resumed from its journal: recorded steps are not done again"
+            );
+            TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &steps)
+        };
+        let tj = Arc::new(tj);
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(turn_id.to_owned(), tj.clone());
+        Ok(tj)
+    }
+
+    /// The journal of a turn running in this process.
+    pub fn live(&self, turn_id: &str) -> Option<Arc<TurnJournal>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(turn_id)
+            .cloned()
+    }
+
+    /// Ends the turn's journal with `outcome` (an error is logged: the turn's answer stands).
+    pub async fn end(&self, turn_id: &str, outcome: &str) {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(turn_id);
+        if let Err(e) = self
+            .store
+            .journal_end(turn_id, strata_engine::clock::now_ms(), outcome)
+            .await
+        {
+            tracing::error!(turn = %turn_id, error = %e, "the turn's end was not journaled; it will be resumed (and find its stored answer) at the next start");
+        }
+    }
+
+    /// Ends turn `turn_id`'s journal as `ok` when it has none yet (a turn whose answer was
+    /// stored just before the process died).
+    pub async fn close_if_open(&self, turn_id: &str) {
+        match self.store.journal_turn(turn_id).await {
+            Ok(Some((t, _))) if t.ended_ms.is_none() => self.end(turn_id, "ok").await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(turn = %turn_id, error = %e, "journal not read"),
+        }
+    }
+
+    /// Forgets a live turn without ending its journal (a turn that could not start here).
+    pub fn drop_live(&self, turn_id: &str) {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(turn_id);
+    }
+
+    /// Turns with no end that no live process on this host owns: what a start resumes.
+    pub async fn orphans(&self) -> Result<Vec<JournalTurn>, StoreError> {
+        let list = self
+            .store
+            .journal_turns(TurnFilter {
+                unfinished: true,
+                limit: 10_000,
+            })
+            .await?;
+        Ok(list
+            .into_iter()
+            .filter(|t| t.owner != self.owner && !owner_alive(&t.owner))
+            .collect())
+    }
+
+    /// Deletes journals of turns that ended more than `journal.retain_days` ago.
+    pub async fn prune(&self) -> Result<u64, StoreError> {
+        if self.cfg.retain_days == 0 {
+            return Ok(0);
+        }
+        let before = strata_engine::clock::now_ms() - i64::from(self.cfg.retain_days) * 86_400_000;
+        self.store.journal_prune(before).await
+    }
+}
+
+/// The journal of one running turn: what it recorded before (when resumed) and the writer of
+/// its new steps.
+pub struct TurnJournal {
+    turn_id: String,
+    store: Arc<dyn JournalStore>,
+    max_step_bytes: usize,
+    seq: AtomicU64,
+    models: AtomicU32,
+    recorded_models: HashMap<u32, CompletionResponse>,
+    recorded_calls: HashMap<String, CallRecord>,
+    resumed: bool,
+}
+
+impl std::fmt::Debug for TurnJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnJournal")
+            .field("turn_id", &self.turn_id)
+            .field("resumed", &self.resumed)
+            .finish_non_exhaustive()
+    }
+}
+
+fn response_of(data: &Value) -> Option<CompletionResponse> {
+    if data.get("cut").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let message: ChatMessage = serde_json::from_value(data.get("message")?.clone()).ok()?;
+    let usage: Usage = data
+        .get("usage")
+        .and_then(|u| serde_json::from_value(u.clone()).ok())
+        .unwrap_or_default();
+    let stop = data
+        .get("stop")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or(if message.tool_calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        });
+    Some(CompletionResponse {
+        message,
+        stop,
+        usage,
+        provider_state: data.get("provider_state").cloned().filter(|v| !v.is_null()),
+    })
+}
+
+impl TurnJournal {
+    fn new(
+        turn_id: &str,
+        store: Arc<dyn JournalStore>,
+        max_step_bytes: usize,
+        steps: &[JournalStep],
+    ) -> TurnJournal {
+        let mut recorded_models = HashMap::new();
+        let mut recorded_calls = HashMap::new();
+        for s in steps {
+            match s.kind.as_str() {
+                "model" => {
+                    if let (Some(n), Some(r)) = (
+                        s.key.strip_prefix('m').and_then(|n| n.parse().ok()),
+                        response_of(&s.data),
+                    ) {
+                        recorded_models.insert(n, r);
+                    }
+                }
+                "tool_started" => {
+                    recorded_calls
+                        .entry(s.key.clone())
+                        .or_insert(CallRecord::Started);
+                }
+                "tool_done" | "unknown_outcome" => {
+                    if let Ok(o) = serde_json::from_value::<RecordedOutcome>(s.data.clone())
+                        && s.data.get("cut").and_then(Value::as_bool) != Some(true)
+                    {
+                        recorded_calls.insert(s.key.clone(), CallRecord::Done(o));
+                    }
+                }
+                _ => {}
+            }
+        }
+        TurnJournal {
+            turn_id: turn_id.to_owned(),
+            store,
+            max_step_bytes,
+            seq: AtomicU64::new(steps.iter().map(|s| s.seq).max().unwrap_or(0)),
+            models: AtomicU32::new(0),
+            recorded_models,
+            recorded_calls,
+            resumed: !steps.is_empty(),
+        }
+    }
+
+    /// The turn id.
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// Whether this run continues one that died.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// The number of the model call about to be made (1, 2, …): the key of its record.
+    pub fn next_model_call(&self) -> u32 {
+        self.models.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Model calls numbered so far (the number of the latest).
+    pub fn model_calls(&self) -> u32 {
+        self.models.load(Ordering::SeqCst)
+    }
+
+    /// The response recorded for model call `n` before a crash.
+    pub fn recorded_model(&self, n: u32) -> Option<CompletionResponse> {
+        self.recorded_models.get(&n).cloned()
+    }
+
+    /// What the journal says of call `key` (`t<N>.<i>`).
+    pub fn call(&self, key: &str) -> CallRecord {
+        self.recorded_calls
+            .get(key)
+            .cloned()
+            .unwrap_or(CallRecord::New)
+    }
+
+    /// The idempotency key of call `key` of `tool` with `args` in this turn: the same on
+    /// every run of the turn.
+    pub fn idempotency_key(&self, key: &str, tool: &str, args: &Value) -> String {
+        digest(&[&self.turn_id, key, tool, &args.to_string()])
+    }
+
+    /// Writes one step and waits until it is durable.
+    async fn append(&self, kind: &str, key: &str, mut data: Value) -> Result<(), StoreError> {
+        if data.to_string().len() > self.max_step_bytes {
+            data = json!({ "cut": true, "bytes": data.to_string().len() });
+        }
+        let step = JournalStep {
+            seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
+            at_ms: strata_engine::clock::now_ms(),
+            kind: kind.to_owned(),
+            key: key.to_owned(),
+            data,
+        };
+        self.store.journal_append(&self.turn_id, &[step]).await
+    }
+
+    /// Records model call `n`'s response (and a digest of what was asked, its purpose).
+    pub async fn record_model(
+        &self,
+        n: u32,
+        purpose: &str,
+        req: &CompletionRequest,
+        resp: &CompletionResponse,
+    ) -> Result<(), StoreError> {
+        self.append(
+            "model",
+            &format!("m{n}"),
+            json!({
+                "purpose": purpose,
+                "request_digest": request_digest(req),
+                "message": resp.message,
+                "stop": resp.stop,
+                "usage": resp.usage,
+                "provider_state": resp.provider_state,
+            }),
+        )
+        .await
+    }
+
+    /// Records that call `key` is about to run (durable before the tool's code runs).
+    pub async fn record_started(
+        &self,
+        key: &str,
+        tool: &str,
+        args: &Value,
+        side_effects: strata_engine::SideEffects,
+        idempotency_key: &str,
+    ) -> Result<(), StoreError> {
+        self.append(
+            "tool_started",
+            key,
+            json!({
+                "tool": tool,
+                "args": strata_engine::audit::redact(args),
+                "side_effects": side_effects,
+                "idempotency_key": idempotency_key,
+            }),
+        )
+        .await
+    }
+
+    /// Records call `key`'s outcome (`kind`: `tool_done` or `unknown_outcome`).
+    pub async fn record_outcome(
+        &self,
+        kind: &str,
+        key: &str,
+        tool: &str,
+        outcome: &RecordedOutcome,
+    ) -> Result<(), StoreError> {
+        let mut data = serde_json::to_value(outcome).unwrap_or(Value::Null);
+        if let Some(o) = data.as_object_mut() {
+            o.insert("tool".into(), Value::String(tool.to_owned()));
+        }
+        self.append(kind, key, data).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idempotency_key_names_the_turn_the_step_the_tool_and_the_arguments() {
+        let store: Arc<dyn JournalStore> = Arc::new(NoStore);
+        let a = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
+        let b = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
+        let args = json!({"path": "a.txt", "content": "x"});
+        let k = a.idempotency_key("t1.0", "write_file", &args);
+        assert_eq!(k, b.idempotency_key("t1.0", "write_file", &args));
+        assert_eq!(k.len(), 32);
+        for other in [
+            TurnJournal::new("turn-2", store.clone(), 1024, &[]).idempotency_key(
+                "t1.0",
+                "write_file",
+                &args,
+            ),
+            a.idempotency_key("t1.1", "write_file", &args),
+            a.idempotency_key("t1.0", "read_file", &args),
+            a.idempotency_key("t1.0", "write_file", &json!({"path": "a.txt"})),
+        ] {
+            assert_ne!(k, other);
+        }
+        // Parts cannot run into each other.
+        assert_ne!(digest(&["ab", "c"]), digest(&["a", "bc"]));
+    }
+
+    #[test]
+    fn recorded_steps_come_back_as_responses_and_outcomes() {
+        let resp = CompletionResponse {
+            message: ChatMessage::text(strata_engine::llm::Role::Assistant, "hi"),
+            stop: StopReason::EndTurn,
+            usage: Usage::default(),
+            provider_state: None,
+        };
+        let step = |seq, kind: &str, key: &str, data| JournalStep {
+            seq,
+            at_ms: 0,
+            kind: kind.into(),
+            key: key.into(),
+            data,
+        };
+        let done = RecordedOutcome {
+            status: "ok".into(),
+            content: "42".into(),
+            request_id: "r".into(),
+            elapsed_ms: 1.0,
+        };
+        let steps = vec![
+            step(
+                1,
+                "model",
+                "m1",
+                json!({"message": resp.message, "stop": "end_turn", "usage": resp.usage}),
+            ),
+            step(2, "tool_started", "t1.0", json!({})),
+            step(
+                3,
+                "tool_done",
+                "t1.0",
+                serde_json::to_value(&done).unwrap_or_default(),
+            ),
+            step(4, "tool_started", "t1.1", json!({})),
+            step(5, "model", "m2", json!({"cut": true, "bytes": 9})),
+        ];
+        let tj = TurnJournal::new("t", Arc::new(NoStore), 1024, &steps);
+        assert!(tj.resumed());
+        assert_eq!(tj.recorded_model(1), Some(resp));
+        // A cut response is asked for again.
+        assert_eq!(tj.recorded_model(2), None);
+        assert_eq!(tj.call("t1.0"), CallRecord::Done(done));
+        assert_eq!(tj.call("t1.1"), CallRecord::Started);
+        assert_eq!(tj.call("t2.0"), CallRecord::New);
+        // New steps continue after the recorded ones.
+        assert_eq!(tj.seq.load(Ordering::SeqCst), 5);
+    }
+
+    struct NoStore;
+
+    #[async_trait]
+    impl JournalStore for NoStore {
+        async fn journal_begin(&self, _: &JournalTurn) -> Result<bool, StoreError> {
+            Ok(true)
+        }
+        async fn journal_reopen(&self, _: &str, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn journal_append(&self, _: &str, _: &[JournalStep]) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn journal_end(&self, _: &str, _: i64, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn journal_turn(
+            &self,
+            _: &str,
+        ) -> Result<Option<(JournalTurn, Vec<JournalStep>)>, StoreError> {
+            Ok(None)
+        }
+        async fn journal_turns(&self, _: TurnFilter) -> Result<Vec<JournalTurn>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn journal_prune(&self, _: i64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+}
