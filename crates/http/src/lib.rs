@@ -120,6 +120,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .merge(api::cluster::routes())
         .merge(api::schedules::routes())
         .merge(api::goals::routes())
+        .merge(api::turns::routes())
         .merge(api::usage::routes())
         .merge(api::openapi::routes())
         .merge(api::metrics::routes())

@@ -203,6 +203,11 @@ pub enum Command {
         #[command(subcommand)]
         command: GoalCommand,
     },
+    /// The turn journal (docs/DURABILITY.md): `list [--unfinished]`, `show TURN_ID`.
+    Turns {
+        #[command(subcommand)]
+        command: TurnsCommand,
+    },
     /// The integrity baseline (SHA-256 of the binary, config, units, agent identity and
     /// skill files): `check` compares, `accept` takes a new one.
     Integrity {
@@ -331,6 +336,32 @@ pub enum GoalCommand {
         /// How many of the newest (1–10000).
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `strata turns …`: the turn journal as the store `serve` uses keeps it.
+#[derive(Debug, Subcommand)]
+pub enum TurnsCommand {
+    /// Journaled turns, newest first: id, agent, session, outcome (`unfinished` while one runs
+    /// or when its process died), times resumed, steps.
+    List {
+        /// Only turns without an end.
+        #[arg(long)]
+        unfinished: bool,
+        /// How many (1–10000).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Prints JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One turn and every step it recorded: time, kind, status, tokens or time, detail.
+    Show {
+        /// The turn's id (a `/chat` caller's `request_id`, a connector's message id, …).
+        id: String,
         /// Prints JSON.
         #[arg(long)]
         json: bool,

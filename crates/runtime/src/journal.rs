@@ -662,6 +662,108 @@ impl TurnJournal {
     }
 }
 
+/// A time in ms since the epoch as RFC 3339 (UTC).
+fn at(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// The first `n` characters of `s`, with `…` when cut.
+fn preview(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().nth(n).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// A turn as `strata turns list` and `GET /api/turns` show it.
+pub fn summary(t: &JournalTurn) -> Value {
+    json!({
+        "turn_id": t.turn_id,
+        "agent": t.start.agent_id,
+        "session": t.start.session_id,
+        "channel": t.start.channel_id,
+        "sender": t.start.sender.to_string(),
+        "started": at(t.started_ms),
+        "ended": t.ended_ms.map(at),
+        "outcome": t.outcome.as_deref().unwrap_or("unfinished"),
+        "resumed": t.resumed,
+        "steps": t.steps,
+        "owner": t.owner,
+        "message": preview(&t.start.message.text, 120),
+    })
+}
+
+/// One step as `strata turns show` and `GET /api/turns/{id}` show it: its time, kind, key,
+/// status and cost (tokens for a model call, time for a tool call) and a short detail.
+pub fn step_view(s: &JournalStep) -> Value {
+    let d = &s.data;
+    let cut = d.get("cut").and_then(Value::as_bool) == Some(true);
+    let mut v = json!({
+        "seq": s.seq,
+        "at": at(s.at_ms),
+        "kind": s.kind,
+        "key": s.key,
+    });
+    let o = v.as_object_mut();
+    let Some(o) = o else { return v };
+    if cut {
+        o.insert("status".into(), json!("cut"));
+        o.insert(
+            "detail".into(),
+            json!(format!(
+                "{} bytes: longer than journal.max_step_bytes; not kept",
+                d["bytes"]
+            )),
+        );
+        return v;
+    }
+    match s.kind.as_str() {
+        "model" => {
+            o.insert("status".into(), json!("ok"));
+            o.insert("purpose".into(), d["purpose"].clone());
+            o.insert("input_tokens".into(), d["usage"]["input_tokens"].clone());
+            o.insert("output_tokens".into(), d["usage"]["output_tokens"].clone());
+            let calls: Vec<&str> = d["message"]["tool_calls"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+                .unwrap_or_default();
+            let detail = if calls.is_empty() {
+                preview(d["message"]["content"].as_str().unwrap_or_default(), 200)
+            } else {
+                format!("calls {}", calls.join(", "))
+            };
+            o.insert("detail".into(), json!(detail));
+        }
+        "tool_started" => {
+            o.insert("status".into(), json!("started"));
+            o.insert("tool".into(), d["tool"].clone());
+            o.insert("side_effects".into(), d["side_effects"].clone());
+            o.insert("idempotency_key".into(), d["idempotency_key"].clone());
+            o.insert("detail".into(), json!(preview(&d["args"].to_string(), 200)));
+        }
+        _ => {
+            o.insert("status".into(), d["status"].clone());
+            o.insert("tool".into(), d["tool"].clone());
+            o.insert("elapsed_ms".into(), d["elapsed_ms"].clone());
+            o.insert(
+                "detail".into(),
+                json!(preview(d["content"].as_str().unwrap_or_default(), 200)),
+            );
+        }
+    }
+    v
+}
+
+/// A turn with its steps (`strata turns show`, `GET /api/turns/{id}`).
+pub fn detail(t: &JournalTurn, steps: &[JournalStep]) -> Value {
+    let mut v = json!({ "turn": summary(t) });
+    v["steps"] = Value::Array(steps.iter().map(step_view).collect());
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

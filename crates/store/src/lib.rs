@@ -170,6 +170,9 @@ const MIGRATIONS: &[&str] = &[
         data TEXT NOT NULL,
         PRIMARY KEY (turn_id, seq)
     );",
+    // 11: a turn stored under its id once (a retried request, a resumed turn).
+    "ALTER TABLE turns ADD COLUMN turn_id TEXT;
+    CREATE UNIQUE INDEX turns_by_id ON turns(turn_id) WHERE turn_id IS NOT NULL;",
 ];
 
 /// The newest schema version this binary knows (the number of migrations).
@@ -469,6 +472,60 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Appends a turn to its session; with `turn_id`, only when no turn with that id is
+    /// stored (returns whether it was written).
+    async fn write_turn(
+        &self,
+        key: &SessionKey,
+        turn_id: Option<&str>,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<bool, StoreError> {
+        let key = key.clone();
+        let turn_id = turn_id.map(str::to_owned);
+        let messages = messages.to_vec();
+        let tools = tools.to_vec();
+        let state = provider_state.map(Value::to_string);
+        self.write(move |tx| {
+            let t = now();
+            if let Some(id) = &turn_id
+                && tx
+                    .prepare_cached("SELECT 1 FROM turns WHERE turn_id = ?1")?
+                    .exists([id])?
+            {
+                return Ok(0);
+            }
+            let (pk, turn): (i64, i64) = tx
+                .prepare_cached(
+                    "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state)
+                     VALUES (?1, ?2, ?3, ?3, 1, 1, ?4)
+                     ON CONFLICT (agent_id, session_id) DO UPDATE SET
+                        updated_at = excluded.updated_at,
+                        turns_since_summary = turns_since_summary + 1,
+                        turn_count = turn_count + 1,
+                        provider_state = excluded.provider_state
+                     RETURNING id, turn_count",
+                )?
+                .query_row(params![key.agent_id, key.session_id, t, state], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let json = serde_json::to_string(&messages)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            tx.prepare_cached(
+                "INSERT INTO turns (session, turn, messages, message_count, created_at, turn_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![pk, turn, json, messages.len() as i64, t, turn_id])?;
+            insert_tool_log(tx, &tools, t)?;
+            Ok(1)
+        })
+        .await
+        .map(|n| n == 1)
+    }
+}
+
 enum MigrateError {
     Sql(rusqlite::Error),
     TooNew(i64),
@@ -596,38 +653,37 @@ impl SessionStore for SqliteStore {
         provider_state: Option<&Value>,
         tools: &[ToolLogEntry],
     ) -> Result<(), StoreError> {
-        let key = key.clone();
-        let messages = messages.to_vec();
-        let tools = tools.to_vec();
-        let state = provider_state.map(Value::to_string);
-        self.write(move |tx| {
-            let t = now();
-            let (pk, turn): (i64, i64) = tx
-                .prepare_cached(
-                    "INSERT INTO sessions (agent_id, session_id, created_at, updated_at, turns_since_summary, turn_count, provider_state)
-                     VALUES (?1, ?2, ?3, ?3, 1, 1, ?4)
-                     ON CONFLICT (agent_id, session_id) DO UPDATE SET
-                        updated_at = excluded.updated_at,
-                        turns_since_summary = turns_since_summary + 1,
-                        turn_count = turn_count + 1,
-                        provider_state = excluded.provider_state
-                     RETURNING id, turn_count",
-                )?
-                .query_row(params![key.agent_id, key.session_id, t, state], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?;
-            let json = serde_json::to_string(&messages)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            tx.prepare_cached(
-                "INSERT INTO turns (session, turn, messages, message_count, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![pk, turn, json, messages.len() as i64, t])?;
-            insert_tool_log(tx, &tools, t)?;
-            Ok(messages.len())
+        self.write_turn(key, None, messages, provider_state, tools)
+            .await
+            .map(|_| ())
+    }
+
+    async fn record_turn_once(
+        &self,
+        key: &SessionKey,
+        turn_id: &str,
+        messages: &[ChatMessage],
+        provider_state: Option<&Value>,
+        tools: &[ToolLogEntry],
+    ) -> Result<bool, StoreError> {
+        self.write_turn(key, Some(turn_id), messages, provider_state, tools)
+            .await
+    }
+
+    async fn stored_turn(&self, turn_id: &str) -> Result<Option<Vec<ChatMessage>>, StoreError> {
+        let id = turn_id.to_owned();
+        let json: Option<String> = self
+            .with(move |c| {
+                c.prepare_cached("SELECT messages FROM turns WHERE turn_id = ?1")?
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+            })
+            .await?;
+        json.map(|j| {
+            serde_json::from_str(&j)
+                .map_err(|e| StoreError::Corrupt(format!("stored turn {turn_id}: {e}")))
         })
-        .await
-        .map(|_| ())
+        .transpose()
     }
 
     async fn compact(

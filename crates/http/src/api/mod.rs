@@ -19,6 +19,7 @@ pub(crate) mod session;
 pub(crate) mod sessions;
 pub(crate) mod status;
 pub(crate) mod tools;
+pub(crate) mod turns;
 pub(crate) mod usage;
 
 use axum::Json;

@@ -19,6 +19,7 @@ pub mod skill;
 mod status;
 mod storage;
 mod tools;
+mod turns;
 mod usage;
 mod vault;
 
@@ -157,6 +158,7 @@ pub(crate) fn dispatch(launcher: &Launcher, cli: Cli) -> Exit {
         Command::Cluster { command } => cluster::run(&loaded, command),
         Command::Schedule { command } => schedule::run(&loaded, command),
         Command::Goal { command } => goal::run(&loaded, command),
+        Command::Turns { command } => turns::run(&loaded, command),
         Command::Integrity { command } => integrity::run(&loaded, command),
         Command::Status { remote, json } => status::run(&loaded, &remote, json),
         Command::Usage {

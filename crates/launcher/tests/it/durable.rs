@@ -113,6 +113,63 @@ async fn killed_at(point: &str) {
     // And again: the same answer, nothing run.
     let (_, again) = chat(&second.base).await.expect("second retry");
     assert_eq!(again["response"], v["response"], "{point}");
+    // The journal: the turn ended once, resumed once, its steps in order.
+    let (st, j) = common::api(
+        "GET",
+        &format!("{}/api/turns/turn-weekly-1", second.base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{point}: {j}");
+    let turn = &j["value"]["turn"];
+    // A turn whose answer was stored before the kill is not resumed: its journal is ended.
+    let resumed = u64::from(!point.starts_with("turn_"));
+    assert_eq!(
+        (turn["outcome"].as_str(), turn["resumed"].as_u64()),
+        (Some("ok"), Some(resumed)),
+        "{point}: {turn}"
+    );
+    let kinds: Vec<String> = j["value"]["steps"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    format!(
+                        "{} {}",
+                        s["kind"].as_str().unwrap_or(""),
+                        s["key"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // Four model calls and three outcomes, each recorded once (a call killed after its
+    // start was recorded may have a second start after the resume, never a second outcome).
+    for want in ["model m1", "model m2", "model m3", "model m4"] {
+        assert_eq!(
+            kinds.iter().filter(|k| *k == want).count(),
+            1,
+            "{point}: {want} in {kinds:?}"
+        );
+    }
+    for key in ["t1.0", "t2.0", "t3.0"] {
+        let outcomes = kinds
+            .iter()
+            .filter(|k| {
+                *k == &format!("tool_done {key}") || *k == &format!("unknown_outcome {key}")
+            })
+            .count();
+        assert_eq!(outcomes, 1, "{point}: {key} in {kinds:?}");
+    }
+    let (_, open) = common::api(
+        "GET",
+        &format!("{}/api/turns?unfinished=true", second.base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(open["value"]["turns"], json!([]), "{point}: {open}");
 
     // Every model call made once: four answers, four requests (a call killed before it was
     // made was made once, after the restart).
@@ -245,4 +302,61 @@ async fn an_unknown_outcome_is_asked_about_and_runs_again_only_when_approved() {
     common::audit_when(ov.path(), |t| t.contains("\"kind\":\"unknown_outcome\""));
     assert_eq!(unknown_outcome_alerts(ov.path()), 1);
     drop(second);
+}
+
+/// `strata turns list | show` read the journal `serve` wrote: the finished turn with its
+/// steps, nothing unfinished; an unknown id is a usage error naming the command that lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turns_cli_lists_and_shows_a_journaled_turn() {
+    let fake = FakeServer::start().await.expect("fake llm");
+    let sink = FakeServer::start().await.expect("sink");
+    sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
+    script(&fake, &sink.url);
+    let ov = overlay(&fake.url, "skip");
+    let served = common::serve(ov.path());
+    let (st, v) = chat(&served.base).await.expect("chat");
+    assert_eq!(st, 200, "{v}");
+    drop(served);
+
+    let run = |args: &[&str]| {
+        let o = common::strata(ov.path())
+            .args(args)
+            .output()
+            .expect("strata");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&["turns", "list", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["turn_id"], "turn-weekly-1", "{rows}");
+    assert_eq!(rows[0]["outcome"], "ok");
+    assert_eq!(rows[0]["steps"], 10, "{rows}");
+    let (code, out, _) = run(&["turns", "list", "--unfinished"]);
+    assert_eq!((code, out.trim()), (Some(0), "no unfinished turns"));
+    let (code, out, err) = run(&["turns", "show", "turn-weekly-1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with("turn turn-weekly-1  agent main  session weekly"),
+        "{out}"
+    );
+    // Every step on its line: the model calls with their tokens, the tools with their status.
+    assert!(out.contains("model           m1     ok"), "{out}");
+    assert!(
+        out.contains("tool_started    t2.0   started          write_file"),
+        "{out}"
+    );
+    assert!(
+        out.contains("tool_done       t3.0   ok               http_request"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["turns", "show", "no-such-turn"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no journaled turn `no-such-turn`; `strata turns list`"),
+        "{err}"
+    );
 }

@@ -431,14 +431,14 @@ async fn a_refused_turn_fails_alone_in_its_batch() {
 }
 
 /// A turn stored under an id is stored once: a second write with the id stores nothing and
-/// says so, and the stored turn is found by its id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_turn_id_is_stored_once() {
+/// says so, and the stored turn is found by its id (both backends: a retried `/chat` and a
+/// resumed turn rely on it on one node too).
+async fn a_turn_id_is_stored_once(kind: Kind) {
     use strata_engine::llm::{ChatMessage, Role};
-    let Some(h) = Harness::new(Kind::Postgres) else {
+    let Some(h) = Harness::new(kind) else {
         return;
     };
-    let s = PgStore::new(h.db().await);
+    let s = h.store().await;
     let key = SessionKey::new("a", "s");
     let msgs = vec![
         ChatMessage::text(Role::User, "hi"),
@@ -451,7 +451,7 @@ async fn a_turn_id_is_stored_once() {
     );
     // At once from many tasks of two instances (each with its own pool and batches): each
     // id is stored exactly once, and the writes that lost the race are told so, not failed.
-    let other = PgStore::new(h.db().await);
+    let other = h.store().await;
     for n in 2..12 {
         let id = format!("m-{n}");
         let mut set = tokio::task::JoinSet::new();
@@ -483,6 +483,7 @@ async fn a_turn_id_is_stored_once() {
     assert_eq!(found.last().map(|m| m.content.as_str()), Some("hello"));
     assert!(s.stored_turn("m-never").await.expect("find").is_none());
 }
+crate::both!(a_turn_id_is_stored_once);
 
 /// A message delivered twice (the same turn id, to this instance or another) runs once:
 /// the second delivery gets the stored answer, marked as replayed, and nothing is stored
