@@ -14,12 +14,14 @@ use serde_json::json;
 use strata_engine::ToolFilter;
 use strata_engine::agent::Message;
 use strata_engine::audit::AuditSink;
+use strata_engine::config::JournalConfig;
 use strata_engine::config::{Config, SessionsConfig};
 use strata_engine::llm::*;
 use strata_engine::session::{InMemoryStore, SessionStore};
 use strata_engine::turns::TurnRequest;
 use strata_engine::{Env, Principal, async_trait};
 use strata_runtime::agent_loop::LlmAgent;
+use strata_runtime::journal::{Journal, JournalStore};
 use strata_runtime::manager::AgentManager;
 use strata_runtime::{Invoker, Registry};
 use strata_store::JsonlAudit;
@@ -118,7 +120,7 @@ fn setup(
     store: Arc<dyn SessionStore>,
     tag: &str,
 ) -> Result<Setup, String> {
-    setup_with(dir, latency, store, None, Accounting::Off, tag)
+    setup_with(dir, latency, store, None, Accounting::Off, None, tag)
 }
 
 fn setup_with(
@@ -127,6 +129,7 @@ fn setup_with(
     store: Arc<dyn SessionStore>,
     usage: Option<Arc<dyn strata_runtime::usage::UsageStore>>,
     accounting: Accounting,
+    journal: Option<Arc<dyn JournalStore>>,
     tag: &str,
 ) -> Result<Setup, String> {
     let mut config = Config {
@@ -165,6 +168,10 @@ fn setup_with(
         env.attach_usage(Arc::new(
             strata_runtime::usage::UsageMeter::new(u.clone(), pricing.clone()).in_background(),
         ));
+    }
+    if let Some(j) = journal {
+        // As `serve` keeps it (journal.enabled): every turn's start, model calls, tool calls.
+        env.attach_journal(Arc::new(Journal::new(j, JournalConfig::default())));
     }
     let registry = Arc::new(Registry::from_inventory(&[]).map_err(|e| e.to_string())?);
     let audit = Arc::new(
@@ -387,6 +394,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
                 sqlite.clone(),
                 Some(sqlite),
                 a,
+                None,
                 &tag,
             )?;
             rt.block_on(sequential(&s, 200, 20))?;
@@ -403,6 +411,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
                 sqlite.clone(),
                 Some(sqlite),
                 a,
+                None,
                 &format!("{tag}-conc"),
             )?;
             rt.block_on(concurrent(&s, 1_000_000, 64, 2))?;
@@ -451,6 +460,106 @@ pub fn run(quick: bool) -> Result<Report, String> {
             p99_us: median(&mut f.2),
             extra,
         });
+    }
+    // The turn journal off and on, on SQLite (and PostgreSQL when one answers), alternating
+    // within each run: the time it adds to a turn with one tool call, and the 1,000-session
+    // run against a 50 ms provider.
+    let mut journal_backends = vec![("SQLite store", Backend::Sqlite)];
+    if pg.is_some() {
+        journal_backends.push(("PostgreSQL store", Backend::Postgres));
+    }
+    for (label, backend) in &journal_backends {
+        // Per variant (off, on), per run: overhead µs per turn, turns/s, 1,000 × 50 ms
+        // turns/s, p50 µs.
+        type Samples = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+        let mut f: [Samples; 2] = Default::default();
+        for run in 0..runs {
+            let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
+            for on in order {
+                let tag = format!("journal{run}_{on}");
+                let open = |tag: String| {
+                    let sc = schema(&tag);
+                    let dir = dir.path().to_path_buf();
+                    let st = rt.block_on(async {
+                        Ok::<_, String>(match (backend, &sc) {
+                            (Backend::Postgres, Some(s)) => {
+                                Arc::new(strata_postgres::PgStore::new(s.db(16).await?))
+                                    as Arc<dyn strata_runtime::store::StateStore>
+                            }
+                            _ => Arc::new(
+                                SqliteStore::open(&dir.join(format!("{tag}.db")))
+                                    .map_err(|e| e.to_string())?,
+                            ),
+                        })
+                    })?;
+                    Ok::<_, String>((st, sc))
+                };
+                let (st, sc) = open(tag.clone())?;
+                let journal = (on == 1).then(|| st.clone() as Arc<dyn JournalStore>);
+                let s = setup_with(
+                    dir.path(),
+                    Duration::ZERO,
+                    st,
+                    None,
+                    Accounting::Off,
+                    journal,
+                    &tag,
+                )?;
+                rt.block_on(sequential(&s, 200, 20))?;
+                let (t, p50, _, o) = rt.block_on(sequential(&s, turns, 100))?;
+                drop(s);
+                if let Some(sc) = &sc {
+                    rt.block_on(sc.drop_now());
+                }
+                let (st, sc) = open(format!("{tag}_conc"))?;
+                let journal = (on == 1).then(|| st.clone() as Arc<dyn JournalStore>);
+                let s = setup_with(
+                    dir.path(),
+                    latency,
+                    st,
+                    None,
+                    Accounting::Off,
+                    journal,
+                    &format!("{tag}-conc"),
+                )?;
+                rt.block_on(concurrent(&s, 1_000_000, 64, 2))?;
+                let c = rt.block_on(concurrent(&s, 0, sessions, per))?;
+                drop(s);
+                if let Some(sc) = &sc {
+                    rt.block_on(sc.drop_now());
+                }
+                f[on].0.push(o);
+                f[on].1.push(t);
+                f[on].2.push(c);
+                f[on].3.push(p50);
+            }
+        }
+        let off_over = median(&mut f[0].0.clone());
+        for (on, v) in f.iter_mut().enumerate() {
+            let over = median(&mut v.0);
+            let conc = median(&mut v.2);
+            let mut extra = std::collections::BTreeMap::new();
+            extra.insert("engine_overhead_us_per_turn_median".into(), over);
+            extra.insert("1000_sessions_x_50ms_turns_per_s".into(), conc);
+            extra.insert("1000_sessions_x_50ms_ratio_to_ideal".into(), conc / ideal);
+            if on == 1 {
+                extra.insert("journal_added_us_per_turn".into(), over - off_over);
+                extra.insert(
+                    "journal_added_pct_of_engine_time".into(),
+                    (over / off_over - 1.0) * 100.0,
+                );
+            }
+            rows.push(Row {
+                name: format!(
+                    "instant provider, {label}, journal {}",
+                    if on == 1 { "on" } else { "off" }
+                ),
+                throughput_per_s: median(&mut v.1),
+                p50_us: median(&mut v.3),
+                extra,
+                ..Row::default()
+            });
+        }
     }
     Ok(Report {
         bench: "agent",

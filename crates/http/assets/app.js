@@ -419,6 +419,31 @@ async function goalPage(id) {
       text(e.seq), when(e.at_ms), text(e.actor), text(e.kind), text(e.detail), text(e.reason)]), 'Nothing logged.'));
 }
 
+pages.turns = async (id) => {
+  if (id) return turnPage(id);
+  const v = await api('GET', '/api/turns?limit=200');
+  render('Turns', el('p', { class: 'muted' }, 'Every turn is journaled: one cut off by a crash continues from its last step when Strata starts again, without repeating what it did (docs/DURABILITY.md). Unfinished: running now, or its process died.'),
+    table('Turns', ['Turn', 'Started', 'Outcome', 'Agent', 'Channel', 'Sender', 'Resumed', 'Steps', 'Message'],
+      (v.turns || []).map((t) => [
+        el('a', { href: `#turns/${encodeURIComponent(t.turn_id)}` }, text(t.turn_id)), text(t.started),
+        t.outcome === 'unfinished' ? el('span', { class: 'warn' }, 'unfinished') : text(t.outcome),
+        text(t.agent), text(t.channel), text(t.sender), text(t.resumed), text(t.steps), text(t.message)]),
+      'No journaled turns.'));
+};
+async function turnPage(id) {
+  const v = await api('GET', `/api/turns/${encodeURIComponent(id)}`);
+  const t = v.turn;
+  const cost = (s) => s.kind === 'model' ? `${text(s.input_tokens)} in / ${text(s.output_tokens)} out tokens`
+    : (s.elapsed_ms !== undefined && s.elapsed_ms !== null ? `${Number(s.elapsed_ms).toFixed(1)} ms` : '');
+  render(text(t.turn_id),
+    el('p', {}, el('a', { href: '#turns' }, '← all turns')),
+    el('div', { class: 'cards' }, card(t.outcome, 'outcome'), card(t.resumed, 'resumed'), card(t.steps, 'steps'), card(t.agent, 'agent')),
+    el('p', { class: 'muted' }, `${text(t.channel)} · ${text(t.sender)} · started ${text(t.started)}${t.ended ? ` · ended ${text(t.ended)}` : ''}`),
+    el('p', {}, text(t.message)),
+    table('Steps', ['#', 'When', 'Step', 'Key', 'Status', 'Tool', 'Cost', 'Detail'], (v.steps || []).map((s) => [
+      text(s.seq), text(s.at), text(s.kind), text(s.key), text(s.status), text(s.tool), cost(s), text(s.detail)]), 'No steps recorded.'));
+}
+
 function act(name, action, label, after) {
   return el('button', { type: 'button', onclick: async (ev) => {
     try { await api('POST', `/api/schedules/${encodeURIComponent(name)}/${action}`, {}); await after(); }

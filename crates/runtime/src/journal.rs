@@ -366,17 +366,24 @@ impl Journal {
         let tj = if self.store.journal_begin(&row).await? {
             TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &[])
         } else {
-            let steps = match self.store.journal_turn(turn_id).await? {
-                Some((_, steps)) => steps,
-                None => Vec::new(),
+            let (found, steps) = match self.store.journal_turn(turn_id).await? {
+                Some((t, steps)) => (Some(t), steps),
+                None => (None, Vec::new()),
             };
-            self.store.journal_reopen(turn_id, &self.owner).await?;
-            strata_engine::meters::turn_resumed();
-            tracing::info!(
-                turn = %turn_id,
-                steps = steps.len(),
-                "turn resumed from its journal: recorded steps are not done again"
-            );
+            // Accepted by this process and not started yet (`accept`): its first run.
+            let accepted = steps.is_empty()
+                && found
+                    .as_ref()
+                    .is_some_and(|t| t.owner == self.owner && t.ended_ms.is_none());
+            if !accepted {
+                self.store.journal_reopen(turn_id, &self.owner).await?;
+                strata_engine::meters::turn_resumed();
+                tracing::info!(
+                    turn = %turn_id,
+                    steps = steps.len(),
+                    "turn resumed from its journal: recorded steps are not done again"
+                );
+            }
             TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &steps)
         };
         let tj = Arc::new(tj);
@@ -385,6 +392,22 @@ impl Journal {
             .unwrap_or_else(|p| p.into_inner())
             .insert(turn_id.to_owned(), tj.clone());
         Ok(tj)
+    }
+
+    /// Records a turn accepted to run later (a `send_to_agent` delivery): durable when this
+    /// returns, so the turn runs even when this process dies first — at its next start.
+    pub async fn accept(&self, turn_id: &str, req: &TurnStart) -> Result<(), StoreError> {
+        let row = JournalTurn {
+            turn_id: turn_id.to_owned(),
+            owner: self.owner.clone(),
+            started_ms: strata_engine::clock::now_ms(),
+            ended_ms: None,
+            outcome: None,
+            resumed: 0,
+            steps: 0,
+            start: req.clone(),
+        };
+        self.store.journal_begin(&row).await.map(|_| ())
     }
 
     /// The journal of a turn running in this process.

@@ -788,6 +788,68 @@ pub async fn echo_llm(delay: std::time::Duration) -> String {
     format!("http://{}", serve(app).await)
 }
 
+/// An OpenAI-compatible chat-completions server on 127.0.0.1 whose every answer `answer`
+/// makes from the request body (an [`openai`] response: `openai::text`, `openai::tool_calls`),
+/// after `delay`: a provider many concurrent turns can share, each answered from its own
+/// conversation rather than from one queue. Its base URL (the API is under `/v1`).
+pub async fn llm_fn(
+    delay: std::time::Duration,
+    answer: impl Fn(&serde_json::Value) -> FakeResponse + Send + Sync + 'static,
+) -> String {
+    use axum::Json;
+    use axum::routing::post;
+    let answer = Arc::new(answer);
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(body): Json<serde_json::Value>| {
+            let answer = answer.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                match answer(&body) {
+                    FakeResponse::Json {
+                        status,
+                        headers,
+                        body,
+                    } => json_response(status, &headers, &body),
+                    _ => json_response(
+                        500,
+                        &[],
+                        &serde_json::json!({"error": {"message": "llm_fn answers JSON only"}}),
+                    ),
+                }
+            }
+        }),
+    );
+    format!("http://{}", serve(app).await)
+}
+
+/// What [`effect_sink`] received: each request's method, path and `Idempotency-Key` header.
+pub type Landed = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
+
+/// A server on 127.0.0.1 that answers every request `200 {"ok": true}` and keeps each one's
+/// method, path and `Idempotency-Key` header: where effects land, counted. Its base URL and
+/// what it received.
+pub async fn effect_sink() -> (String, Landed) {
+    let seen: Landed = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
+        let kept = kept.clone();
+        async move {
+            let key = headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            kept.lock().unwrap_or_else(|p| p.into_inner()).push((
+                method.to_string(),
+                uri.path().to_owned(),
+                key,
+            ));
+            json_response(200, &[], &serde_json::json!({"ok": true}))
+        }
+    });
+    (format!("http://{}", serve(app).await), seen)
+}
+
 /// An OpenAI-compatible server on 127.0.0.1 with a context window of `limit` tokens, as a
 /// small local model has: a request whose messages and tools (four bytes a token, about what
 /// real tokenizers make of English and JSON) plus its `max_tokens` exceed it is refused with

@@ -48,14 +48,16 @@ impl Hop {
         )
     }
 
-    /// Runs the target's turn on `text` in `session` (also its channel id) and waits for it.
+    /// Runs the target's turn on `text` in `session` (also its channel id) and waits for it,
+    /// as unit of work `turn_id` (a resumed caller asking again gets the same turn's answer).
     async fn run(
         self,
         session: String,
         channel: String,
         text: String,
+        turn_id: Option<String>,
     ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
-        let (dir, req) = self.request(session, channel, text, None);
+        let (dir, req) = self.request(session, channel, text, turn_id);
         dir.run_turn(req).await
     }
 
@@ -64,19 +66,44 @@ impl Hop {
     /// instance stops.
     async fn deliver(
         self,
+        env: &strata_engine::Env,
         session: String,
         channel: String,
         text: String,
         receipt: &str,
-    ) -> Result<strata_engine::agent::Reply, strata_engine::agent::AgentError> {
-        let (dir, req) = self.request(
-            session,
-            channel,
-            text,
-            Some(format!("send_to_agent:{receipt}")),
-        );
-        dir.deliver(req).await
+    ) -> Result<Delivery, ToolError> {
+        let turn_id = format!("send_to_agent:{receipt}");
+        let (dir, req) = self.request(session, channel, text, Some(turn_id.clone()));
+        // Journaled before the receipt is handed out: a crash before the turn runs does not
+        // lose the message (the next start runs it).
+        if let Some(j) = env.journal() {
+            j.accept(&turn_id, &strata_runtime::journal::TurnStart::of(&req))
+                .await
+                .map_err(|e| {
+                    ToolError::failed(format!(
+                        "the message was not taken: the turn journal is unavailable ({e})"
+                    ))
+                })?;
+        }
+        Ok(Box::pin(async move { dir.deliver(req).await }))
     }
+}
+
+/// An accepted `send_to_agent` turn, to run.
+type Delivery = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<strata_engine::agent::Reply, strata_engine::agent::AgentError>,
+            > + Send,
+    >,
+>;
+
+/// A receipt (or a side session's suffix) for this call: from its idempotency key in a
+/// journaled turn, so a resumed caller names the same unit of work; fresh otherwise.
+fn call_id(ctx: &ToolContext) -> uuid::Uuid {
+    ctx.idempotency_key()
+        .and_then(|k| uuid::Uuid::try_parse(k).ok())
+        .unwrap_or_else(uuid::Uuid::new_v4)
 }
 
 /// Checks the common rules for a hop to `agent`.
@@ -129,7 +156,9 @@ fn prepare(ctx: &ToolContext, agent: &str) -> Result<Hop, ToolError> {
 /// Asks another agent a question and waits for its answer. The other agent answers in a
 /// private side session (nobody else sees the exchange). Use it for questions another agent
 /// is better placed to answer; not for chatting.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 300)]
+// Idempotent: the asked turn's id and side session come from the call's idempotency key, so
+// a resumed turn asking again gets that turn's stored answer, or continues its journal.
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 300)]
 async fn ask_agent(
     ctx: &ToolContext,
     /// The agent's id.
@@ -141,13 +170,11 @@ async fn ask_agent(
         return Err(ToolError::invalid("question", "must not be empty"));
     }
     let hop = prepare(ctx, &agent)?;
-    let session = format!(
-        "ask-{}-{}",
-        ctx.agent_id.as_deref().unwrap_or("operator"),
-        uuid::Uuid::new_v4().simple()
-    );
+    let id = call_id(ctx);
+    let session = format!("ask-{}-{id}", ctx.agent_id.as_deref().unwrap_or("operator"),);
+    let turn_id = ctx.idempotency_key().map(|k| format!("ask_agent:{k}"));
     let reply = hop
-        .run(session.clone(), session, question)
+        .run(session.clone(), session, question, turn_id)
         .await
         .map_err(|e| ToolError::failed(format!("`{agent}` could not answer: {e}")))?;
     Ok(json!({"agent": agent, "answer": if reply.silent { String::new() } else { reply.text }}))
@@ -169,7 +196,7 @@ async fn send_to_agent(
         return Err(ToolError::invalid("message", "must not be empty"));
     }
     let hop = prepare(ctx, &agent)?;
-    let receipt = uuid::Uuid::new_v4().to_string();
+    let receipt = call_id(ctx).to_string();
     let hub = ctx.env.connectors().clone();
     let mut fallback_reason = "no home channel, routed channel or earlier conversation channel \
                                of this agent is available"
@@ -186,11 +213,11 @@ async fn send_to_agent(
         {
             Ok(()) => {
                 let (a, r, h) = (agent.clone(), receipt.clone(), home.clone());
+                let turn = hop
+                    .deliver(&ctx.env, h.session_id(), h.to_string(), message, &r)
+                    .await?;
                 tokio::spawn(async move {
-                    let res = hop
-                        .deliver(h.session_id(), h.to_string(), message, &r)
-                        .await;
-                    match res {
+                    match turn.await {
                         Ok(reply) if !reply.silent && !reply.text.trim().is_empty() => {
                             if let Err(e) = hub.send(&h, &reply.text, None).await {
                                 tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent: posting the reply failed");
@@ -218,9 +245,9 @@ async fn send_to_agent(
     let session = format!("inbox-{agent}");
     let (a, r) = (agent.clone(), receipt.clone());
     let s2 = session.clone();
+    let turn = hop.deliver(&ctx.env, s2.clone(), s2, message, &r).await?;
     tokio::spawn(async move {
-        let res = hop.deliver(s2.clone(), s2, message, &r).await;
-        if let Err(e) = res {
+        if let Err(e) = turn.await {
             tracing::warn!(agent = %a, receipt = %r, error = %e, "send_to_agent delivery failed");
         }
     });

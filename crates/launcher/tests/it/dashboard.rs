@@ -513,6 +513,7 @@ async fn an_operator_signs_in_decides_reads_invokes_and_forgets() {
     // The remaining pages render.
     for (hash, title) in [
         ("agents", "Agents"),
+        ("turns", "Turns"),
         ("schedules", "Schedules"),
         ("usage", "Usage"),
         ("config", "Config"),

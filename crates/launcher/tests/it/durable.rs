@@ -5,6 +5,7 @@
 //! again, the call whose outcome is unknown not repeated and alerted once.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use strata_test_support::{FakeResponse, FakeServer, openai};
@@ -21,7 +22,8 @@ fn overlay(llm_url: &str, unknown_outcome: &str) -> tempfile::TempDir {
         "config/config.yaml",
         &format!(
             "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
-             security:\n  network:\n    allow: [127.0.0.1]\n  hitl:\n    timeout: 5\n\
+             security:\n  network:\n    allow: [127.0.0.1]\n  hitl:\n    timeout: 5\n  \
+             rate_limits:\n    mode: log\n\
              memory:\n  record_exchanges: false\n\
              journal:\n  unknown_outcome: {unknown_outcome}\n",
             common::fake_llm(llm_url, "literal-test-key", "fake-model")
@@ -359,4 +361,130 @@ async fn the_turns_cli_lists_and_shows_a_journaled_turn() {
         err.contains("no journaled turn `no-such-turn`; `strata turns list`"),
         "{err}"
     );
+}
+
+/// 200 `/chat` turns at once, each posting once through `http_request`, while `serve` is
+/// killed with SIGKILL five times and started again: every request, retried with its
+/// `request_id` until it is answered, gets its one answer; every POST lands under one key;
+/// every turn is stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_turns_survive_five_kills() {
+    use std::sync::{Arc, Mutex};
+    const TURNS: usize = 200;
+    let (sink, landed) = strata_test_support::effect_sink().await;
+    let sink_url = sink.clone();
+    // Each conversation decides its own next step: a POST, then the answer.
+    let llm = strata_test_support::llm_fn(Duration::from_millis(30), move |body| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let asked = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let n = asked.rsplit(' ').next().unwrap_or_default().to_owned();
+        if messages.last().is_some_and(|m| m["role"] == "tool") {
+            openai::text(&format!("posted {n}"))
+        } else {
+            openai::tool_calls(&[(
+                "c1",
+                "http_request",
+                json!({"method": "POST", "url": format!("{sink_url}/orders/{n}"), "body": n}),
+            )])
+        }
+    })
+    .await;
+    let ov = overlay(&llm, "skip");
+    let served = common::serve(ov.path());
+    let base = Arc::new(Mutex::new(served.base.clone()));
+    let mut served = Some(served);
+
+    let mut clients = tokio::task::JoinSet::new();
+    for i in 0..TURNS {
+        let base = base.clone();
+        clients.spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(240);
+            loop {
+                let url = base.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let r = common::client()
+                    .post(format!("{url}/chat"))
+                    .header("X-Strata-Token", BOSS)
+                    .json(&json!({"message": format!("post order {i}"), "session_id": format!("s-{i}"),
+                                  "request_id": format!("order-{i}")}))
+                    .send()
+                    .await;
+                if let Ok(r) = r
+                    && r.status().as_u16() == 200
+                {
+                    let v: Value = r.json().await.unwrap_or(Value::Null);
+                    return (i, v["response"].as_str().unwrap_or_default().to_owned());
+                }
+                assert!(std::time::Instant::now() < deadline, "order {i} never answered");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut s = served.take().expect("served");
+        s.child.kill().expect("kill -9");
+        let _ = s.child.wait();
+        drop(s);
+        let next = common::serve(ov.path());
+        *base.lock().unwrap_or_else(|p| p.into_inner()) = next.base.clone();
+        served = Some(next);
+    }
+    let mut answered = vec![None; TURNS];
+    while let Some(r) = clients.join_next().await {
+        let (i, text) = r.expect("client");
+        answered[i] = Some(text);
+    }
+    for (i, a) in answered.iter().enumerate() {
+        assert_eq!(
+            a.as_deref(),
+            Some(format!("posted {i}").as_str()),
+            "order {i}"
+        );
+    }
+    // Every order's POST landed under one key (a server honouring it stores it once).
+    let landed = landed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for i in 0..TURNS {
+        let keys: BTreeSet<&Option<String>> = landed
+            .iter()
+            .filter(|(m, p, _)| m == "POST" && *p == format!("/orders/{i}"))
+            .map(|(_, _, k)| k)
+            .collect();
+        assert_eq!(keys.len(), 1, "order {i}: {keys:?}");
+        assert!(keys.iter().all(|k| k.is_some()), "order {i}: {keys:?}");
+    }
+    // Every turn stored once: one user message in each session.
+    let base = base.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for i in 0..TURNS {
+        let (st, v) = common::api(
+            "GET",
+            &format!("{base}/api/sessions/main/s-{i}"),
+            BOSS,
+            None,
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        let users = v["value"]["turns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|t| t["messages"].as_array().into_iter().flatten())
+            .filter(|m| m["role"] == "user")
+            .count();
+        assert_eq!(users, 1, "session s-{i}: {v}");
+    }
+    let (_, open) = common::api(
+        "GET",
+        &format!("{base}/api/turns?unfinished=true"),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(open["value"]["turns"], json!([]), "{open}");
+    drop(served);
 }
