@@ -1009,3 +1009,105 @@ async fn a_message_to_an_agent_outlives_the_member_that_sent_it() {
     drop(other);
     shared.drop_now().await;
 }
+
+/// A member killed in the middle of a turn — after its POST went out, before the outcome was
+/// recorded — does not lose the turn or repeat what it finished: the queue redelivers the turn
+/// to another member, which continues from the journal the dead one kept in PostgreSQL. The
+/// answered model call is not made again, and the POST goes out again only with its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_killed_mid_turn_is_continued_from_its_journal_by_another() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let Some(shared) = Shared::new() else { return };
+    let (sink, landed) = strata_test_support::effect_sink().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let target = format!("{sink}/orders/7");
+    let llm = strata_test_support::llm_fn(Duration::from_millis(5), move |body| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let done = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "tool");
+        if done {
+            strata_test_support::openai::text("order 7 posted")
+        } else {
+            strata_test_support::openai::tool_calls(&[(
+                "c1",
+                "http_request",
+                json!({"method": "POST", "url": target, "body": "order 7"}),
+            )])
+        }
+    })
+    .await;
+    let extra = "security:\n  network:\n    allow: [127.0.0.1]\n  rate_limits:\n    mode: log\n";
+    let overlays: Vec<tempfile::TempDir> =
+        (0..3).map(|_| member_with(&llm, &shared, extra)).collect();
+    for o in &overlays {
+        common::write(
+            o.path(),
+            "config/agents.yaml",
+            "agents:\n  main:\n    tools: [http_request]\n    capabilities: [network, secrets]\n",
+        );
+    }
+    // Alone at first, so it takes the turn; it dies once the POST has run.
+    let mut first = common::serve_env(
+        overlays[0].path(),
+        &[],
+        &[("STRATA_TEST_CRASH_AT", "tool_ran:1")],
+    );
+    let body = json!({"message": "post order 7", "agent": "main", "session_id": "orders",
+                      "request_id": "order-7"});
+    let r = common::client()
+        .post(format!("{}/chat", first.base))
+        .header("X-Strata-Token", BOSS)
+        .json(&body)
+        .send()
+        .await;
+    assert!(r.is_err(), "the first member answered: {r:?}");
+    let _ = first.child.wait();
+    drop(first);
+    let others: Vec<common::Served> = overlays[1..]
+        .iter()
+        .map(|o| common::serve_with(o.path(), &[]))
+        .collect();
+    let (st, v) = common::api(
+        "POST",
+        &format!("{}/chat", others[0].base),
+        BOSS,
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (st, v["response"].as_str()),
+        (200, Some("order 7 posted")),
+        "{v}"
+    );
+    // Two model calls in all: the first was answered before the kill and not asked again.
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let keys: std::collections::BTreeSet<Option<String>> = landed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p == "/orders/7")
+        .map(|(_, _, k)| k.clone())
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys.iter().all(Option::is_some), "{keys:?}");
+    let by_session = stored(&shared).await;
+    assert_eq!(
+        by_session["orders"],
+        [(Some("order-7".to_owned()), "post order 7".to_owned())],
+        "the turn stored once"
+    );
+    let (_, j) = common::api(
+        "GET",
+        &format!("{}/api/turns/order-7", others[1].base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(j["value"]["turn"]["outcome"], "ok", "{j}");
+    assert_eq!(j["value"]["turn"]["resumed"], 1, "{j}");
+    drop(others);
+    shared.drop_now().await;
+}
