@@ -27,12 +27,11 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use strata_engine::Principal;
-use strata_engine::agent::{AgentError, Message, Reply};
+use strata_engine::agent::{AgentError, Reply};
 use strata_engine::config::ClusterConfig;
 use strata_engine::session::SessionStore;
-use strata_engine::taint::{Taint, TaintSource};
 use strata_engine::turns::TurnRequest;
+use strata_runtime::journal::TurnStart;
 use strata_runtime::manager::AgentManager;
 use strata_runtime::turns::TurnQueue;
 use tokio::sync::{Semaphore, watch};
@@ -68,49 +67,18 @@ const MAX_IN_FLIGHT: usize = 256;
 /// The durable consumer every instance pulls from.
 const CONSUMER: &str = "workers";
 
-/// One turn on the wire.
+/// One turn on the wire: its id and what the turn journal keeps of its request (the same
+/// fields, so the wire format is the journal's start).
 #[derive(Debug, Serialize, Deserialize)]
 struct Job {
     turn_id: String,
-    agent_id: String,
-    session_id: String,
-    channel_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    channel_kind: Option<String>,
-    /// The caller's narrowings (a token's tool scope) travel with the turn.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    scopes: Vec<strata_engine::scope::Scope>,
-    sender: Principal,
-    message: Message,
-    #[serde(default)]
-    taint: Vec<TaintSource>,
-    /// Inter-agent depth (`send_to_agent`'s turns come through the queue too).
-    #[serde(default)]
-    depth: u32,
+    #[serde(flatten)]
+    start: TurnStart,
 }
 
 impl Job {
     fn into_request(self) -> TurnRequest {
-        let taint = (!self.taint.is_empty()).then(|| {
-            let t = Taint::new();
-            for s in self.taint {
-                t.mark(s);
-            }
-            t
-        });
-        TurnRequest {
-            agent_id: self.agent_id,
-            session_id: self.session_id,
-            channel_kind: self.channel_kind,
-            stream: None,
-            scopes: self.scopes,
-            channel_id: self.channel_id,
-            sender: self.sender,
-            message: self.message,
-            depth: self.depth,
-            taint,
-            turn_id: Some(self.turn_id),
-        }
+        self.start.into_request(&self.turn_id)
     }
 }
 
@@ -660,15 +628,7 @@ impl TurnQueue for Cluster {
         let subject = self.turn_subject(&req.agent_id, &req.session_id);
         let job = Job {
             turn_id: turn_id.clone(),
-            agent_id: req.agent_id,
-            session_id: req.session_id,
-            channel_id: req.channel_id,
-            channel_kind: req.channel_kind,
-            scopes: req.scopes,
-            sender: req.sender,
-            message: req.message,
-            taint: req.taint.map(|t| t.sources()).unwrap_or_default(),
-            depth: req.depth,
+            start: TurnStart::of(&req),
         };
         let body = serde_json::to_vec(&job).map_err(|e| other("encoding the turn", &e))?;
         // Listening before publishing: the answer cannot come before the subscription.

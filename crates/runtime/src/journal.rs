@@ -353,17 +353,7 @@ impl Journal {
         turn_id: &str,
         req: &TurnStart,
     ) -> Result<Arc<TurnJournal>, StoreError> {
-        let row = JournalTurn {
-            turn_id: turn_id.to_owned(),
-            owner: self.owner.clone(),
-            started_ms: strata_engine::clock::now_ms(),
-            ended_ms: None,
-            outcome: None,
-            resumed: 0,
-            steps: 0,
-            start: req.clone(),
-        };
-        let tj = if self.store.journal_begin(&row).await? {
+        let tj = if self.store.journal_begin(&self.row(turn_id, req)).await? {
             TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &[])
         } else {
             let (found, steps) = match self.store.journal_turn(turn_id).await? {
@@ -397,7 +387,15 @@ impl Journal {
     /// Records a turn accepted to run later (a `send_to_agent` delivery): durable when this
     /// returns, so the turn runs even when this process dies first — at its next start.
     pub async fn accept(&self, turn_id: &str, req: &TurnStart) -> Result<(), StoreError> {
-        let row = JournalTurn {
+        self.store
+            .journal_begin(&self.row(turn_id, req))
+            .await
+            .map(|_| ())
+    }
+
+    /// A new journal of turn `turn_id`, owned by this process, started now.
+    fn row(&self, turn_id: &str, req: &TurnStart) -> JournalTurn {
+        JournalTurn {
             turn_id: turn_id.to_owned(),
             owner: self.owner.clone(),
             started_ms: strata_engine::clock::now_ms(),
@@ -406,8 +404,7 @@ impl Journal {
             resumed: 0,
             steps: 0,
             start: req.clone(),
-        };
-        self.store.journal_begin(&row).await.map(|_| ())
+        }
     }
 
     /// The journal of a turn running in this process.

@@ -26,7 +26,10 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
         )
 }
 
-fn store(st: &HttpState) -> Result<&Arc<dyn strata_runtime::store::StateStore>, ApiError> {
+/// The state store, or `503` in a process without one (also `turns.rs`).
+pub(super) fn store(
+    st: &HttpState,
+) -> Result<&Arc<dyn strata_runtime::store::StateStore>, ApiError> {
     st.sessions.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -36,7 +39,8 @@ fn store(st: &HttpState) -> Result<&Arc<dyn strata_runtime::store::StateStore>, 
     })
 }
 
-fn unavailable(e: impl std::fmt::Display) -> ApiError {
+/// A store error as `503 unavailable`.
+pub(super) fn unavailable(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "unavailable",

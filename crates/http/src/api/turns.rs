@@ -12,6 +12,7 @@ use axum::routing::get;
 use serde_json::json;
 use strata_runtime::journal::TurnFilter;
 
+use super::sessions::{store, unavailable};
 use super::{ApiError, Query, ok, parse_limit};
 use crate::HttpState;
 
@@ -19,24 +20,6 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route("/api/turns", get(list))
         .route("/api/turns/{id}", get(show))
-}
-
-fn store(st: &HttpState) -> Result<&Arc<dyn strata_runtime::store::StateStore>, ApiError> {
-    st.sessions.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "no state store in this process",
-        )
-    })
-}
-
-fn unavailable(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "unavailable",
-        e.to_string(),
-    )
 }
 
 #[derive(serde::Deserialize)]
