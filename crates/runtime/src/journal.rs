@@ -229,7 +229,9 @@ pub fn owner_id() -> String {
     )
 }
 
-/// Whether the process named by `owner` ([`owner_id`]) runs on this host now.
+/// Whether the process named by `owner` ([`owner_id`]) runs on this host now. A process of
+/// another host counts as gone: only a single node resumes turns at start (the cluster's
+/// queue redelivers its own), and a single node's host name changes with its container.
 fn owner_alive(owner: &str) -> bool {
     let Some((host, pid)) = owner.rsplit_once('-') else {
         return false;
@@ -237,8 +239,7 @@ fn owner_alive(owner: &str) -> bool {
     let me = owner_id();
     let my_host = me.rsplit_once('-').map_or("", |(h, _)| h);
     if host != my_host {
-        // Another machine's turn: not ours to take (the cluster redelivers those).
-        return true;
+        return false;
     }
     let Ok(pid) = pid.parse::<i32>() else {
         return false;
@@ -608,8 +609,9 @@ impl TurnJournal {
 
     /// Writes one step and waits until it is durable.
     async fn append(&self, kind: &str, key: &str, mut data: Value) -> Result<(), StoreError> {
-        if data.to_string().len() > self.max_step_bytes {
-            data = json!({ "cut": true, "bytes": data.to_string().len() });
+        let bytes = data.to_string().len();
+        if bytes > self.max_step_bytes {
+            data = json!({ "cut": true, "bytes": bytes });
         }
         let step = JournalStep {
             seq: self.seq.fetch_add(1, Ordering::SeqCst) + 1,
@@ -861,6 +863,22 @@ mod tests {
         assert_eq!(tj.call("t2.0"), CallRecord::New);
         // New steps continue after the recorded ones.
         assert_eq!(tj.seq.load(Ordering::SeqCst), 5);
+    }
+
+    #[test]
+    fn a_turn_is_orphaned_when_its_process_is_gone_here_or_it_ran_on_another_host() {
+        let me = owner_id();
+        // This process: alive, but never an orphan of its own (`orphans` skips it by name).
+        assert!(!owner_alive(&me));
+        let host = me.rsplit_once('-').map_or("", |(h, _)| h).to_owned();
+        // A live process on this host: the one that started this test.
+        let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+        assert!(owner_alive(&format!("{host}-{parent}")));
+        // A pid no process has.
+        assert!(!owner_alive(&format!("{host}-2147483646")));
+        // Another host (a single node's earlier container), or nothing readable.
+        assert!(!owner_alive("some-other-host-1"));
+        assert!(!owner_alive("garbage"));
     }
 
     struct NoStore;
