@@ -717,6 +717,11 @@ async fn one_call(
                     spec.side_effects == strata_engine::SideEffects::None || spec.idempotent
                 });
                 if !safe {
+                    // `journal.unknown_outcome`, read once: `ask` (a person may have it run
+                    // again) or `skip`.
+                    let ask = invoker.env().journal().is_some_and(|jr| {
+                        jr.unknown_outcome() == strata_engine::config::UnknownOutcome::Ask
+                    });
                     invoker.alert(strata_engine::audit::Alert {
                         kind: "unknown_outcome",
                         rule: "started_without_outcome".into(),
@@ -725,9 +730,10 @@ async fn one_call(
                             j.turn.turn_id(),
                             call.name,
                             j.key,
-                            match invoker.env().journal().map(|jr| jr.unknown_outcome()) {
-                                Some(strata_engine::config::UnknownOutcome::Skip) => "it is not run again",
-                                _ => "a person is asked whether to run it again",
+                            if ask {
+                                "a person is asked whether to run it again"
+                            } else {
+                                "it is not run again"
                             }
                         ),
                         agent_id: inv.agent_id.clone(),
@@ -735,18 +741,14 @@ async fn one_call(
                         request_id: None,
                         score: None,
                     });
-                    match invoker.env().journal().map(|jr| jr.unknown_outcome()) {
-                        Some(strata_engine::config::UnknownOutcome::Skip) | None => {
-                            return not_run_again(&j, &call, false).await;
-                        }
-                        Some(strata_engine::config::UnknownOutcome::Ask) => {
-                            asked_again = true;
-                            inv.reapprove = Some(format!(
-                                "`{}` had started before Strata stopped and whether it took effect is unknown: approve only to run it again",
-                                call.name
-                            ));
-                        }
+                    if !ask {
+                        return not_run_again(&j, &call, false).await;
                     }
+                    asked_again = true;
+                    inv.reapprove = Some(format!(
+                        "`{}` had started before Strata stopped and whether it took effect is unknown: approve only to run it again",
+                        call.name
+                    ));
                 }
             }
         }
