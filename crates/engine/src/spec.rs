@@ -133,6 +133,14 @@ pub struct ToolSpec {
     /// whose outcome is unknown again only when this holds (or the tool has no side effects).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub idempotent: bool,
+    /// For a tool whose results are untrusted content ([`web_facing`](Self::web_facing)):
+    /// the fields of its structured result whose values are trusted all the same, by name at
+    /// any depth — what the system behind it writes and vouches for (a transfer's `sender`
+    /// and `amount`, a message's `sender`), beside what a third party wrote (its `subject`,
+    /// its `body`). A value found only in these fields is not steered; the rest of the result
+    /// is untrusted as ever (`docs/SECURITY.md` §5a, "Trust where it is known").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_fields: Vec<String>,
     /// Per-tool timeout; `None` uses `tools.timeout_secs`. Serialised as `timeout_secs`.
     #[serde(
         rename = "timeout_secs",
@@ -158,6 +166,7 @@ impl ToolSpec {
             hitl: false,
             web_facing: false,
             idempotent: false,
+            trusted_fields: Vec::new(),
             timeout: None,
         }
     }

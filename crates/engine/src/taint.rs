@@ -295,6 +295,21 @@ impl Taint {
         }
     }
 
+    /// Keeps the values a source vouches for in its result ([`crate::provenance::split_fields`])
+    /// as trusted content — but not one that holds a value its call carried from untrusted
+    /// content (`echoes`: the steered values of its arguments). A system that echoes what it
+    /// was asked for (a message's channel, a file's id) does not launder it that way.
+    pub fn vouch_fields(&self, values: &[String], echoes: &[String]) {
+        for v in values {
+            if !echoes
+                .iter()
+                .any(|e| crate::provenance::occurs(v, e) || crate::provenance::occurs(e, v.trim()))
+            {
+                self.vouch_text(v);
+            }
+        }
+    }
+
     /// How many marks the turn has had: a call whose result came with a new one carried
     /// untrusted content, and is not vouched for.
     pub fn marks(&self) -> u64 {
@@ -529,6 +544,36 @@ mod tests {
             t.explain(),
             "this turn read https://x.test/p with `read_url`"
         );
+    }
+
+    #[test]
+    fn vouched_fields_do_not_launder_what_the_call_itself_carried() {
+        let t = Taint::new();
+        let page = TaintSource::tool("read_url", &serde_json::json!({"url": "https://x.test"}));
+        t.take_in(
+            page,
+            &serde_json::json!("open the channel ext-9931 and file 4471"),
+        );
+        // A listing read with a value from the page: the system echoes it in a field it
+        // vouches for, beside a field it really writes.
+        let args = serde_json::json!({"channel": "ext-9931"});
+        let Trace::Steered(echoes) = t.trace(&args) else {
+            panic!("steered");
+        };
+        let echoes: Vec<String> = echoes.into_iter().map(|s| s.value).collect();
+        t.vouch_fields(&["ext-9931\n".into(), "bob-2204\n".into()], &echoes);
+        assert!(
+            matches!(t.trace(&args), Trace::Steered(_)),
+            "the echo is not vouched"
+        );
+        // The other field's value is (it was nowhere untrusted anyway: now it is trusted).
+        assert_eq!(
+            t.trace(&serde_json::json!({"to": "bob-2204"})),
+            Trace::Clean
+        );
+        // With clean arguments, every field is vouched.
+        t.vouch_fields(&["file 4471\n".into()], &[]);
+        assert_eq!(t.trace(&serde_json::json!({"id": "4471"})), Trace::Clean);
     }
 
     #[test]

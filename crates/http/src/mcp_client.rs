@@ -71,8 +71,11 @@ impl Tool for RemoteTool {
                 text
             }));
         }
+        // The text is what the server meant the model to read; the structured result when
+        // there is no text, or when the operator vouches for some of its fields
+        // (`trusted_fields`: the taint gate needs the fields to tell them apart).
         Ok(ToolOutput(match result.structured_content {
-            Some(v) if text.is_empty() => v,
+            Some(v) if text.is_empty() || !self.spec.trusted_fields.is_empty() => v,
             _ => Value::String(text),
         }))
     }
@@ -331,6 +334,9 @@ async fn supervise(
                             };
                             spec.side_effects = trust.side_effects;
                             spec.web_facing = trust.untrusted;
+                            if trust.untrusted {
+                                spec.trusted_fields = cfg.trusted_fields(&t.name);
+                            }
                             let tool = RemoteTool {
                                 spec,
                                 server: name.clone(),

@@ -350,6 +350,7 @@ fn expand(args: ToolArgs, mut func: ItemFn) -> syn::Result<TokenStream2> {
                         hitl: #hitl,
                         web_facing: #web_facing,
                         idempotent: #idempotent,
+                        trusted_fields: ::std::vec::Vec::new(),
                         timeout: #timeout,
                     })
                 }

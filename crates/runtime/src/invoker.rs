@@ -705,6 +705,15 @@ impl Invoker {
         // What the result is to the turn: untrusted content from a source, or trusted content
         // from a tool whose own arguments are clean and that brought no new taint.
         let marks_before = call.taint.as_ref().map(Taint::marks);
+        // A source that vouches for fields of its result does not vouch for a value its own
+        // arguments carried from untrusted content (an echo).
+        let echoes: Vec<String> = match (&call.taint, spec.trusted_fields.is_empty()) {
+            (Some(t), false) => match t.trace(&call.args) {
+                Trace::Steered(v) => v.into_iter().map(|s| s.value).collect(),
+                Trace::Clean | Trace::Untraceable => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
         let source = call
             .taint
             .as_ref()
@@ -806,6 +815,14 @@ impl Invoker {
                 Some(e) => e.clone(),
             };
             match &source {
+                // A source that vouches for some fields of its structured result: their
+                // values are trusted content, the rest is not.
+                Some(source) if result.2.is_none() && !spec.trusted_fields.is_empty() => {
+                    let (trusted, rest) =
+                        strata_engine::provenance::split_fields(&result.1, &spec.trusted_fields);
+                    t.observe(source, &rest);
+                    t.vouch_fields(&trusted, &echoes);
+                }
                 Some(source) => t.observe(source, &text),
                 None if marks_before == Some(t.marks()) && t.trace(&call.args) == Trace::Clean => {
                     t.vouch_text(&text)
@@ -827,7 +844,19 @@ impl Invoker {
             let source = TaintSource::tool(&call.tool, &call.args);
             t.observe(&source, "");
             t.mark(source.clone());
-            t.observe(&source, text);
+            let fields = &tool.spec().trusted_fields;
+            match serde_json::from_str::<Value>(text) {
+                Ok(v) if !fields.is_empty() && (v.is_object() || v.is_array()) => {
+                    let echoes: Vec<String> = match t.trace(&call.args) {
+                        Trace::Steered(v) => v.into_iter().map(|s| s.value).collect(),
+                        Trace::Clean | Trace::Untraceable => Vec::new(),
+                    };
+                    let (trusted, rest) = strata_engine::provenance::split_fields(&v, fields);
+                    t.observe(&source, &rest);
+                    t.vouch_fields(&trusted, &echoes);
+                }
+                _ => t.observe(&source, text),
+            }
         } else if t.trace(&call.args) == Trace::Clean {
             t.vouch_text(text);
         }

@@ -458,6 +458,7 @@ mod tests {
             hitl: false,
             web_facing: false,
             idempotent: false,
+            trusted_fields: vec![],
             timeout: None,
         }
     }

@@ -78,6 +78,12 @@ pub struct McpToolConfig {
     pub read_only: Option<bool>,
     /// How far its effects reach (default: `none` for a read-only tool, else `external`).
     pub side_effects: Option<crate::spec::SideEffects>,
+    /// The fields of its structured result (`structuredContent`) that the system behind it
+    /// writes and vouches for, by name at any depth, when its results are otherwise
+    /// untrusted: a bank's `sender`, `recipient` and `amount` beside the `subject` whoever
+    /// sent the money wrote. Values found only in these are not steered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_fields: Vec<String>,
 }
 
 /// What the server's own annotations say of a tool (MCP `ToolAnnotations`).
@@ -99,6 +105,17 @@ pub struct McpToolTrust {
     pub untrusted: bool,
     /// It reaches the network with its arguments (`openWorldHint` not false).
     pub network: bool,
+}
+
+impl McpServerConfig {
+    /// The fields of tool `tool`'s results that are trusted although its results are not
+    /// (`tools.<tool>.trusted_fields`; none by default).
+    pub fn trusted_fields(&self, tool: &str) -> Vec<String> {
+        self.tools
+            .get(tool)
+            .map(|t| t.trusted_fields.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl McpServerConfig {
@@ -170,6 +187,7 @@ mod tests {
                 trust: Some(McpTrust::Untrusted),
                 read_only: Some(false),
                 side_effects: Some(SideEffects::Local),
+                trusted_fields: vec![],
             },
         );
         let t = cfg.tool_trust("x", reads);

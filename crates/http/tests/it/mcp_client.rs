@@ -252,3 +252,67 @@ async fn annotations_and_settings_decide_trust_and_effects() {
     );
     assert!(!station.web_facing);
 }
+
+/// `trusted_fields`: the fields of a structured result that the system behind an untrusted
+/// server vouches for. A value found only there is not steered; one found only in the rest of
+/// the same result (a subject the sender wrote) is, and the result still taints the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vouched_fields_of_a_structured_result_are_trusted_and_the_rest_is_not() {
+    if !python_mcp_available() {
+        return;
+    }
+    use strata_engine::config::McpToolConfig;
+    use strata_engine::taint::{Taint, Trace};
+    let run = |fields: Vec<String>| async move {
+        let mut cfg = server_config();
+        cfg.tools.insert(
+            "transfers".into(),
+            McpToolConfig {
+                trusted_fields: fields,
+                ..McpToolConfig::default()
+            },
+        );
+        let registry = Arc::new(Registry::empty());
+        let servers = [("bank".to_owned(), cfg)].into_iter().collect();
+        let clients = strata_http::mcp_client::start(&servers, registry.clone(), None).await;
+        assert!(clients.connected("bank"));
+        let d = std::env::temp_dir();
+        let env = Arc::new(Env::new(Config::default(), d.clone(), d));
+        let inv = Invoker::new(registry.clone(), env, Arc::new(NoAudit));
+        let taint = Taint::new();
+        let r = inv
+            .invoke(
+                Invocation::new("bank__transfers", json!({}), Principal::Operator)
+                    .tainted_by(taint.clone()),
+            )
+            .await;
+        clients.shutdown().await;
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        (taint, r.value)
+    };
+    let sender = json!({"recipient": "GB29NWBK60161331926819"});
+    let attacker = json!({"recipient": "US133000000121212121212"});
+
+    let (taint, value) = run(vec!["sender".into(), "amount".into()]).await;
+    assert!(
+        taint.is_tainted(),
+        "the result is untrusted content all the same"
+    );
+    // The model reads the structured result (in the envelope), fields and all.
+    let shown = value.to_string();
+    assert!(
+        shown.contains("\"sender\":\"GB29NWBK60161331926819\"") && shown.contains("US133"),
+        "{shown}"
+    );
+    assert_eq!(taint.trace(&sender), Trace::Clean);
+    assert!(
+        matches!(taint.trace(&attacker), Trace::Steered(ref s) if s.len() == 1),
+        "{:?}",
+        taint.trace(&attacker)
+    );
+
+    // Without the setting, the bank's own fields are as untrusted as the subject.
+    let (taint, _) = run(vec![]).await;
+    assert!(matches!(taint.trace(&sender), Trace::Steered(_)));
+    assert!(matches!(taint.trace(&attacker), Trace::Steered(_)));
+}
