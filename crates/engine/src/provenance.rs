@@ -170,6 +170,13 @@ static URL: LazyLock<Regex> = LazyLock::new(|| {
 });
 static EMAIL: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"[a-z0-9._%+-]+@(?:[a-z0-9-]+\.)+[a-z]{2,}"));
+/// A calendar date or clock time, whole (`2024-05-20`, `20.05.2024`, `2024-05-20t10:00`,
+/// `10:30`): in free text, not provenance.
+static DATE_TIME: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        r"^(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{2,4})(?:[t ]?\d{1,2}:\d{2}(?::\d{2})?)?$|^\d{1,2}:\d{2}(?::\d{2})?$",
+    )
+});
 static DIGITS: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"[a-z0-9][a-z0-9_+./:-]*[0-9][a-z0-9_+./:-]*|[0-9]"));
 
@@ -221,6 +228,11 @@ pub fn atoms(args: &Value) -> Vec<(String, String)> {
                     }
                 }
                 salient(&n, &mut found);
+                if prose {
+                    // A date or a time in free text says when, not where or to whom: a
+                    // message may repeat one it read (a deadline from the minutes).
+                    found.retain(|a| !DATE_TIME.is_match(a));
+                }
                 found.sort();
                 found.dedup();
                 out.extend(found.into_iter().map(|a| (path.to_owned(), a)));
@@ -307,6 +319,28 @@ pub fn occurs(hay: &str, atom: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_date_in_free_text_is_not_provenance_but_an_account_or_a_date_argument_is() {
+        let got = atoms_of(json!({
+            "body": "Due 2024-05-20 at 10:30 (or 20.05.2024), pay DE89370400440532013000",
+            "date": "2024-05-20",
+        }));
+        assert!(
+            got.contains(&"de89370400440532013000".to_owned()),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|a| a == "10:30" || a == "20.05.2024"),
+            "{got:?}"
+        );
+        // The date argument itself still counts, whole: it says when a transfer goes.
+        assert_eq!(
+            got.iter().filter(|a| *a == "2024-05-20").count(),
+            1,
+            "{got:?}"
+        );
+    }
 
     #[test]
     fn vouched_fields_are_cut_from_the_rest_at_any_depth() {

@@ -454,8 +454,11 @@ impl TaintPolicy {
 
     /// What the gate checks of a tainted turn's call of this tool on behalf of `tier`:
     /// [`Check::Effect`] for the gated effects, [`Check::Outbound`] for a call that sends its
-    /// arguments out (a web-facing tool, or one with the `network` capability: a URL or
-    /// free text from untrusted content must not reach it), `None` for the rest.
+    /// arguments out (one with the `network` capability: a URL or free text from untrusted
+    /// content must not reach it), `None` for the rest. Returning untrusted content
+    /// (`web_facing`) is not sending out: an MCP server's closed-world read
+    /// (`openWorldHint: false`) is asked for a file by name on the server the operator
+    /// connected, not on a host the name could choose.
     pub fn checks(&self, spec: &ToolSpec, tier: Tier) -> Option<Check> {
         if self.gates(spec, tier) {
             return Some(Check::Effect);
@@ -466,11 +469,9 @@ impl TaintPolicy {
         {
             return None;
         }
-        (spec.web_facing
-            || spec
-                .capabilities
-                .contains(&crate::spec::Capability::Network))
-        .then_some(Check::Outbound)
+        spec.capabilities
+            .contains(&crate::spec::Capability::Network)
+            .then_some(Check::Outbound)
     }
 
     fn has(&self, rule: &TaintSourceRule) -> bool {
@@ -643,6 +644,21 @@ mod tests {
         // More than is kept: untraceable.
         t.observe(&page, &"x".repeat(MAX_FLOW_BYTES));
         assert_eq!(t.trace(&serde_json::json!({})), Trace::Untraceable);
+    }
+
+    #[test]
+    fn a_read_is_checked_for_what_it_sends_out_only_when_it_reaches_the_network() {
+        let p = TaintPolicy::new(TaintConfig::default());
+        let owner = Tier::Person(Access::Owner);
+        let web = spec("read_url", &[Capability::Network], SideEffects::None, true);
+        assert_eq!(p.checks(&web, owner), Some(Check::Outbound));
+        // An MCP server's closed-world read (`openWorldHint: false`): untrusted results, but
+        // its arguments go to the server the operator connected, nowhere a value can choose.
+        let closed = spec("drive__search_files", &[], SideEffects::None, true);
+        assert!(p.is_source(&closed));
+        assert_eq!(p.checks(&closed, owner), None);
+        let effect = spec("drive__delete_file", &[], SideEffects::External, true);
+        assert_eq!(p.checks(&effect, owner), Some(Check::Effect));
     }
 
     #[test]
