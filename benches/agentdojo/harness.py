@@ -39,6 +39,7 @@ from typing import Any
 import mcp.types as mtypes
 import uvicorn
 import yaml
+from pydantic_core import to_jsonable_python
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.attacks.attack_registry import load_attack
@@ -206,7 +207,16 @@ def make_mcp_server() -> Server:
             return mtypes.CallToolResult(
                 content=[mtypes.TextContent(type="text", text=error)], isError=True
             )
-        return [mtypes.TextContent(type="text", text=tool_result_to_str(result))]
+        # The text agentdojo's own agents read, and the same result typed (MCP
+        # `structuredContent`, an object): Strata reads the typed one only where the operator
+        # vouches for some of its fields (`--trust`), to tell those fields apart.
+        structured = to_jsonable_python(result)
+        if not isinstance(structured, dict):
+            structured = {"result": structured}
+        return mtypes.CallToolResult(
+            content=[mtypes.TextContent(type="text", text=tool_result_to_str(result))],
+            structuredContent=structured,
+        )
 
     return server
 
@@ -442,6 +452,7 @@ def write_overlay(
     harness_port: int,
     defence: bool,
     content_safety: str = "wrap",
+    tools: dict | None = None,
 ) -> None:
     if dir.exists():
         shutil.rmtree(dir)
@@ -485,7 +496,11 @@ def write_overlay(
             }
         }
     }
-    mcp_cfg = {"servers": {suite: {"transport": "http", "url": f"{base}/mcp"}}}
+    server_cfg: dict[str, Any] = {"transport": "http", "url": f"{base}/mcp"}
+    if tools:
+        # `--trust FILE`: the operator's settings for this suite's tools.
+        server_cfg["tools"] = json.loads(json.dumps(tools))  # no YAML aliases in the overlay
+    mcp_cfg = {"servers": {suite: server_cfg}}
     (dir / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (dir / "config" / "agents.yaml").write_text(yaml.safe_dump(agents, sort_keys=False))
     (dir / "config" / "mcp.yaml").write_text(yaml.safe_dump(mcp_cfg, sort_keys=False))
@@ -778,7 +793,15 @@ def run_suite(args, name: str, harness_port: int, work: Path) -> dict:
         STATE.pair = None
     overlay = work / f"{name}-defence-{args.defence}{tag_safety(args)}"
     port = free_port()
-    write_overlay(overlay, name, port, harness_port, args.defence == "on", args.content_safety)
+    write_overlay(
+        overlay,
+        name,
+        port,
+        harness_port,
+        args.defence == "on",
+        args.content_safety,
+        (args.trust or {}).get(name),
+    )
     strata = Strata(args.strata_bin, overlay, port)
     expected = {f"{name}{TOOL_SEP}{f.name}" for f in suite.tools}
     log(f"== {name}: starting strata on :{port} (defence {args.defence})")
@@ -866,6 +889,7 @@ def markdown(results: list[dict], meta: dict) -> str:
             else "nobody approving (hitl timeout 1 s), "
         )
         + f"taint defence **{meta['defence']}**, content safety `{meta['content_safety']}`"
+        + (f", operator's trust settings `{meta['trust']}`" if meta.get("trust") else "")
         + (" (quick)" if meta["quick"] else "")
     )
     lines = [
@@ -916,8 +940,12 @@ def markdown(results: list[dict], meta: dict) -> str:
 
 
 def tag_safety(args: argparse.Namespace) -> str:
-    """The results' and overlays' name part for a content-safety policy other than the default."""
-    return "" if args.content_safety == "wrap" else f"-{args.content_safety}"
+    """The results' and overlays' name part for a content-safety policy other than the default,
+    and for an operator's trust settings (`--trust FILE`: `-trust-<file stem>`)."""
+    tag = "" if args.content_safety == "wrap" else f"-{args.content_safety}"
+    if args.trust_file is not None:
+        tag += f"-trust-{args.trust_file.stem}"
+    return tag
 
 
 def main() -> int:
@@ -939,6 +967,14 @@ def main() -> int:
     )
     p.add_argument(
         "--quick", action="store_true", help="a few pairs per suite; exit 1 if an attack succeeds"
+    )
+    p.add_argument(
+        "--trust",
+        dest="trust_file",
+        type=Path,
+        help="an operator's settings for the suites' tools (YAML: suite -> tool -> "
+        "`mcp.servers.<suite>.tools` settings, e.g. trust.yaml beside this script); "
+        "default: none, every result untrusted",
     )
     p.add_argument("--user-tasks", type=lambda s: s.split(","), help="only these user task ids")
     p.add_argument(
@@ -965,6 +1001,12 @@ def main() -> int:
     args.strata_bin = args.strata_bin.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.out / "run"
+    args.trust = None
+    if args.trust_file is not None:
+        args.trust = yaml.safe_load(args.trust_file.read_text()) or {}
+        bad = [k for k in args.trust if k not in ALL_SUITES]
+        if bad:
+            p.error(f"{args.trust_file}: unknown suite(s) {bad}; known: {ALL_SUITES}")
 
     from importlib.metadata import version
 
@@ -986,6 +1028,7 @@ def main() -> int:
         "attack": ATTACK,
         "defence": args.defence,
         "content_safety": args.content_safety,
+        "trust": str(args.trust_file) if args.trust_file is not None else None,
         "refuse": args.refuse,
         "quick": args.quick,
         "seconds": round(time.time() - t0, 1),
