@@ -961,9 +961,9 @@ def main() -> int:
     )
     p.add_argument(
         "--content-safety",
-        choices=["wrap", "block"],
+        choices=["wrap", "block", "redact"],
         default="wrap",
-        help="security.content_safety.policy (wrap, the default, or block)",
+        help="security.content_safety.policy (wrap, the default, block or redact)",
     )
     p.add_argument(
         "--quick", action="store_true", help="a few pairs per suite; exit 1 if an attack succeeds"

@@ -154,7 +154,10 @@ impl AgentManager {
                 a.score, cfg.block_threshold
             )));
         }
-        if matches!(policy, SafetyPolicy::Wrap | SafetyPolicy::Block) {
+        if matches!(
+            policy,
+            SafetyPolicy::Wrap | SafetyPolicy::Block | SafetyPolicy::Redact
+        ) {
             req.message.text = strata_engine::safety::wrap_message(
                 &req.sender.to_string(),
                 &tier.to_string(),

@@ -479,6 +479,10 @@ pub enum SafetyPolicy {
     Wrap,
     /// As `wrap`, and content scoring at or above `block_threshold` is withheld.
     Block,
+    /// As `wrap`, and the passages of a tool result that score at or above `block_threshold`
+    /// are cut out (each replaced by a note saying so); the rest is passed on. For an inbound
+    /// message it is `wrap`: a person's message is passed on whole or not at all.
+    Redact,
 }
 
 /// `security.content_safety.monitor.*`
