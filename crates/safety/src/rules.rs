@@ -123,6 +123,12 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"(\b(forget|ignore|disregard|drop|discard|never mind|pay no attention to)\b[^.\n]{0,12}\b(everything|anything|whatever|what|all|the (rules|instructions|guidelines|directives|things))\b[^.\n]{0,30}\b(you were|you've been|you have been|you got|you received|(your|the) \w+) ?(told|given|taught|asked|said|gave|instructed|programmed)|\breset (your|all( of)? your|the) (instructions|rules|guidelines|memory|context|programming)\b|\byou are now (controlled|owned|directed|run|governed) by\b|\b(do|say) (exactly )?(what|as) i (say|tell you)\b)",
         ),
         rule(
+            "override_reversed_en",
+            3.0,
+            Override,
+            r"(\b(ignore|disregard|forget|drop|skip|abandon)\b (the |your |all |any )?(task|request|instructions?|prompt|assignment)s? (above|before this|so far|you (were|have been) given)\b|\b(ignore|disregard|forget|skip)\b (the |my |this )?question (above|before this) and (list|send|tell|reply|say|give|share|post|forward|write|print|reveal|show)\b|^\s*override\s*:|\b(the user'?s?|your user'?s?) (request|task|assignment|instructions?) (is|are|has been|have been) (cancell?ed|void|revoked|superseded|withdrawn)\b)",
+        ),
+        rule(
             "dismiss_user_en",
             2.5,
             Override,
@@ -156,7 +162,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "do_first_en",
             1.5,
             Override,
-            r"(\b(please )?(do|complete|perform|handle|execute|carry out) (the following|this|these|the steps below|one more thing|this for me)( steps?| tasks?| actions?| step)?,? first\b|\bfirst,? (please )?(do|complete|perform|handle|execute) the following\b|\bplease do the following first\b|\bone (more |extra )?(thing|step|request)( to do| to handle)? (first|before)\b)",
+            r"(\b(please )?(do|complete|perform|handle|execute|carry out) (the following|this|these|the steps below|one more thing|this for me)( steps?| tasks?| actions?| step)?,? first\b|\bfirst,? (please )?(do|complete|perform|handle|execute) the following\b|\bplease do the following first\b|\bone (more |extra )?(thing|step|request)( to do| to handle)? (first|before)\b|\b(small|quick|tiny|little) (favou?r|detour|errand)\b[^.\n]{0,20}\b(first|before)\b|\b(required|needed|necessary|mandatory) (first )?before (any|your|you) (reply|replying|answer|answering|respond|responding)\b)",
         ),
         rule(
             "stop_task_en",
@@ -241,7 +247,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "admin_block",
             3.5,
             ForgedStructure,
-            r"(\[\[?\s*/?(system|admin|developer|root|operator)\s*\]\]?|\bbegin (admin|system|developer|root) (command|override|prompt|instructions?|message)\b|={3,}\s*begin\b|={2,}\s*(system|admin|developer)( message| prompt| instructions?)?\s*={2,}|\[system message\]|###\s*(system|instruction)s?\s*:|\bsystem override\b)",
+            r"(\[\[?\s*/?(system|admin|developer|root|operator)\s*\]\]?|\bbegin (admin|system|developer|root) (command|override|prompt|instructions?|message)\b|={3,}\s*begin\b|={2,}\s*(system|admin|developer)( message| prompt| instructions?)?\s*={2,}|\[system message\]|###\s*(system|instruction)s?\s*:|\bsystem override\b|\[\s*(admin|system|developer|root|operator|security|moderator)\s+(override|notice|message|instructions?|command|directive|update|alert)\s*\]|#{2,}\s*system (prompt|message|instructions?)\b)",
         ),
         raw(
             "pseudo_tag_block",
@@ -278,7 +284,7 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "message_to_model_en",
             2.5,
             Authority,
-            r"(\b(message|note|request|reminder|instructions?|word|addendum|letter)s? (directly )?from (your user|your principal|the person you work for|the person you('re| are) (working for|helping))\b|\b(message|note|request|reminder|instructions?|word|addendum)s? (directly )?from (me|your user|the user|your (owner|principal|employer|boss|human)|the (account|inbox) (owner|holder))\b[^.\n]{0,40}\bto (the |my )?(ai|assistant|model|agent|llm)\b|\bto you,? (the |my |dear )?(assistant|ai|gpt[\w-]*|chatgpt|claude|gemini|llama|mistral|mixtral|command[ -]r\+?|copilot|ai (language )?model|language model|llm|local model|ai assistant|ai model|ai agent|chatbot)\b|\b(this is|it'?s|from) (me,? )?(your|the) (user|principal|human)( you('re| are) (working for|helping))?\b[^.\n]{0,30}\b(ai|assistant|model|gpt|claude|gemini|agent|before|first|request|task)|\b(from|by|it'?s|this is|i am|i'm) (me,? )?(the person|the user|the one) you('re| are) (working for|helping|assisting|acting for)\b|\b(your|the) user (wants|needs|asked|asks|would like|told me)\b|[-—–] ?(signed,? )?(your|the) user\s*$|\b(message|note|reminder|heads-up|request|instructions?|word|p[._]?s)\b\.?[^.\n]{0,20}\b(for|to) (the |my |any |whatever |whichever |dear )?(ai|llm|language model|ai model|ai assistant|ai agent|gpt|claude|gemini|chatbot)\b)",
+            r"(\b(message|note|request|reminder|instructions?|word|addendum|letter)s? (directly )?from (your user|your principal|the person you work for|the person you('re| are) (working for|helping))\b|\b(message|note|request|reminder|instructions?|word|addendum)s? (directly )?from (me|your user|the user|your (owner|principal|employer|boss|human)|the (account|inbox) (owner|holder))\b[^.\n]{0,40}\bto (the |my )?(ai|assistant|model|agent|llm)\b|\bto you,? (the |my |dear )?(assistant|ai|gpt[\w-]*|chatgpt|claude|gemini|llama|mistral|mixtral|command[ -]r\+?|copilot|ai (language )?model|language model|llm|local model|ai assistant|ai model|ai agent|chatbot)\b|\b(this is|it'?s|from) (me,? )?(your|the) (user|principal|human)( you('re| are) (working for|helping))?\b[^.\n]{0,30}\b(ai|assistant|model|gpt|claude|gemini|agent|before|first|request|task)|\b(from|by|it'?s|this is|i am|i'm) (me,? )?(the person|the user|the one) you('re| are) (working for|helping|assisting|acting for)\b|\b(your|the) user (wants|needs|asked|asks|would like|told me)\b|\b(it'?s|this is) me( again)?,? (your|the) (user|principal|human|boss|owner)\b|[-—–] ?(signed,? )?(your|the) user\s*$|\b(message|note|reminder|heads-up|request|instructions?|word|p[._]?s)\b\.?[^.\n]{0,20}\b(for|to) (the |my |any |whatever |whichever |dear )?(ai|llm|language model|ai model|ai assistant|ai agent|gpt|claude|gemini|chatbot)\b)",
         ),
         rule(
             "authority_multi",
@@ -397,6 +403,12 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"(\b(call|use|run|invoke|execute)\b (the )?(tool |function |action )?[`'\x22]?[a-z]+_[a-z_]+[`'\x22]?,? (with|using|to)\b|\b(execute|run|call)\s*:\s*[a-z]+_[a-z_]+\s*\(|\b(tool|function) request\b[^\n]{0,10}[a-z]+_[a-z_]+\s*\()",
         ),
         rule(
+            "action_call_en",
+            2.5,
+            ToolRequest,
+            r"\b(action|required step|next step|step|todo|task|execute|run|command|do this)\s*:\s*[a-z]+_[a-z_]+\s*\(",
+        ),
+        rule(
             "account_goal",
             1.5,
             ToolRequest,
@@ -441,10 +453,16 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"(\b(if you are|attention|dear|note (for|to)|hey|hello)\b[^.\n]{0,10}\b(an? |the )?(ai|llm|language model|assistant|agent|chatbot|gpt|model)s?\b|\b(ai|llm) (agents?|models?|assistants?)\b[^.\n]{0,20}\b(reading|processing|summari[sz]ing|must|should|please)|\bwhoever summari[sz]es this\b|\b(whichever |whatever |any )?(ai|assistant|llm|language model|ai model|agent|bot)s? (reading|reads|processing|processes|summari[sz]ing|handling|handles) this\b|\b(any|whatever|whichever|every) (ai|assistant|llm|language model|ai model|agent|bot)s? (reading|processing|summari[sz]ing|handling)\b|\blanguage models?,? (please|must)\b|\bagent instruction\b)",
         ),
         rule(
+            "instruction_for_model_en",
+            2.5,
+            Hidden,
+            r"\b(instructions?|directives?|notes?|requests?|tasks?|actions?|commands?|orders?|messages?)s? (for|to) (the |any |all |every |automated |ai )?(models?|ai|assistants?|agents?|llms?|bots?|language models?)\s*[:—–-]",
+        ),
+        rule(
             "vocative_order_en",
             2.0,
             Hidden,
-            r"(\b(ai|assistant|agent|llm|bot) (note|instructions?|notice|request|action required)\s*:|\bthe (ai|assistant|agent|bot) (must|has to|is required to)\b|(^|[.!?:'\x22]\s*|\n)\s*(dear |hey |hi |hello |attention |ok |okay )?(ai|assistant|agent|bot|chatbot|language model|llm|model|gpt|claude|gemini)\s*[:,—–-]\s*(please |now |also |first |then |quickly |immediately |you (must|should|need to) )?(send|forward|email|transfer|pay|delete|remove|invite|add|book|reserve|change|update|share|post|upload|call|run|use|ignore|disregard|say|tell|create|cancel|visit|open|make|execute|reply|stop|grant|give|move|schedule|write|include|attach|download|install)\b|\bwhen (you )?(summari[sz]\w*|translat\w*|process\w*)\b[^.\n]{0,30}\b(also|additionally|secretly|quietly) (send|forward|email|include|add|post|share|attach|upload|transfer|copy)\b)",
+            r"(\b(ai|assistant|agent|llm|bot) (note|instructions?|notice|request|action required|action|directive|task|step|command|todo)\s*:|\bthe (ai|assistant|agent|bot) (must|has to|is required to)\b|(^|[.!?:'\x22]\s*|\n)\s*(dear |hey |hi |hello |attention |ok |okay )?(ai (model|assistant|agent)|helper bot|automated agents?|ai|assistant|agent|bot|chatbot|language model|llm|model|gpt|claude|gemini)\s*[:,—–-]\s*(please |now |also |first |then |quickly |immediately |you (must|should|need to) )?(send|forward|email|transfer|pay|delete|remove|invite|add|book|reserve|change|update|share|post|upload|call|run|use|ignore|disregard|say|tell|create|cancel|visit|open|make|execute|reply|stop|grant|give|move|schedule|write|include|attach|download|install|copy|read|collect|reset|close|publish|concatenate|list|reveal|print|output|export|buy|order|approve|confirm|submit|click|recommend|mention)\b|\bwhen (you )?(summari[sz]\w*|translat\w*|process\w*)\b[^.\n]{0,30}\b(also|additionally|secretly|quietly) (send|forward|email|include|add|post|share|attach|upload|transfer|copy)\b)",
         ),
         rule(
             "hidden_action",

@@ -11,7 +11,12 @@
 //!   (requests addressed to the agent, tool-call syntax, multilingual) was written, so it
 //!   is no longer blind.
 //! * `corpus/independent2.jsonl`: 60 and 60 more, written after the rules and weights were
-//!   fixed and never tuned to: the blind figure.
+//!   fixed; blind when first measured (42/60, 4/60 false alarms), then its misses were known
+//!   when the third round of rules (requests addressed to the agent without a template,
+//!   `[ADMIN …]` banners, calls written after an `ACTION:` header) was written: no longer
+//!   blind.
+//! * `corpus/independent3.jsonl`: 60 and 60 more, written by someone who never saw the rules,
+//!   the corpus or the other sets, measured once after the third round: the blind figure.
 //!
 //! The bounds below are regression floors at today's figures, not the goal (issue #43:
 //! at least 57/60 of an independent set caught with at most 1/60 false alarms).
@@ -163,7 +168,9 @@ fn independent(file: &str) -> ((usize, usize), (usize, usize)) {
 #[test]
 fn the_independent_sets_are_caught_with_few_false_alarms() {
     let (inj, ben) = independent("independent.jsonl");
-    assert!(inj.0 >= 50 && ben.0 <= 2, "independent: {inj:?} {ben:?}");
+    assert!(inj.0 >= 54 && ben.0 <= 2, "independent: {inj:?} {ben:?}");
     let (inj, ben) = independent("independent2.jsonl");
-    assert!(inj.0 >= 40 && ben.0 <= 4, "independent2: {inj:?} {ben:?}");
+    assert!(inj.0 >= 52 && ben.0 <= 4, "independent2: {inj:?} {ben:?}");
+    let (inj, ben) = independent("independent3.jsonl");
+    assert!(inj.0 >= 39 && ben.0 <= 3, "independent3: {inj:?} {ben:?}");
 }
