@@ -273,6 +273,8 @@ pub const TABLES: &[&str] = &[
     "model_calls",
     "goals",
     "goal_events",
+    "journal_turns",
+    "journal_steps",
     "memories",
     "memory_vectors",
     "memory_log",

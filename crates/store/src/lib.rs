@@ -195,6 +195,8 @@ pub const TABLES: &[&str] = &[
     "model_calls",
     "goals",
     "goal_events",
+    "journal_turns",
+    "journal_steps",
 ];
 
 /// Opening or migrating the database failed.

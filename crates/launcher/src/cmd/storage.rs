@@ -263,6 +263,33 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
     }
     counts.push(("goals", g));
     counts.push(("goal_events", ge));
+    // Turn journals, each with its steps: a turn still unfinished in the source arrives
+    // unfinished, and the next `serve` on the target resumes it (docs/DURABILITY.md).
+    let (mut j, mut js) = (Count::default(), Count::default());
+    {
+        use strata_runtime::journal::{JournalStore, TurnFilter};
+        let all = TurnFilter {
+            unfinished: false,
+            limit: usize::MAX,
+        };
+        for listed in src.journal_turns(all).await? {
+            let Some((turn, steps)) = src.journal_turn(&listed.turn_id).await? else {
+                continue;
+            };
+            j.read += 1;
+            js.read += steps.len() as u64;
+            if !dry_run && dst.journal_begin(&turn).await? {
+                dst.journal_append(&turn.turn_id, &steps).await?;
+                if let (Some(at), Some(outcome)) = (turn.ended_ms, turn.outcome.as_deref()) {
+                    dst.journal_end(&turn.turn_id, at, outcome).await?;
+                }
+                j.copied += 1;
+                js.copied += steps.len() as u64;
+            }
+        }
+    }
+    counts.push(("journal_turns", j));
+    counts.push(("journal_steps", js));
     // Memories (with their vectors) and their change log.
     let (mut m, mut ml) = (Count::default(), Count::default());
     if let Some(sm) = &src_mem {
@@ -313,7 +340,7 @@ async fn migrate(l: &Context, dry_run: bool, json: bool) -> anyhow::Result<(Valu
         let verified = dry_run || c.target >= c.read;
         ok &= verified;
         say(format!(
-            "  {name:<12} {:>8} read  {:>8} copied  {:>8} already there  {:>8} in target{}",
+            "  {name:<13} {:>8} read  {:>8} copied  {:>8} already there  {:>8} in target{}",
             c.read,
             c.copied,
             if dry_run {

@@ -422,6 +422,46 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
                 assert!(store.save_goal(&g, &[e]).await.expect("save"));
             }
         }
+        {
+            // Two turn journals: one ended (three steps), one a crash left unfinished (two).
+            use strata_runtime::journal::{JournalStep, JournalStore, JournalTurn, TurnStart};
+            for (id, steps, ended) in [("turn-ended", 3u64, true), ("turn-open", 2, false)] {
+                let turn = JournalTurn {
+                    turn_id: id.into(),
+                    owner: "old-host-1".into(),
+                    started_ms: 1_000,
+                    ended_ms: None,
+                    outcome: None,
+                    resumed: 0,
+                    steps: 0,
+                    start: TurnStart {
+                        agent_id: "main".into(),
+                        session_id: format!("s-{id}"),
+                        channel_id: format!("http:{id}"),
+                        channel_kind: None,
+                        scopes: Vec::new(),
+                        sender: strata_engine::Principal::Operator,
+                        message: strata_engine::agent::Message::text("post the report"),
+                        taint: Vec::new(),
+                        depth: 0,
+                    },
+                };
+                assert!(store.journal_begin(&turn).await.expect("begin"));
+                let rows: Vec<JournalStep> = (1..=steps)
+                    .map(|seq| JournalStep {
+                        seq,
+                        at_ms: 1_000 + seq as i64,
+                        kind: "model_call".into(),
+                        key: format!("m{seq}"),
+                        data: json!({"n": seq}),
+                    })
+                    .collect();
+                store.journal_append(id, &rows).await.expect("append");
+                if ended {
+                    store.journal_end(id, 2_000, "answered").await.expect("end");
+                }
+            }
+        }
         store.flush().await.expect("flush");
         let mem = strata_memory::SqliteMemory::open(&data.join("memory.db"), &cfg).expect("mem");
         let words = [
@@ -499,6 +539,8 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
         ("model_calls", 12),
         ("goals", 1),
         ("goal_events", 4),
+        ("journal_turns", 2),
+        ("journal_steps", 5),
         ("memories", 9_999),
     ];
     for (table, n) in expect {
@@ -535,6 +577,26 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
     assert_eq!(
         schema
             .count("SELECT COUNT(*) FROM goal_events WHERE seq = 4 AND reason = 'on to executing'")
+            .await,
+        1
+    );
+    // The journals as they were: the ended one with its outcome, the unfinished one open
+    // (the next `serve` on PostgreSQL resumes it), every step in order.
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM journal_turns WHERE turn_id = 'turn-ended' AND outcome = 'answered' AND ended_ms = 2000")
+            .await,
+        1
+    );
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM journal_turns WHERE turn_id = 'turn-open' AND ended_ms IS NULL")
+            .await,
+        1
+    );
+    assert_eq!(
+        schema
+            .count("SELECT COUNT(*) FROM journal_steps WHERE turn_id = 'turn-ended' AND seq = 3 AND key = 'm3'")
             .await,
         1
     );
