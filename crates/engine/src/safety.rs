@@ -183,7 +183,8 @@ const MAX_PARAGRAPHS: usize = 4;
 /// whole.
 pub fn redact_passages(text: &str, threshold: f32) -> String {
     let high = |s: &str| strata_safety::score(s).0 >= threshold;
-    if !high(text) {
+    let worst = strata_safety::score(text).0;
+    if worst < threshold {
         return text.to_owned();
     }
     // Word spans (byte ranges), so what is kept is the text as written.
@@ -259,7 +260,6 @@ pub fn redact_passages(text: &str, threshold: f32) -> String {
             "[a passage was withheld by content safety: it scored {score:.1}/10 for prompt injection]"
         )
     };
-    let worst = strata_safety::score(text).0;
     let mut out = String::with_capacity(text.len());
     let mut kept_to = 0;
     let mut i = 0;

@@ -295,11 +295,34 @@ impl Taint {
         }
     }
 
-    /// Keeps the values a source vouches for in its result ([`crate::provenance::split_fields`])
-    /// as trusted content — but not one that holds a value its call carried from untrusted
-    /// content (`echoes`: the steered values of its arguments). A system that echoes what it
-    /// was asked for (a message's channel, a file's id) does not launder it that way.
-    pub fn vouch_fields(&self, values: &[String], echoes: &[String]) {
+    /// The values of `args` found only in untrusted content ([`trace`](Self::trace)'s
+    /// findings, none when clean or untraceable): what a call carries from it.
+    pub fn steered_values(&self, args: &Value) -> Vec<String> {
+        match self.trace(args) {
+            Trace::Steered(v) => v.into_iter().map(|s| s.value).collect(),
+            Trace::Clean | Trace::Untraceable => Vec::new(),
+        }
+    }
+
+    /// Keeps a source's structured result: the values under `fields`
+    /// ([`crate::spec::ToolSpec::trusted_fields`]) as trusted content, the rest as untrusted
+    /// content of `source` — but no trusted value that holds one of `echoes` (the
+    /// [`steered_values`](Self::steered_values) of the call's arguments, taken before it ran):
+    /// a system that echoes what it was asked for (a message's channel, a file's id) does not
+    /// launder it that way.
+    pub fn take_in_fields(
+        &self,
+        source: &TaintSource,
+        value: &Value,
+        fields: &[String],
+        echoes: &[String],
+    ) {
+        let (trusted, rest) = crate::provenance::split_fields(value, fields);
+        self.observe(source, &rest);
+        self.vouch_fields(&trusted, echoes);
+    }
+
+    fn vouch_fields(&self, values: &[String], echoes: &[String]) {
         for v in values {
             if !echoes
                 .iter()

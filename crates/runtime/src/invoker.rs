@@ -708,10 +708,7 @@ impl Invoker {
         // A source that vouches for fields of its result does not vouch for a value its own
         // arguments carried from untrusted content (an echo).
         let echoes: Vec<String> = match (&call.taint, spec.trusted_fields.is_empty()) {
-            (Some(t), false) => match t.trace(&call.args) {
-                Trace::Steered(v) => v.into_iter().map(|s| s.value).collect(),
-                Trace::Clean | Trace::Untraceable => Vec::new(),
-            },
+            (Some(t), false) => t.steered_values(&call.args),
             _ => Vec::new(),
         };
         let source = call
@@ -810,7 +807,7 @@ impl Invoker {
             ),
         };
         if let Some(t) = &call.taint {
-            let text = match &result.2 {
+            let text = || match &result.2 {
                 None => strata_engine::provenance::text_of(&result.1),
                 Some(e) => e.clone(),
             };
@@ -818,14 +815,11 @@ impl Invoker {
                 // A source that vouches for some fields of its structured result: their
                 // values are trusted content, the rest is not.
                 Some(source) if result.2.is_none() && !spec.trusted_fields.is_empty() => {
-                    let (trusted, rest) =
-                        strata_engine::provenance::split_fields(&result.1, &spec.trusted_fields);
-                    t.observe(source, &rest);
-                    t.vouch_fields(&trusted, &echoes);
+                    t.take_in_fields(source, &result.1, &spec.trusted_fields, &echoes)
                 }
-                Some(source) => t.observe(source, &text),
+                Some(source) => t.observe(source, &text()),
                 None if marks_before == Some(t.marks()) && t.trace(&call.args) == Trace::Clean => {
-                    t.vouch_text(&text)
+                    t.vouch_text(&text())
                 }
                 None => {}
             }
@@ -847,13 +841,8 @@ impl Invoker {
             let fields = &tool.spec().trusted_fields;
             match serde_json::from_str::<Value>(text) {
                 Ok(v) if !fields.is_empty() && (v.is_object() || v.is_array()) => {
-                    let echoes: Vec<String> = match t.trace(&call.args) {
-                        Trace::Steered(v) => v.into_iter().map(|s| s.value).collect(),
-                        Trace::Clean | Trace::Untraceable => Vec::new(),
-                    };
-                    let (trusted, rest) = strata_engine::provenance::split_fields(&v, fields);
-                    t.observe(&source, &rest);
-                    t.vouch_fields(&trusted, &echoes);
+                    let echoes = t.steered_values(&call.args);
+                    t.take_in_fields(&source, &v, fields, &echoes);
                 }
                 _ => t.observe(&source, text),
             }
