@@ -108,6 +108,7 @@ fn main() -> std::process::ExitCode {
     let all = [
         "invoke",
         "agent",
+        "journal",
         "memory",
         "safety",
         "sandbox",
@@ -123,12 +124,15 @@ fn main() -> std::process::ExitCode {
         }
     }
     for name in all {
-        if (!wanted.is_empty() || name == "cluster") && !wanted.contains(&name) {
+        // `journal` is the journal's part of `agent`: on its own only when named.
+        if (!wanted.is_empty() || name == "cluster" || name == "journal") && !wanted.contains(&name)
+        {
             continue;
         }
         let report = match name {
             "invoke" => invoke::run(quick),
             "agent" => agent::run(quick),
+            "journal" => agent::run_journal(quick),
             "memory" => memory::run(quick),
             "safety" => safety::run(quick),
             "sandbox" => sandbox::run(quick),

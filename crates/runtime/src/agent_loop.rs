@@ -327,6 +327,8 @@ impl LlmAgent {
                 );
                 return Ok(resp);
             }
+            // What the turn recorded is written while the model answers.
+            j.hand_off();
             crash_point("model_call");
         }
         let reservation = match self.invoker.budgets() {
@@ -405,7 +407,7 @@ impl LlmAgent {
             if let Err(e) = j.record_model(n, who.purpose, req, &resp).await {
                 tracing::warn!(error = %e, "model response not journaled; a crash now would ask for it again");
             }
-            crash_point("model_recorded");
+            j.crash_point("model_recorded").await;
         }
         if let Some(meter) = who.env.usage() {
             meter
@@ -807,7 +809,7 @@ async fn one_call(
         {
             tracing::warn!(error = %e, tool = %call.name, "the call's outcome was not journaled; a crash now would leave it unknown");
         }
-        crash_point("tool_done");
+        j.turn.crash_point("tool_done").await;
     }
     (tool_message(&call, content), run)
 }

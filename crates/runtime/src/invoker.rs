@@ -658,7 +658,13 @@ impl Invoker {
         };
         // Approval.
         if let Some(reason) = approval_reason
-            && let Err(msg) = self.approve(call, request_id, &reason).await
+            && let Err(msg) = {
+                // What the turn recorded is written while a person decides.
+                if let Some(j) = &call.journal {
+                    j.turn.hand_off();
+                }
+                self.approve(call, request_id, &reason).await
+            }
         {
             return (Status::ApprovalDenied, Value::Null, Some(msg));
         }
@@ -699,7 +705,18 @@ impl Invoker {
                     )),
                 );
             }
-            crate::journal::crash_point("tool_started");
+            j.turn.crash_point("tool_started").await;
+            // Not waited for (`journal.commit_before_reads: false`) and the tool may take a
+            // while (it reaches the network or starts a process): what the turn recorded is
+            // written while it runs.
+            if spec.capabilities.iter().any(|c| {
+                matches!(
+                    c,
+                    strata_engine::Capability::Network | strata_engine::Capability::Subprocess
+                )
+            }) {
+                j.turn.hand_off();
+            }
         }
         let timeout = tool.spec().timeout.unwrap_or(self.default_timeout);
         // What the result is to the turn: untrusted content from a source, or trusted content

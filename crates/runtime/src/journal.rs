@@ -8,13 +8,21 @@
 //! | kind | key | written |
 //! |---|---|---|
 //! | `model` | `m<N>` (the turn's N-th model call) | after the response came, with the response |
-//! | `tool_started` | `t<N>.<i>` (the i-th call of response N) | before the tool runs, durably |
+//! | `tool_started` | `t<N>.<i>` (the i-th call of response N) | before the tool runs |
 //! | `tool_done` | the same | after the call, with its outcome |
 //! | `unknown_outcome` | the same | when a resumed turn did not run a call again |
 //!
 //! and its end (`ok`, `error`, `denied`, `budget`). The invariant: **no effect runs without its
-//! `tool_started` record** — the Invoker writes it after every check and right before the
-//! tool's own code, and runs nothing when the write fails.
+//! durable `tool_started` record** — the Invoker writes it after every check and right before
+//! the tool's own code, waits for its commit, and runs nothing when the write fails.
+//!
+//! A turn collects its records and hands them to one writer before it waits on anything slow
+//! (a model call, an approval, storing its answer); the writer commits what has queued, of
+//! every turn, in order and in one transaction. A turn waits for the commit only before a
+//! tool runs and before a caller's message counts as taken (its start, when the caller named
+//! the turn); every other record is written behind the turn, durable a commit later. A
+//! record lost to a crash in that window is as if the process had died just before it; a
+//! durable record makes every earlier one durable too.
 //!
 //! A resumed turn ([`Journal::begin`] on a turn id with a journal and no end) uses a recorded
 //! model response as it is (not asked for or paid for again) and a recorded tool outcome as
@@ -178,6 +186,198 @@ pub trait JournalStore: Send + Sync {
     async fn journal_turns(&self, filter: TurnFilter) -> Result<Vec<JournalTurn>, StoreError>;
     /// Deletes the journals of turns that ended before `before_ms`; returns how many.
     async fn journal_prune(&self, before_ms: i64) -> Result<u64, StoreError>;
+    /// Writes `ops` in order, as one commit where the store can (SQLite and PostgreSQL do):
+    /// the journal's writer hands every write queued meanwhile, of every turn, to one call.
+    /// The default writes them one by one.
+    async fn journal_write(&self, ops: &[JournalOp]) -> Result<(), StoreError> {
+        for op in ops {
+            match op {
+                JournalOp::Begin(t) => self.journal_begin(t).await.map(|_| ())?,
+                JournalOp::Append { turn_id, steps } => {
+                    self.journal_append(turn_id, steps).await?;
+                }
+                JournalOp::End {
+                    turn_id,
+                    at_ms,
+                    outcome,
+                } => self.journal_end(turn_id, *at_ms, outcome).await?,
+            }
+        }
+        Ok(())
+    }
+    /// Whether the store keeps an ordered write queue of its own ([`Self::journal_queue`]):
+    /// then the journal hands writes to it directly, and a barrier is a
+    /// [`Self::journal_write`] that waits its turn in that queue. SQLite has one (its writer
+    /// thread); otherwise the journal's own writer task orders and batches the writes.
+    fn journal_ordered(&self) -> bool {
+        false
+    }
+    /// Queues `ops` to be written after every write queued or started before (a
+    /// [`Self::journal_write`] included), without waiting; only called when
+    /// [`Self::journal_ordered`]. A failure is the store's to log.
+    fn journal_queue(&self, ops: Vec<JournalOp>) {
+        drop(ops);
+    }
+}
+
+/// One write of [`JournalStore::journal_write`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalOp {
+    /// A turn's start (as [`JournalStore::journal_begin`]: kept when its id exists).
+    Begin(Box<JournalTurn>),
+    /// Steps of a turn.
+    Append {
+        /// The turn.
+        turn_id: String,
+        /// Its steps.
+        steps: Vec<JournalStep>,
+    },
+    /// A turn's end.
+    End {
+        /// The turn.
+        turn_id: String,
+        /// When (ms since the epoch).
+        at_ms: i64,
+        /// `ok`, `error`, `denied`, `budget`.
+        outcome: String,
+    },
+}
+
+/// Most writes the writer hands to one [`JournalStore::journal_write`].
+const WRITER_BATCH: usize = 512;
+
+/// Writes queued for the writer, and, for a barrier, who waits for their commit.
+struct Queued {
+    ops: Vec<JournalOp>,
+    done: Option<tokio::sync::oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// The journal's one writer: writes are queued in the order they are made and committed in
+/// that order, whatever is queued at once in one commit (group commit across turns). A
+/// caller that must not go on before its write is durable — an effect about to run, a
+/// message about to be acknowledged — waits for its commit, which is also the commit of
+/// everything queued before it (a *barrier*); every other write is written behind the turn,
+/// within a commit's time, without the turn waiting for it.
+struct Writer {
+    store: Arc<dyn JournalStore>,
+    tx: StdMutex<Option<tokio::sync::mpsc::UnboundedSender<Queued>>>,
+}
+
+impl Writer {
+    fn new(store: Arc<dyn JournalStore>) -> Writer {
+        Writer {
+            store,
+            tx: StdMutex::new(None),
+        }
+    }
+
+    /// Queues `ops` (started on the runtime of the first write, and again when that runtime
+    /// is gone).
+    fn queue(&self, mut q: Queued) {
+        let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tx.as_ref() {
+            match t.send(q) {
+                Ok(()) => return,
+                Err(tokio::sync::mpsc::error::SendError(back)) => q = back,
+            }
+        }
+        let (t, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(write_loop(self.store.clone(), rx));
+        if t.send(q).is_err() {
+            tracing::error!("the journal writer did not start; a journal write was lost");
+        }
+        *tx = Some(t);
+    }
+
+    /// Queues `ops` and returns at once.
+    fn behind(&self, ops: Vec<JournalOp>) {
+        if self.store.journal_ordered() {
+            self.store.journal_queue(ops);
+        } else {
+            self.queue(Queued { ops, done: None });
+        }
+    }
+
+    /// Queues `ops` and waits until they, and everything queued before, are durable.
+    async fn barrier(&self, ops: Vec<JournalOp>) -> Result<(), StoreError> {
+        if self.store.journal_ordered() {
+            return self.store.journal_write(&ops).await;
+        }
+        let (done, rx) = tokio::sync::oneshot::channel();
+        self.queue(Queued {
+            ops,
+            done: Some(done),
+        });
+        rx.await
+            .map_err(|_| StoreError::Unavailable("the journal writer has stopped".into()))?
+    }
+}
+
+async fn write_loop(
+    store: Arc<dyn JournalStore>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Queued>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < WRITER_BATCH {
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
+            }
+        }
+        let mut ops = Vec::new();
+        let mut parts = Vec::with_capacity(batch.len());
+        for q in batch {
+            let from = ops.len();
+            ops.extend(q.ops);
+            parts.push((from..ops.len(), q.done));
+        }
+        let all = if ops.is_empty() {
+            Ok(())
+        } else {
+            store.journal_write(&ops).await
+        };
+        match all {
+            Ok(()) => {
+                for (_, done) in parts {
+                    if let Some(d) = done {
+                        let _ = d.send(Ok(()));
+                    }
+                }
+            }
+            // One bad write must not take the others with it: each caller's writes again,
+            // on their own.
+            Err(e) if parts.len() > 1 => {
+                tracing::debug!(error = %e, "a shared journal commit failed; writing each part alone");
+                for (range, done) in parts {
+                    let r = if range.is_empty() {
+                        Ok(())
+                    } else {
+                        store.journal_write(&ops[range]).await
+                    };
+                    report(&r, done.is_none());
+                    if let Some(d) = done {
+                        let _ = d.send(r);
+                    }
+                }
+            }
+            Err(e) => {
+                let r = Err(e);
+                let (_, done) = parts.pop().unwrap_or((0..0, None));
+                report(&r, done.is_none());
+                if let Some(d) = done {
+                    let _ = d.send(r);
+                }
+            }
+        }
+    }
+}
+
+/// A write nobody waits for is logged when it fails (a waiting caller handles its error).
+fn report(r: &Result<(), StoreError>, behind: bool) {
+    if let (Err(e), true) = (r, behind) {
+        tracing::warn!(error = %e, "a journal write failed; a crash before the turn's next durable step would repeat what it recorded (model calls), never an effect");
+    }
 }
 
 /// A tool call of a journaled turn, as the Invoker gets it: it records the call as started
@@ -281,15 +481,14 @@ pub fn request_digest(req: &CompletionRequest) -> String {
 /// SIGKILL the n-th time it passes `<point>` (`model_call`, `model_recorded`, `tool_started`,
 /// `tool_ran`, `tool_done`, `turn_stored`, `turn_ended`). The kill-point tests set it;
 /// nobody else should.
+///
+/// A point named after a record (`model_recorded`, `tool_started`, `tool_done`,
+/// `turn_ended`) is passed once the record is durable ([`TurnJournal::crash_point`]): a
+/// record written behind the turn can be lost to a crash in the commit's time after it was
+/// made, which is the same as the process dying just before it.
 pub fn crash_point(point: &str) {
-    static AT: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
     static SEEN: StdMutex<Option<HashMap<String, u64>>> = StdMutex::new(None);
-    let at = AT.get_or_init(|| {
-        let v = std::env::var("STRATA_TEST_CRASH_AT").ok()?;
-        let (p, n) = v.rsplit_once(':')?;
-        Some((p.to_owned(), n.parse().ok()?))
-    });
-    let Some((want, n)) = at else { return };
+    let Some((want, n)) = crash_at() else { return };
     if want != point {
         return;
     }
@@ -309,9 +508,24 @@ pub fn crash_point(point: &str) {
     }
 }
 
+fn crash_at() -> &'static Option<(String, u64)> {
+    static AT: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| {
+        let v = std::env::var("STRATA_TEST_CRASH_AT").ok()?;
+        let (p, n) = v.rsplit_once(':')?;
+        Some((p.to_owned(), n.parse().ok()?))
+    })
+}
+
+/// Whether `STRATA_TEST_CRASH_AT` names `point` (at any count).
+pub fn crash_armed(point: &str) -> bool {
+    crash_at().as_ref().is_some_and(|(p, _)| p == point)
+}
+
 /// The journal of every turn this process runs (`EnvExt::journal`).
 pub struct Journal {
     store: Arc<dyn JournalStore>,
+    writer: Arc<Writer>,
     cfg: JournalConfig,
     owner: String,
     live: StdMutex<HashMap<String, Arc<TurnJournal>>>,
@@ -329,6 +543,7 @@ impl Journal {
     /// A journal writing to `store`, as this process ([`owner_id`]).
     pub fn new(store: Arc<dyn JournalStore>, cfg: JournalConfig) -> Journal {
         Journal {
+            writer: Arc::new(Writer::new(store.clone())),
             store,
             cfg,
             owner: owner_id(),
@@ -347,16 +562,30 @@ impl Journal {
     }
 
     /// Starts (or, for a turn id with an unfinished journal, resumes) the journal of turn
-    /// `turn_id`. The start is durable when this returns: a caller acknowledges the message
-    /// after it.
+    /// `turn_id`.
+    ///
+    /// A turn id the caller brought (a `request_id`, a connector's message id, a queued
+    /// turn's id) may have a journal already, and the caller may acknowledge the message
+    /// once this returns: the start is durable by then. An id minted for this turn
+    /// (`minted`) has no journal anywhere and nobody to acknowledge: its start is written
+    /// behind, before any step of the turn (and so durable before any effect).
     pub async fn begin(
         &self,
         turn_id: &str,
         req: &TurnStart,
+        minted: bool,
     ) -> Result<Arc<TurnJournal>, StoreError> {
-        let tj = if self.store.journal_begin(&self.row(turn_id, req)).await? {
-            TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &[])
+        let new = minted || self.store.journal_begin(&self.row(turn_id, req)).await?;
+        let tj = if new {
+            let tj = TurnJournal::new(turn_id, self.writer.clone(), self.cfg.max_step_bytes, &[]);
+            if minted {
+                tj.push(JournalOp::Begin(Box::new(self.row(turn_id, req))));
+            }
+            tj
         } else {
+            // An earlier run of this id in this process may still have writes queued (its
+            // end): they land first.
+            self.settle().await?;
             let (found, steps) = match self.store.journal_turn(turn_id).await? {
                 Some((t, steps)) => (Some(t), steps),
                 None => (None, Vec::new()),
@@ -375,8 +604,15 @@ impl Journal {
                     "turn resumed from its journal: recorded steps are not done again"
                 );
             }
-            TurnJournal::new(turn_id, self.store.clone(), self.cfg.max_step_bytes, &steps)
+            TurnJournal::new(
+                turn_id,
+                self.writer.clone(),
+                self.cfg.max_step_bytes,
+                &steps,
+            )
         };
+        let mut tj = tj;
+        tj.commit_before_reads = self.cfg.commit_before_reads;
         let tj = Arc::new(tj);
         self.live
             .lock()
@@ -417,26 +653,35 @@ impl Journal {
             .cloned()
     }
 
-    /// Ends the turn's journal with `outcome` (an error is logged: the turn's answer stands).
-    pub async fn end(&self, turn_id: &str, outcome: &str) {
-        self.live
+    /// Ends the turn's journal with `outcome`, written behind: the turn's answer is stored
+    /// already, and a crash before the end lands finds that answer at the next start and
+    /// ends the journal then (a failure is logged: the answer stands).
+    pub fn end(&self, turn_id: &str, outcome: &str) {
+        let live = self
+            .live
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(turn_id);
-        if let Err(e) = self
-            .store
-            .journal_end(turn_id, strata_engine::clock::now_ms(), outcome)
-            .await
-        {
-            tracing::error!(turn = %turn_id, error = %e, "the turn's end was not journaled; it will be resumed (and find its stored answer) at the next start");
-        }
+        let mut ops = live.map(|tj| tj.take()).unwrap_or_default();
+        ops.push(JournalOp::End {
+            turn_id: turn_id.to_owned(),
+            at_ms: strata_engine::clock::now_ms(),
+            outcome: outcome.to_owned(),
+        });
+        self.writer.behind(ops);
+    }
+
+    /// Waits until every journal write made so far is durable (what a reader of the journal
+    /// in this process calls first, and the process before it exits).
+    pub async fn settle(&self) -> Result<(), StoreError> {
+        self.writer.barrier(Vec::new()).await
     }
 
     /// Ends turn `turn_id`'s journal as `ok` when it has none yet (a turn whose answer was
     /// stored just before the process died).
     pub async fn close_if_open(&self, turn_id: &str) {
         match self.store.journal_turn(turn_id).await {
-            Ok(Some((t, _))) if t.ended_ms.is_none() => self.end(turn_id, "ok").await,
+            Ok(Some((t, _))) if t.ended_ms.is_none() => self.end(turn_id, "ok"),
             Ok(_) => {}
             Err(e) => tracing::warn!(turn = %turn_id, error = %e, "journal not read"),
         }
@@ -479,13 +724,27 @@ impl Journal {
 /// its new steps.
 pub struct TurnJournal {
     turn_id: String,
-    store: Arc<dyn JournalStore>,
+    writer: Arc<Writer>,
+    /// `journal.commit_before_reads`.
+    commit_before_reads: bool,
+    /// Records made since the last hand-off to the writer, in order.
+    pending: StdMutex<Vec<JournalOp>>,
     max_step_bytes: usize,
     seq: AtomicU64,
     models: AtomicU32,
     recorded_models: HashMap<u32, CompletionResponse>,
     recorded_calls: HashMap<String, CallRecord>,
     resumed: bool,
+}
+
+impl Drop for TurnJournal {
+    /// A turn that stops without an end (its task cancelled) still writes what it recorded.
+    fn drop(&mut self) {
+        let ops = std::mem::take(self.pending.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if !ops.is_empty() && tokio::runtime::Handle::try_current().is_ok() {
+            self.writer.behind(ops);
+        }
+    }
 }
 
 impl std::fmt::Debug for TurnJournal {
@@ -525,7 +784,7 @@ fn response_of(data: &Value) -> Option<CompletionResponse> {
 impl TurnJournal {
     fn new(
         turn_id: &str,
-        store: Arc<dyn JournalStore>,
+        writer: Arc<Writer>,
         max_step_bytes: usize,
         steps: &[JournalStep],
     ) -> TurnJournal {
@@ -558,7 +817,9 @@ impl TurnJournal {
         }
         TurnJournal {
             turn_id: turn_id.to_owned(),
-            store,
+            writer,
+            commit_before_reads: true,
+            pending: StdMutex::new(Vec::new()),
             max_step_bytes,
             seq: AtomicU64::new(steps.iter().map(|s| s.seq).max().unwrap_or(0)),
             models: AtomicU32::new(0),
@@ -607,8 +868,45 @@ impl TurnJournal {
         digest(&[&self.turn_id, key, tool, &args.to_string()])
     }
 
-    /// Writes one step and waits until it is durable.
-    async fn append(&self, kind: &str, key: &str, mut data: Value) -> Result<(), StoreError> {
+    /// [`crash_point`] after a record: when the switch names `point`, the turn's records are
+    /// made durable first.
+    pub async fn crash_point(&self, point: &str) {
+        if crash_armed(point) {
+            let _ = self.writer.barrier(self.take()).await;
+        }
+        crash_point(point);
+    }
+
+    fn push(&self, op: JournalOp) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(op);
+    }
+
+    fn take(&self) -> Vec<JournalOp> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Hands the records made so far to the writer, without waiting for their commit: what
+    /// the turn does before it waits on something slow — a model call, a tool, a person —
+    /// so they are durable meanwhile. Records made between two hand-offs share one commit.
+    pub fn hand_off(&self) {
+        let ops = self.take();
+        if !ops.is_empty() {
+            self.writer.behind(ops);
+        }
+    }
+
+    /// Writes one step: with `durable`, returns once it (and every record before it) is
+    /// durable; otherwise keeps it for the turn's next hand-off ([`Self::hand_off`]).
+    async fn append(
+        &self,
+        kind: &str,
+        key: &str,
+        mut data: Value,
+        durable: bool,
+    ) -> Result<(), StoreError> {
         let bytes = data.to_string().len();
         if bytes > self.max_step_bytes {
             data = json!({ "cut": true, "bytes": bytes });
@@ -620,7 +918,18 @@ impl TurnJournal {
             key: key.to_owned(),
             data,
         };
-        self.store.journal_append(&self.turn_id, &[step]).await
+        let op = JournalOp::Append {
+            turn_id: self.turn_id.clone(),
+            steps: vec![step],
+        };
+        if durable {
+            let mut ops = self.take();
+            ops.push(op);
+            self.writer.barrier(ops).await
+        } else {
+            self.push(op);
+            Ok(())
+        }
     }
 
     /// Records model call `n`'s response (and a digest of what was asked, its purpose).
@@ -642,11 +951,19 @@ impl TurnJournal {
                 "usage": resp.usage,
                 "provider_state": resp.provider_state,
             }),
+            // Lost in a crash, it is asked for again; before any call it asked for runs, the
+            // call's durable start has made it durable too.
+            false,
         )
         .await
     }
 
-    /// Records that call `key` is about to run (durable before the tool's code runs).
+    /// Records that call `key` is about to run, durable — with every record before it, the
+    /// model response that asked for the call among them — before the tool's code runs: no
+    /// effect runs without its record (the invariant), and nothing the model asked for runs
+    /// before its answer is kept (a crash after never asks for that answer again). With
+    /// `journal.commit_before_reads: false`, a tool without side effects does not wait: its
+    /// record goes with the turn's next hand-off.
     pub async fn record_started(
         &self,
         key: &str,
@@ -664,6 +981,7 @@ impl TurnJournal {
                 "side_effects": side_effects,
                 "idempotency_key": idempotency_key,
             }),
+            self.commit_before_reads || side_effects != strata_engine::SideEffects::None,
         )
         .await
     }
@@ -680,7 +998,9 @@ impl TurnJournal {
         if let Some(o) = data.as_object_mut() {
             o.insert("tool".into(), Value::String(tool.to_owned()));
         }
-        self.append(kind, key, data).await
+        // Behind: lost in a crash, the call counts as started without an outcome — run again
+        // when that is safe, otherwise not repeated (unknown outcome); never run twice.
+        self.append(kind, key, data, false).await
     }
 }
 
@@ -792,7 +1112,7 @@ mod tests {
 
     #[test]
     fn the_idempotency_key_names_the_turn_the_step_the_tool_and_the_arguments() {
-        let store: Arc<dyn JournalStore> = Arc::new(NoStore);
+        let store = Arc::new(Writer::new(Arc::new(NoStore)));
         let a = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
         let b = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
         let args = json!({"path": "a.txt", "content": "x"});
@@ -853,7 +1173,7 @@ mod tests {
             step(4, "tool_started", "t1.1", json!({})),
             step(5, "model", "m2", json!({"cut": true, "bytes": 9})),
         ];
-        let tj = TurnJournal::new("t", Arc::new(NoStore), 1024, &steps);
+        let tj = TurnJournal::new("t", Arc::new(Writer::new(Arc::new(NoStore))), 1024, &steps);
         assert!(tj.resumed());
         assert_eq!(tj.recorded_model(1), Some(resp));
         // A cut response is asked for again.
@@ -879,6 +1199,158 @@ mod tests {
         // Another host (a single node's earlier container), or nothing readable.
         assert!(!owner_alive("some-other-host-1"));
         assert!(!owner_alive("garbage"));
+    }
+
+    /// Records each `journal_write` it gets (one per commit); refuses any batch touching
+    /// turn `bad`; holds a write while `gate` has no permit.
+    struct Recording {
+        batches: StdMutex<Vec<Vec<JournalOp>>>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    fn turn_of(op: &JournalOp) -> &str {
+        match op {
+            JournalOp::Begin(t) => &t.turn_id,
+            JournalOp::Append { turn_id, .. } | JournalOp::End { turn_id, .. } => turn_id,
+        }
+    }
+
+    #[async_trait]
+    impl JournalStore for Recording {
+        async fn journal_write(&self, ops: &[JournalOp]) -> Result<(), StoreError> {
+            let permit = self.gate.acquire().await.map_err(StoreError::failed)?;
+            permit.forget();
+            if ops.iter().any(|o| turn_of(o) == "bad") {
+                return Err(StoreError::failed("refused"));
+            }
+            self.batches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(ops.to_vec());
+            Ok(())
+        }
+        async fn journal_begin(&self, _: &JournalTurn) -> Result<bool, StoreError> {
+            unreachable!("the writer writes through journal_write")
+        }
+        async fn journal_reopen(&self, _: &str, _: &str) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn journal_append(&self, _: &str, _: &[JournalStep]) -> Result<(), StoreError> {
+            unreachable!("the writer writes through journal_write")
+        }
+        async fn journal_end(&self, _: &str, _: i64, _: &str) -> Result<(), StoreError> {
+            unreachable!("the writer writes through journal_write")
+        }
+        async fn journal_turn(
+            &self,
+            _: &str,
+        ) -> Result<Option<(JournalTurn, Vec<JournalStep>)>, StoreError> {
+            Ok(None)
+        }
+        async fn journal_turns(&self, _: TurnFilter) -> Result<Vec<JournalTurn>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn journal_prune(&self, _: i64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    fn end(turn: &str) -> JournalOp {
+        JournalOp::End {
+            turn_id: turn.into(),
+            at_ms: 1,
+            outcome: "ok".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_behind_land_in_order_and_a_barrier_waits_for_all_before_it() {
+        let store = Arc::new(Recording {
+            batches: StdMutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        let w = Writer::new(store.clone());
+        // The first write is held in its commit; what comes meanwhile queues up.
+        w.behind(vec![end("a")]);
+        tokio::task::yield_now().await;
+        w.behind(vec![end("b"), end("c")]);
+        w.behind(vec![end("d")]);
+        let barrier = w.barrier(vec![end("e")]);
+        tokio::pin!(barrier);
+        // Not durable while the commits before it are not.
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), &mut barrier)
+                .await
+                .is_err()
+        );
+        store.gate.add_permits(2);
+        barrier.await.expect("barrier");
+        let batches = store
+            .batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let turns: Vec<Vec<&str>> = batches
+            .iter()
+            .map(|b| b.iter().map(turn_of).collect())
+            .collect();
+        // Everything queued during the first commit went in the second, in order.
+        assert_eq!(turns, [vec!["a"], vec!["b", "c", "d", "e"]]);
+    }
+
+    #[tokio::test]
+    async fn a_bad_write_fails_its_own_caller_and_not_the_writes_it_shared_a_commit_with() {
+        let store = Arc::new(Recording {
+            batches: StdMutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        let w = Writer::new(store.clone());
+        w.behind(vec![end("first")]);
+        tokio::task::yield_now().await;
+        w.behind(vec![end("a")]);
+        let bad = w.barrier(vec![end("bad")]);
+        let good = w.barrier(vec![end("b")]);
+        store.gate.add_permits(10);
+        let (bad, good) = tokio::join!(bad, good);
+        assert!(bad.is_err());
+        good.expect("the other caller's write landed");
+        let landed: Vec<String> = store
+            .batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flatten()
+            .map(|o| turn_of(o).to_owned())
+            .collect();
+        assert_eq!(landed, ["first", "a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_tools_start_waits_for_its_commit_and_a_reads_only_when_set_to() {
+        let store = Arc::new(Recording {
+            batches: StdMutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(0),
+        });
+        let writer = Arc::new(Writer::new(store.clone()));
+        let mut tj = TurnJournal::new("t", writer, 1024, &[]);
+        use strata_engine::SideEffects;
+        async fn started(tj: &TurnJournal, key: &str, fx: SideEffects) -> bool {
+            let args = json!({"path": "a.txt"});
+            tokio::time::timeout(
+                std::time::Duration::from_millis(50),
+                tj.record_started(key, "read_file", &args, fx, "k"),
+            )
+            .await
+            .is_ok()
+        }
+        // By default even a read waits for the commit (held here: it does not return).
+        assert!(!started(&tj, "t1.0", SideEffects::None).await);
+        tj.commit_before_reads = false;
+        // Not for a read, then: its record waits for the turn's next hand-off …
+        assert!(started(&tj, "t2.0", SideEffects::None).await);
+        assert_eq!(tj.take().len(), 1);
+        // … but an effect always waits.
+        assert!(!started(&tj, "t3.0", SideEffects::Local).await);
     }
 
     struct NoStore;

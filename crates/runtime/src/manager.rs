@@ -281,6 +281,8 @@ impl AgentManager {
         // screened again), under an id every run of the turn shares.
         let journal = self.env.journal();
         let mut req = req;
+        // An id minted here names no stored turn and no journal yet: nothing to look up.
+        let minted = journal.is_some() && req.turn_id.is_none();
         let start = journal.as_ref().map(|_| {
             req.turn_id
                 .get_or_insert_with(|| uuid::Uuid::new_v4().to_string());
@@ -321,7 +323,7 @@ impl AgentManager {
             };
             *guard = Some(state);
         }
-        if let Some(id) = &req.turn_id
+        if let Some(id) = req.turn_id.as_ref().filter(|_| !minted)
             && let Some(done) = self
                 .store
                 .stored_turn(id)
@@ -337,7 +339,7 @@ impl AgentManager {
         }
         // Durable before the turn does anything: from here a crash resumes it.
         let journaled = match (&journal, &start, &req.turn_id) {
-            (Some(j), Some(start), Some(id)) => Some(j.begin(id, start).await.map_err(|e| {
+            (Some(j), Some(start), Some(id)) => Some(j.begin(id, start, minted).await.map_err(|e| {
                 AgentError::Other(format!(
                     "the turn journal is unavailable ({e}); the message was not taken — send it again when the store is back"
                 ))
@@ -403,7 +405,7 @@ impl AgentManager {
                         AgentError::Budget(_) => "budget",
                         _ => "error",
                     };
-                    j.end(tj.turn_id(), outcome).await;
+                    j.end(tj.turn_id(), outcome);
                 }
                 return Err(e);
             }
@@ -428,6 +430,12 @@ impl AgentManager {
                 request_id: r.request_id.clone(),
             })
             .collect();
+        // The turn's last records go ahead of its answer: on SQLite they share the answer's
+        // commit or land before it (one writer, in order), so a stored turn's journal has
+        // every step.
+        if let Some(tj) = &journaled {
+            tj.hand_off();
+        }
         let stored = match &req.turn_id {
             Some(id) => {
                 self.store
@@ -455,7 +463,10 @@ impl AgentManager {
             && stored.is_ok()
         {
             crate::journal::crash_point("turn_stored");
-            j.end(tj.turn_id(), "ok").await;
+            j.end(tj.turn_id(), "ok");
+            if crate::journal::crash_armed("turn_ended") {
+                let _ = j.settle().await;
+            }
             crate::journal::crash_point("turn_ended");
         }
         if let Ok(false) = stored {

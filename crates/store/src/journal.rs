@@ -5,7 +5,9 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use strata_engine::session::StoreError;
-use strata_runtime::journal::{JournalStep, JournalStore, JournalTurn, TurnFilter, TurnStart};
+use strata_runtime::journal::{
+    JournalOp, JournalStep, JournalStore, JournalTurn, TurnFilter, TurnStart,
+};
 
 use crate::SqliteStore;
 
@@ -35,17 +37,113 @@ fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournalTurn> {
     })
 }
 
+const BEGIN: &str = "INSERT INTO journal_turns (turn_id, owner, started_ms, agent_id, session_id, start) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (turn_id) DO NOTHING";
+const APPEND: &str = "INSERT INTO journal_steps (turn_id, seq, at_ms, kind, key, data) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+const END: &str = "UPDATE journal_turns SET ended_ms = ?2, outcome = ?3 \
+     WHERE turn_id = ?1 AND ended_ms IS NULL";
+
+/// A step as its row: seq, at_ms, kind, key, data.
+type StepRow = (i64, i64, String, String, String);
+
+/// A [`JournalOp`] with its JSON already written, ready for the writer thread.
+enum Op {
+    Begin(Box<JournalTurn>, String),
+    Append(String, Vec<StepRow>),
+    End(String, i64, String),
+}
+
+fn step_rows(steps: &[JournalStep]) -> Result<Vec<StepRow>, StoreError> {
+    steps
+        .iter()
+        .map(|s| {
+            Ok((
+                i64::try_from(s.seq).map_err(fail)?,
+                s.at_ms,
+                s.kind.clone(),
+                s.key.clone(),
+                s.data.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn prepared(ops: &[JournalOp]) -> Result<Vec<Op>, StoreError> {
+    ops.iter()
+        .map(|op| {
+            Ok(match op {
+                JournalOp::Begin(t) => {
+                    Op::Begin(t.clone(), serde_json::to_string(&t.start).map_err(fail)?)
+                }
+                JournalOp::Append { turn_id, steps } => {
+                    Op::Append(turn_id.clone(), step_rows(steps)?)
+                }
+                JournalOp::End {
+                    turn_id,
+                    at_ms,
+                    outcome,
+                } => Op::End(turn_id.clone(), *at_ms, outcome.clone()),
+            })
+        })
+        .collect()
+}
+
+/// The writer thread's job for `ops`: one transaction (a savepoint of the writer's, when it
+/// commits several jobs at once).
+fn job(ops: Vec<Op>) -> impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send {
+    move |c| {
+        for op in &ops {
+            match op {
+                Op::Begin(t, start) => {
+                    c.prepare_cached(BEGIN)?.execute(params![
+                        t.turn_id,
+                        t.owner,
+                        t.started_ms,
+                        t.start.agent_id,
+                        t.start.session_id,
+                        start
+                    ])?;
+                }
+                Op::Append(id, rows) => {
+                    let mut st = c.prepare_cached(APPEND)?;
+                    for r in rows {
+                        st.execute(params![id, r.0, r.1, r.2, r.3, r.4])?;
+                    }
+                }
+                Op::End(id, at, outcome) => {
+                    c.prepare_cached(END)?.execute(params![id, at, outcome])?;
+                }
+            }
+        }
+        Ok(ops.len())
+    }
+}
+
 #[async_trait]
 impl JournalStore for SqliteStore {
+    async fn journal_write(&self, ops: &[JournalOp]) -> Result<(), StoreError> {
+        // One job: one transaction, committed with whatever else the writer has queued.
+        self.write(job(prepared(ops)?)).await.map(|_| ())
+    }
+
+    /// The writer thread is the queue: jobs run in the order they were sent.
+    fn journal_ordered(&self) -> bool {
+        true
+    }
+
+    fn journal_queue(&self, ops: Vec<JournalOp>) {
+        match prepared(&ops) {
+            Ok(ops) => self.write_detached(job(ops)),
+            Err(e) => tracing::warn!(error = %e, "a journal write was not queued"),
+        }
+    }
+
     async fn journal_begin(&self, turn: &JournalTurn) -> Result<bool, StoreError> {
         let start = serde_json::to_string(&turn.start).map_err(fail)?;
         let t = turn.clone();
         self.write(move |c| {
-            c.prepare_cached(
-                "INSERT INTO journal_turns (turn_id, owner, started_ms, agent_id, session_id, start) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (turn_id) DO NOTHING",
-            )?
-            .execute(params![
+            c.prepare_cached(BEGIN)?.execute(params![
                 t.turn_id,
                 t.owner,
                 t.started_ms,
@@ -73,23 +171,9 @@ impl JournalStore for SqliteStore {
 
     async fn journal_append(&self, turn_id: &str, steps: &[JournalStep]) -> Result<(), StoreError> {
         let id = turn_id.to_owned();
-        let rows: Vec<(i64, i64, String, String, String)> = steps
-            .iter()
-            .map(|s| {
-                Ok((
-                    i64::try_from(s.seq).map_err(fail)?,
-                    s.at_ms,
-                    s.kind.clone(),
-                    s.key.clone(),
-                    s.data.to_string(),
-                ))
-            })
-            .collect::<Result<_, StoreError>>()?;
+        let rows = step_rows(steps)?;
         self.write(move |c| {
-            let mut st = c.prepare_cached(
-                "INSERT INTO journal_steps (turn_id, seq, at_ms, kind, key, data) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
+            let mut st = c.prepare_cached(APPEND)?;
             for r in &rows {
                 st.execute(params![id, r.0, r.1, r.2, r.3, r.4])?;
             }
@@ -106,15 +190,9 @@ impl JournalStore for SqliteStore {
         outcome: &str,
     ) -> Result<(), StoreError> {
         let (id, outcome) = (turn_id.to_owned(), outcome.to_owned());
-        self.write(move |c| {
-            c.prepare_cached(
-                "UPDATE journal_turns SET ended_ms = ?2, outcome = ?3 \
-                 WHERE turn_id = ?1 AND ended_ms IS NULL",
-            )?
-            .execute(params![id, at_ms, outcome])
-        })
-        .await
-        .map(|_| ())
+        self.write(move |c| c.prepare_cached(END)?.execute(params![id, at_ms, outcome]))
+            .await
+            .map(|_| ())
     }
 
     async fn journal_turn(

@@ -442,10 +442,16 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> rusqlite::Result<usize> + Send + 'static,
     {
         let (reply, _rx) = tokio::sync::oneshot::channel();
+        let op = move |c: &Connection| {
+            f(c).inspect_err(|e| {
+                strata_engine::meters::store_error("sqlite");
+                tracing::warn!(error = %e, "a queued database write failed");
+            })
+        };
         if self
             .writer
             .send(Job {
-                op: Box::new(f),
+                op: Box::new(op),
                 reply,
             })
             .is_err()

@@ -19,6 +19,12 @@ pub struct JournalConfig {
     /// Largest recorded value (a tool's result, a model's answer) in bytes; longer ones are
     /// cut, and a turn resumed over a cut value runs that step again where that is safe.
     pub max_step_bytes: usize,
+    /// Wait for the journal's commit before a tool without side effects runs too (default
+    /// on): a crash after any tool ran then never asks the model again for the answer that
+    /// asked for it. Off, a turn waits for a commit only before a tool with side effects —
+    /// less time per turn (docs/DURABILITY.md), and a crash during a read may make a model
+    /// call a second time (nothing with effects ever runs twice either way).
+    pub commit_before_reads: bool,
 }
 
 impl Default for JournalConfig {
@@ -28,6 +34,7 @@ impl Default for JournalConfig {
             retain_days: 30,
             unknown_outcome: UnknownOutcome::Ask,
             max_step_bytes: 1 << 20,
+            commit_before_reads: true,
         }
     }
 }

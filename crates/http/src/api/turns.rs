@@ -34,6 +34,7 @@ async fn list(
     Query(q): Query<TurnsQuery>,
 ) -> Result<Response, ApiError> {
     let limit = parse_limit(q.limit.as_deref(), 100, 1000)?;
+    settle(&st).await?;
     let turns = store(&st)?
         .journal_turns(TurnFilter {
             unfinished: q.unfinished.unwrap_or(false),
@@ -50,6 +51,7 @@ async fn show(
     State(st): State<Arc<HttpState>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    settle(&st).await?;
     let Some((turn, steps)) = store(&st)?.journal_turn(&id).await.map_err(unavailable)? else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -58,4 +60,14 @@ async fn show(
         ));
     };
     Ok(ok(strata_runtime::journal::detail(&turn, &steps)))
+}
+
+/// Journal writes of this process's turns are written behind them: the ones made so far land
+/// before the journal is read, so a turn that answered shows its end.
+async fn settle(st: &HttpState) -> Result<(), ApiError> {
+    use strata_runtime::EnvExt;
+    match st.invoker.env().journal() {
+        Some(j) => j.settle().await.map_err(unavailable),
+        None => Ok(()),
+    }
 }

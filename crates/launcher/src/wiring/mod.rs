@@ -77,11 +77,17 @@ pub struct Wired {
 }
 
 impl Wired {
-    /// Before the process ends: model calls' usage still on its way to the store, then the
-    /// store's own writes, then the audit log. Every command that built a runtime calls it.
+    /// Before the process ends: model calls' usage still on its way to the store, the
+    /// journal's writes behind its turns, then the store's own writes, then the audit log.
+    /// Every command that built a runtime calls it.
     pub async fn finish(&self) {
         if let Some(u) = self.invoker.env().usage() {
             u.flush().await;
+        }
+        if let Some(j) = self.invoker.env().journal()
+            && let Err(e) = j.settle().await
+        {
+            tracing::warn!(error = %e, "last journal writes not confirmed");
         }
         if let Err(e) = self.store.flush().await {
             tracing::warn!(error = %e, "last database writes not confirmed");

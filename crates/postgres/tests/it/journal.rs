@@ -4,7 +4,7 @@
 use serde_json::json;
 use strata_engine::Principal;
 use strata_engine::message::Message;
-use strata_runtime::journal::{JournalStep, JournalTurn, TurnFilter, TurnStart};
+use strata_runtime::journal::{JournalOp, JournalStep, JournalTurn, TurnFilter, TurnStart};
 
 use crate::both;
 use crate::harness::{Harness, Kind};
@@ -157,3 +157,70 @@ async fn a_turns_journal_survives_a_restart_and_is_resumed_once_ended(kind: Kind
     assert!(store.journal_turn("t-3").await.expect("read").is_some());
 }
 both!(a_turns_journal_survives_a_restart_and_is_resumed_once_ended);
+
+async fn a_batch_of_writes_of_several_turns_is_one_commit_in_order(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    {
+        let store = h.store().await;
+        assert!(store.journal_begin(&turn("t-0", 5)).await.expect("begin"));
+        store
+            .journal_write(&[
+                JournalOp::Begin(Box::new(turn("t-1", 10))),
+                JournalOp::Append {
+                    turn_id: "t-1".into(),
+                    steps: vec![step(1, "model", "m1"), step(2, "tool_started", "t1.0")],
+                },
+                // A start of a turn that has one leaves it as it is, here too.
+                JournalOp::Begin(Box::new(turn("t-0", 99))),
+                JournalOp::Begin(Box::new(turn("t-2", 20))),
+                JournalOp::Append {
+                    turn_id: "t-1".into(),
+                    steps: vec![step(3, "tool_done", "t1.0")],
+                },
+                JournalOp::End {
+                    turn_id: "t-2".into(),
+                    at_ms: 30,
+                    outcome: "ok".into(),
+                },
+            ])
+            .await
+            .expect("batch");
+        // One bad write (a step number used twice) and the whole batch is refused: nothing
+        // of it lands, so the writer can write each caller's part alone.
+        assert!(
+            store
+                .journal_write(&[
+                    JournalOp::Append {
+                        turn_id: "t-2".into(),
+                        steps: vec![step(1, "model", "m1")],
+                    },
+                    JournalOp::Append {
+                        turn_id: "t-1".into(),
+                        steps: vec![step(3, "tool_done", "t1.0")],
+                    },
+                ])
+                .await
+                .is_err()
+        );
+    }
+    let store = h.store().await;
+    let (t0, _) = store.journal_turn("t-0").await.expect("read").expect("t-0");
+    assert_eq!(t0.started_ms, 5);
+    let (t1, steps) = store.journal_turn("t-1").await.expect("read").expect("t-1");
+    assert_eq!((t1.ended_ms, t1.steps), (None, 3));
+    assert_eq!(
+        steps
+            .iter()
+            .map(|s| (s.seq, s.kind.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "model"), (2, "tool_started"), (3, "tool_done")]
+    );
+    assert_eq!(steps[0], step(1, "model", "m1"));
+    let (t2, steps) = store.journal_turn("t-2").await.expect("read").expect("t-2");
+    assert_eq!((t2.ended_ms, t2.outcome.as_deref()), (Some(30), Some("ok")));
+    assert!(
+        steps.is_empty(),
+        "the refused batch left nothing: {steps:?}"
+    );
+}
+both!(a_batch_of_writes_of_several_turns_is_one_commit_in_order);
