@@ -42,7 +42,7 @@ pub struct Created {
 /// time you (this agent) are asked `prompt` as them, and your answer is posted to
 /// `deliver_to` (default: this conversation's channel). Use it when someone asks "remind me
 /// on Monday at 9" or "every morning, summarise …".
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 10)]
+#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 10, idempotent)]
 async fn schedule_create(
     ctx: &ToolContext,
     /// A short unique name (letters, digits, `-`, `_`), e.g. `standup-reminder`.
@@ -130,13 +130,42 @@ async fn schedule_create(
         _ => when.clone(),
     };
     let store = store(ctx)?;
-    let mine = store
+    let defs = store
         .defs()
         .await
-        .map_err(|e| ToolError::failed(e.to_string()))?
-        .iter()
-        .filter(|d| d.owner == ctx.principal)
-        .count();
+        .map_err(|e| ToolError::failed(e.to_string()))?;
+    // This very call, run again after a crash (its idempotency key is kept with what it
+    // made): it made the schedule already, and makes nothing now.
+    if let Some(key) = ctx.idempotency_key()
+        && let Some(made) = defs
+            .iter()
+            .find(|d| d.name == name && d.idempotency_key.as_deref() == Some(key))
+    {
+        // As it was made ("in 2h" counts from the first run of the call, not from now).
+        let first = made
+            .schedule()
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        let made_at = Timestamp::from_second(made.created_at)
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        let next = first.when.next_after(made_at);
+        let has_state = store
+            .states()
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?
+            .iter()
+            .any(|st| st.name == name);
+        // Killed between the two writes: the first run is still due.
+        if !has_state {
+            save_first_run(&*store, &name, next).await?;
+        }
+        return Ok(Created {
+            name,
+            when: first.when.describe(),
+            next_run: next.map(|t| t.to_string()),
+            deliver_to: made.deliver_to.clone(),
+        });
+    }
+    let mine = defs.iter().filter(|d| d.owner == ctx.principal).count();
     if mine >= MAX_PER_SENDER {
         return Err(ToolError::failed(format!(
             "{} already has {mine} schedules (at most {MAX_PER_SENDER}); cancel one first",
@@ -152,6 +181,7 @@ async fn schedule_create(
         prompt,
         deliver_to: deliver_to.clone(),
         created_at: now.as_second(),
+        idempotency_key: ctx.idempotency_key().map(str::to_owned),
     };
     if !store
         .add_def(&def)
@@ -163,21 +193,29 @@ async fn schedule_create(
             format!("a schedule `{name}` exists; pick another name or cancel it"),
         ));
     }
-    let next_run = next.map(|t| t.as_second());
-    store
-        .save_state(&strata_runtime::schedule::ScheduleState {
-            name: name.clone(),
-            next_run,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| ToolError::failed(e.to_string()))?;
+    save_first_run(&*store, &name, next).await?;
     Ok(Created {
         name,
         when: parsed.describe(),
         next_run: next.map(|t| t.to_string()),
         deliver_to,
     })
+}
+
+/// A new schedule's state: due at `next`, never run.
+async fn save_first_run(
+    store: &dyn strata_runtime::schedule::ScheduleStore,
+    name: &str,
+    next: Option<Timestamp>,
+) -> Result<(), ToolError> {
+    store
+        .save_state(&strata_runtime::schedule::ScheduleState {
+            name: name.to_owned(),
+            next_run: next.map(|t| t.as_second()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ToolError::failed(e.to_string()))
 }
 
 /// The schedules the person you are talking with made (an owner sees everyone's): name,

@@ -645,6 +645,10 @@ pub struct ScheduleDef {
     pub deliver_to: Option<String>,
     /// When it was made (Unix seconds).
     pub created_at: i64,
+    /// The idempotency key of the call that made it (a journaled turn's `schedule_create`):
+    /// the same call run again after a crash finds it and makes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// Schedules one sender may keep at once.
