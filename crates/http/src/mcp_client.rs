@@ -42,7 +42,7 @@ impl Tool for RemoteTool {
         &self.spec
     }
 
-    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(peer) = peer else {
             return Err(ToolError::failed(format!(
@@ -53,6 +53,18 @@ impl Tool for RemoteTool {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         if let Value::Object(m) = args {
             params = params.with_arguments(m);
+        }
+        // A journaled turn's call carries its idempotency key: a server that honours it makes
+        // a call run again after a crash do nothing new.
+        if let Some(key) = ctx.idempotency_key() {
+            let mut meta = serde_json::Map::new();
+            meta.insert(
+                strata_engine::config::IDEMPOTENCY_META_KEY.to_owned(),
+                Value::String(key.to_owned()),
+            );
+            params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                meta,
+            )));
         }
         let result = peer
             .call_tool(params)
@@ -325,6 +337,7 @@ async fn supervise(
                                 McpHints {
                                     read_only: ann.and_then(|a| a.read_only_hint),
                                     open_world: ann.and_then(|a| a.open_world_hint),
+                                    idempotent: ann.and_then(|a| a.idempotent_hint),
                                 },
                             );
                             spec.capabilities = if trust.network {
@@ -333,6 +346,7 @@ async fn supervise(
                                 Vec::new()
                             };
                             spec.side_effects = trust.side_effects;
+                            spec.idempotent = trust.idempotent;
                             spec.web_facing = trust.untrusted;
                             if trust.untrusted {
                                 spec.trusted_fields = cfg.trusted_fields(&t.name);

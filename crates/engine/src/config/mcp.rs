@@ -84,7 +84,17 @@ pub struct McpToolConfig {
     /// sent the money wrote. Values found only in these are not steered.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trusted_fields: Vec<String>,
+    /// Running it again with the same arguments and the same idempotency key has no new
+    /// effect: the server honours the key Strata sends in the request's `_meta`
+    /// ([`IDEMPOTENCY_META_KEY`]), or the tool is idempotent by nature. Then a turn resumed
+    /// after a crash may run a call of it that had started again (default: its
+    /// `idempotentHint` annotation, else false).
+    pub idempotent: Option<bool>,
 }
+
+/// The `_meta` key under which a tool call of a journaled turn carries its idempotency key
+/// to an MCP server (docs/DURABILITY.md).
+pub const IDEMPOTENCY_META_KEY: &str = "strata/idempotency-key";
 
 /// What the server's own annotations say of a tool (MCP `ToolAnnotations`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,6 +103,8 @@ pub struct McpHints {
     pub read_only: Option<bool>,
     /// `openWorldHint`.
     pub open_world: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent: Option<bool>,
 }
 
 /// How Strata registers an external MCP tool: what it reaches and whether its results are
@@ -105,6 +117,9 @@ pub struct McpToolTrust {
     pub untrusted: bool,
     /// It reaches the network with its arguments (`openWorldHint` not false).
     pub network: bool,
+    /// A call of it may run again after a crash (`tools.<tool>.idempotent`, else its
+    /// `idempotentHint`).
+    pub idempotent: bool,
 }
 
 impl McpServerConfig {
@@ -140,6 +155,7 @@ impl McpServerConfig {
             side_effects,
             untrusted: trust == McpTrust::Untrusted,
             network: hints.open_world != Some(false),
+            idempotent: over.idempotent.or(hints.idempotent).unwrap_or(false),
         }
     }
 }
@@ -167,6 +183,7 @@ mod tests {
         let reads = McpHints {
             read_only: Some(true),
             open_world: Some(false),
+            idempotent: None,
         };
         let t = cfg.tool_trust("x", none);
         assert_eq!(
@@ -188,10 +205,20 @@ mod tests {
                 read_only: Some(false),
                 side_effects: Some(SideEffects::Local),
                 trusted_fields: vec![],
+                idempotent: None,
             },
         );
         let t = cfg.tool_trust("x", reads);
         assert_eq!((t.side_effects, t.untrusted), (SideEffects::Local, true));
+        // Idempotent when the server says so, unless the operator says otherwise.
+        let said = McpHints {
+            idempotent: Some(true),
+            ..McpHints::default()
+        };
+        assert!(!cfg.tool_trust("x", none).idempotent);
+        assert!(cfg.tool_trust("y", said).idempotent);
+        cfg.tools.get_mut("x").expect("x").idempotent = Some(false);
+        assert!(!cfg.tool_trust("x", said).idempotent);
         // The file's words.
         let cfg: McpServerConfig = yaml_serde::from_str(
             "transport: stdio\ncommand: bank\ntrust: trusted\ntools:\n  send_money: {trust: untrusted, side_effects: external}\n",

@@ -316,3 +316,52 @@ async fn vouched_fields_of_a_structured_result_are_trusted_and_the_rest_is_not()
     assert!(matches!(taint.trace(&sender), Trace::Steered(_)));
     assert!(matches!(taint.trace(&attacker), Trace::Steered(_)));
 }
+
+/// A tool annotated `idempotentHint` may run again after a crash, and a journaled turn's call
+/// carries its idempotency key to the server in the request's `_meta`
+/// (`strata/idempotency-key`); outside a journaled turn there is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_idempotency_key_reaches_the_server_in_meta() {
+    if !python_mcp_available() {
+        return;
+    }
+    let registry = Arc::new(Registry::empty());
+    let servers = [("shop".to_owned(), server_config())].into_iter().collect();
+    let clients = strata_http::mcp_client::start(&servers, registry.clone(), None).await;
+    assert!(clients.connected("shop"));
+    let order = registry.get("shop__order").expect("registered");
+    assert!(order.spec().idempotent, "annotated idempotentHint");
+    assert!(!registry.get("shop__forecast").expect("t").spec().idempotent);
+    let d = std::env::temp_dir();
+    let env = Arc::new(Env::new(Config::default(), d.clone(), d));
+    let ctx = |key: Option<&str>| strata_engine::ToolContext {
+        agent_id: Some("main".into()),
+        session_id: None,
+        channel_id: None,
+        principal: Principal::Operator,
+        request_id: "r-1".into(),
+        env: env.clone(),
+        depth: 0,
+        policy: Arc::new(strata_engine::access::AccessPolicy::from_config(
+            &env.config,
+        )),
+        tools: registry.clone(),
+        taint: None,
+        idempotency_key: key.map(str::to_owned),
+    };
+    let text = |out: Result<strata_engine::ToolOutput, strata_engine::ToolError>| {
+        out.expect("called")
+            .0
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let keyed = order
+        .tool
+        .call(&ctx(Some("6f1c0ffee")), json!({"item": "paper"}))
+        .await;
+    assert_eq!(text(keyed), "ordered paper under key 6f1c0ffee");
+    let plain = order.tool.call(&ctx(None), json!({"item": "ink"})).await;
+    assert_eq!(text(plain), "ordered ink under key None");
+    clients.shutdown().await;
+}
