@@ -118,6 +118,7 @@ fn recall(
                 created_by: "bench".into(),
                 confidence: None,
                 taint: None,
+                idempotency_key: None,
             })
             .collect();
         let vectors = (0..n)
@@ -205,6 +206,7 @@ pub fn run(quick: bool) -> Result<Report, String> {
                 created_by: "bench".into(),
                 confidence: None,
                 taint: None,
+                idempotency_key: None,
             };
             let t = Instant::now();
             rt.block_on(mem.store(&op, m)).map_err(|e| e.to_string())?;

@@ -175,6 +175,11 @@ pub struct NewMemory {
     /// Set when a tainted turn stores it (see [`Memory::taint`]).
     #[serde(default)]
     pub taint: Option<String>,
+    /// The idempotency key of the call that stores it (`memory_store` in a journaled turn):
+    /// kept with the store, so the same call run again after a crash returns what the first
+    /// made and stores nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// How to search.

@@ -103,6 +103,7 @@ pub fn exchange(
         created_by: format!("agent:{}", turn.agent_id),
         confidence: Some(0.6),
         taint,
+        idempotency_key: None,
     })
 }
 
@@ -198,6 +199,10 @@ pub trait Rows: Recall {
     }
     /// The id of row `mid`, if it is still there.
     async fn id_of(&self, mid: i64) -> Result<Option<String>, MemoryError>;
+    /// What the store with idempotency key `key` did: the memory's id, and whether it was
+    /// inserted (else merged into a near-duplicate). Insert and merge keep `m`'s key on
+    /// their log line in the same transaction.
+    async fn stored_by_key(&self, key: &str) -> Result<Option<(String, bool)>, MemoryError>;
     /// Folds `m` into row `mid` (id `id`): the longer text, the union of the tags, pinned
     /// and confidence raised, unarchived, logged as a merge.
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError>;
@@ -384,6 +389,16 @@ pub mod policy {
                 "scope `{}` is not writable here",
                 m.scope
             )));
+        }
+        // The same call run again (a turn resumed after a crash): what the first run stored.
+        if let Some(key) = &m.idempotency_key
+            && let Some((id, inserted)) = r.stored_by_key(key).await?
+        {
+            return Ok(if inserted {
+                Stored::Created(id)
+            } else {
+                Stored::Merged(id)
+            });
         }
         let vector = r.embed(&m.content).await;
         let now = r.now();

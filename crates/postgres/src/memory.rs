@@ -733,14 +733,30 @@ async fn log(
     actor: &str,
     reason: Option<&str>,
 ) -> Result<i64, tokio_postgres::Error> {
+    log_keyed(tx, ts, id, mid, action, actor, reason, None).await
+}
+
+/// Logs a change made by a call with an idempotency key (a store, a merge); its sequence
+/// number.
+#[allow(clippy::too_many_arguments)]
+async fn log_keyed(
+    tx: &deadpool_postgres::Transaction<'_>,
+    ts: i64,
+    id: &str,
+    mid: i64,
+    action: &str,
+    actor: &str,
+    reason: Option<&str>,
+    key: Option<&str>,
+) -> Result<i64, tokio_postgres::Error> {
     let st = tx
         .prepare_cached(
-            "INSERT INTO memory_log (ts, memory_id, mid, action, actor, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
+            "INSERT INTO memory_log (ts, memory_id, mid, action, actor, reason, idempotency_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
         )
         .await?;
     Ok(tx
-        .query_one(&st, &[&ts, &id, &mid, &action, &actor, &reason])
+        .query_one(&st, &[&ts, &id, &mid, &action, &actor, &reason, &key])
         .await?
         .get(0))
 }
@@ -823,6 +839,18 @@ impl strata_memory::kept::Rows for PgMemory {
         )
     }
 
+    async fn stored_by_key(&self, key: &str) -> Result<Option<(String, bool)>, MemoryError> {
+        let c = self.client().await?;
+        Ok(c.query_opt(
+            "SELECT memory_id, action FROM memory_log WHERE idempotency_key = $1 \
+                 AND action IN ('insert', 'merge') ORDER BY seq LIMIT 1",
+            &[&key],
+        )
+        .await
+        .map_err(|e| self.fail(e))?
+        .map(|r| (r.get(0), r.get::<_, &str>(1) == "insert")))
+    }
+
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.fail(e))?;
@@ -857,7 +885,7 @@ impl strata_memory::kept::Rows for PgMemory {
         )
         .await
         .map_err(|e| self.fail(e))?;
-        log(
+        log_keyed(
             &tx,
             now,
             id,
@@ -865,6 +893,7 @@ impl strata_memory::kept::Rows for PgMemory {
             "merge",
             &m.created_by,
             Some("near-duplicate stored"),
+            m.idempotency_key.as_deref(),
         )
         .await
         .map_err(|e| self.fail(e))?;
@@ -916,9 +945,18 @@ impl strata_memory::kept::Rows for PgMemory {
             .await
             .map_err(|e| self.fail(e))?
             .get(0);
-        let seq = log(&tx, now, id, mid, "insert", &m.created_by, None)
-            .await
-            .map_err(|e| self.fail(e))?;
+        let seq = log_keyed(
+            &tx,
+            now,
+            id,
+            mid,
+            "insert",
+            &m.created_by,
+            None,
+            m.idempotency_key.as_deref(),
+        )
+        .await
+        .map_err(|e| self.fail(e))?;
         tx.commit().await.map_err(|e| self.fail(e))?;
         self.applied([seq]).await;
         Ok(mid)

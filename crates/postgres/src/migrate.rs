@@ -258,6 +258,10 @@ pub const MIGRATIONS: &[&str] = &[
         data TEXT NOT NULL,
         PRIMARY KEY (turn_id, seq)
     );",
+    // 15: the idempotency key of the call that stored (or merged) a memory, on its log line:
+    // the same call run again after a crash finds it.
+    "ALTER TABLE memory_log ADD COLUMN idempotency_key TEXT;
+    CREATE INDEX memory_log_by_key ON memory_log (idempotency_key) WHERE idempotency_key IS NOT NULL;",
 ];
 
 /// The newest schema version this binary knows.

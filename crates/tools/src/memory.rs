@@ -90,7 +90,7 @@ fn parse_scope(v: &Viewer, s: &str) -> Result<MemoryScope, ToolError> {
 /// names, decisions, how-tos), not for chit-chat. Near-duplicates in the same scope are merged.
 /// Scope: `agent` (default: this agent only), `private` (only in conversations with the
 /// current person), `global` (every agent), or `group:<name>`.
-#[tool(capabilities = [memory], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [memory], side_effects = local, timeout_secs = 30, idempotent)]
 async fn memory_store(
     ctx: &ToolContext,
     /// What to remember, as a self-contained sentence.
@@ -134,6 +134,8 @@ async fn memory_store(
                 created_by: by,
                 confidence: None,
                 taint,
+                // Kept with the store: the same call run again returns what this one made.
+                idempotency_key: ctx.idempotency_key().map(str::to_owned),
             },
         )
         .await

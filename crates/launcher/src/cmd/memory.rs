@@ -107,6 +107,7 @@ fn parse_import(v: Value) -> Result<NewMemory, String> {
             .and_then(Value::as_f64)
             .map(|c| c as f32),
         taint: None,
+        idempotency_key: None,
     })
 }
 

@@ -488,3 +488,114 @@ async fn two_hundred_turns_survive_five_kills() {
     assert_eq!(open["value"]["turns"], json!([]), "{open}");
     drop(served);
 }
+
+/// `schedule_create` honours its idempotency key: killed after it made the schedule and
+/// before its outcome was recorded, the resumed turn runs the call again, which finds the
+/// schedule its first run made (the key is kept with it) and makes nothing — one schedule,
+/// a successful result for the model, no unknown outcome. (Without the key the call would
+/// be an unknown outcome, not run again, and alerted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_made_before_a_kill_is_found_again_not_made_twice() {
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::tool_calls(&[(
+            "c1",
+            "schedule_create",
+            json!({"name": "standup", "when": "in 3h", "prompt": "Remind the team of the standup"}),
+        )]),
+        openai::text("Scheduled."),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    common::write(
+        ov.path(),
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [schedule_create, schedule_list]\n",
+    );
+    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
+    assert!(chat(&first.base).await.is_err());
+    let _ = first.child.wait();
+    drop(first);
+
+    let second = common::serve(ov.path());
+    let (st, v) = chat(&second.base).await.expect("retry");
+    assert_eq!(
+        (st, v["response"].as_str()),
+        (200, Some("Scheduled.")),
+        "{v}"
+    );
+    // The model read a made schedule, not an error and not an unknown outcome.
+    let told = fake.requests()[1].body["messages"].to_string();
+    assert!(
+        told.contains("next_run") && told.contains("standup"),
+        "{told}"
+    );
+    assert!(
+        !told.contains("exists") && !told.contains("unknown"),
+        "{told}"
+    );
+    // One schedule, due once, three hours after the first run made it.
+    let (st, v) = common::api("GET", &format!("{}/api/schedules", second.base), BOSS, None).await;
+    assert_eq!(st, 200, "{v}");
+    let rows: Vec<&Value> = v["value"]["schedules"]
+        .as_array()
+        .map(|a| a.iter().filter(|s| s["name"] == "standup").collect())
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert!(!rows[0]["next_run"].is_null(), "{v}");
+    assert_eq!(unknown_outcome_alerts(ov.path()), 0);
+    drop(second);
+}
+
+/// `memory_store` honours its idempotency key: killed after it stored and before its outcome
+/// was recorded, the resumed turn runs the call again, which finds the store the key names
+/// and returns it — `created`, the same id — instead of storing again (or merging into the
+/// first as a near-duplicate). One memory, no unknown outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_stored_before_a_kill_is_returned_again_not_stored_twice() {
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::tool_calls(&[(
+            "c1",
+            "memory_store",
+            json!({"content": "The team standup is at nine every weekday", "scope": "global"}),
+        )]),
+        openai::text("Noted."),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    common::write(
+        ov.path(),
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [memory_store]\n",
+    );
+    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
+    assert!(chat(&first.base).await.is_err());
+    let _ = first.child.wait();
+    drop(first);
+
+    let second = common::serve(ov.path());
+    let (st, v) = chat(&second.base).await.expect("retry");
+    assert_eq!((st, v["response"].as_str()), (200, Some("Noted.")), "{v}");
+    drop(second);
+    let o = common::strata(ov.path())
+        .args(["memory", "list", "--json"])
+        .output()
+        .expect("strata");
+    let listed: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let standup: Vec<&Value> = listed["memories"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|m| m["content"].as_str().unwrap_or("").contains("standup"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(standup.len(), 1, "{listed}");
+    let id = standup[0]["id"].as_str().expect("id");
+    // The model read the first store's outcome: created, that memory's id.
+    let told = fake.requests()[1].body["messages"].to_string();
+    assert!(
+        told.contains(r#"\"outcome\":\"created\""#) && told.contains(id),
+        "{told}"
+    );
+    assert_eq!(unknown_outcome_alerts(ov.path()), 0);
+}

@@ -487,6 +487,7 @@ async fn migrate_copies_a_deployment_once_and_recall_agrees() {
                 created_by: "test".into(),
                 confidence: Some(0.9),
                 taint: None,
+                idempotency_key: None,
             })
             .collect();
         let vectors = (0..10_000).map(|i| Some(vector(i))).collect();

@@ -81,6 +81,20 @@ impl crate::kept::Rows for SqliteMemory {
         .await
     }
 
+    async fn stored_by_key(&self, key: &str) -> Result<Option<(String, bool)>, MemoryError> {
+        let key = key.to_owned();
+        self.db(move |c| {
+            c.query_row(
+                "SELECT memory_id, action FROM memory_log WHERE idempotency_key = ?1 \
+                 AND action IN ('insert', 'merge') ORDER BY seq LIMIT 1",
+                [key],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)? == "insert")),
+            )
+            .optional()
+        })
+        .await
+    }
+
     async fn merge(&self, mid: i64, id: &str, m: &NewMemory, now: i64) -> Result<(), MemoryError> {
         let (pinned, actor, taint) = (m.pinned, m.created_by.clone(), m.taint.clone());
         let m = m.clone();
@@ -98,8 +112,8 @@ impl crate::kept::Rows for SqliteMemory {
                 params![mid, keep, tags, pinned as i64, f64::from(conf), now, taint],
             )?;
             tx.execute(
-                "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored')",
-                params![now, idc, actor],
+                "INSERT INTO memory_log (ts, memory_id, action, actor, reason, idempotency_key) VALUES (?1, ?2, 'merge', ?3, 'near-duplicate stored', ?4)",
+                params![now, idc, actor, m.idempotency_key],
             )?;
             tx.commit()
         })
@@ -141,8 +155,8 @@ impl crate::kept::Rows for SqliteMemory {
             )?;
             let mid = tx.last_insert_rowid();
             tx.execute(
-                "INSERT INTO memory_log (ts, memory_id, action, actor, reason) VALUES (?1, ?2, 'insert', ?3, NULL)",
-                params![now, idc, m.created_by],
+                "INSERT INTO memory_log (ts, memory_id, action, actor, reason, idempotency_key) VALUES (?1, ?2, 'insert', ?3, NULL, ?4)",
+                params![now, idc, m.created_by, m.idempotency_key],
             )?;
             tx.commit()?;
             Ok(mid)

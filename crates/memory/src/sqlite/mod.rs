@@ -18,10 +18,15 @@ mod recall;
 
 use crate::rank::VecIndex;
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Version 2: `taint` — what had tainted the turn that stored a memory.
 const MIGRATION_2: &str = "ALTER TABLE memories ADD COLUMN taint TEXT;";
+
+/// Version 3: the idempotency key of the call that stored (or merged) a memory, on its log
+/// line: the same call run again finds it.
+const MIGRATION_3: &str = "ALTER TABLE memory_log ADD COLUMN idempotency_key TEXT;
+CREATE INDEX memory_log_by_key ON memory_log(idempotency_key) WHERE idempotency_key IS NOT NULL;";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memory_schema (version INTEGER NOT NULL);
@@ -191,6 +196,9 @@ impl SqliteMemory {
             v => (|| {
                 if v.unwrap_or(1) < 2 {
                     conn.execute_batch(MIGRATION_2)?;
+                }
+                if v.unwrap_or(1) < 3 {
+                    conn.execute_batch(MIGRATION_3)?;
                 }
                 match v {
                     None => conn.execute(

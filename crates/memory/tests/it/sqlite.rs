@@ -49,6 +49,7 @@ fn new(content: &str, scope: MemoryScope) -> NewMemory {
         created_by: "test".into(),
         confidence: None,
         taint: None,
+        idempotency_key: None,
     }
 }
 
@@ -103,11 +104,14 @@ async fn a_version_1_file_gains_the_taint_column_and_keeps_its_memories() {
         .await
         .expect("store");
     }
-    // Make it the file an older binary wrote: no `taint` column, schema version 1.
+    // Make it the file an older binary wrote: no `taint` column, no idempotency keys on the
+    // log, schema version 1.
     {
         let c = rusqlite::Connection::open(&path).expect("sqlite");
         c.execute_batch(
-            "ALTER TABLE memories DROP COLUMN taint; UPDATE memory_schema SET version = 1;",
+            "ALTER TABLE memories DROP COLUMN taint; DROP INDEX memory_log_by_key; \
+             ALTER TABLE memory_log DROP COLUMN idempotency_key; \
+             UPDATE memory_schema SET version = 1;",
         )
         .expect("downgrade");
     }
@@ -118,7 +122,10 @@ async fn a_version_1_file_gains_the_taint_column_and_keeps_its_memories() {
     assert_eq!(old[0].taint, None);
     let mut tainted = new("a tainted zebra note", MemoryScope::Global);
     tainted.taint = Some("this turn read https://x.test with `read_url`".into());
-    mem.store(&op, tainted).await.expect("store");
+    tainted.idempotency_key = Some("k-1".into());
+    let first = mem.store(&op, tainted.clone()).await.expect("store");
+    // The log keeps the key: the same store again returns the first.
+    assert_eq!(mem.store(&op, tainted).await.expect("again"), first);
     let found = mem.search(&op, &q("tainted zebra")).await.expect("search");
     assert_eq!(
         found[0].taint.as_deref(),
@@ -128,5 +135,5 @@ async fn a_version_1_file_gains_the_taint_column_and_keeps_its_memories() {
     let v: i64 = c
         .query_row("SELECT version FROM memory_schema", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
 }

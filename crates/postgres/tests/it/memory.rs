@@ -57,6 +57,7 @@ fn new(content: &str, scope: MemoryScope) -> NewMemory {
         created_by: "test".into(),
         confidence: None,
         taint: None,
+        idempotency_key: None,
     }
 }
 
@@ -619,3 +620,42 @@ async fn refusals_carry_their_kind(kind: Kind) {
     assert!(matches!(e, MemoryError::Invalid(_)), "{e:?}");
 }
 both!(refusals_carry_their_kind);
+
+/// A store with an idempotency key, made again with the same key (the call run again after a
+/// crash), returns what the first made — `Created` with its id, or `Merged` into the memory
+/// it merged into — and changes nothing: no second log line, no second merge.
+async fn a_store_made_again_with_its_key_returns_the_first(kind: Kind) {
+    let Some(h) = Harness::new(kind) else { return };
+    let mem = h.memory(&config(), MemOpts::default()).await;
+    let op = Viewer::operator();
+    let keyed = |content: &str, key: &str| NewMemory {
+        idempotency_key: Some(key.into()),
+        ..new(content, MemoryScope::Global)
+    };
+    let first = mem
+        .store(&op, keyed("The release train leaves on Thursdays", "k-1"))
+        .await
+        .expect("store");
+    assert!(matches!(first, Stored::Created(_)), "{first:?}");
+    let again = mem
+        .store(&op, keyed("The release train leaves on Thursdays", "k-1"))
+        .await
+        .expect("again");
+    assert_eq!(again, first);
+    // A near-duplicate under another key merges; made again, it is that merge, once.
+    let merged = mem
+        .store(&op, keyed("the release train leaves on Thursdays.", "k-2"))
+        .await
+        .expect("merge");
+    assert_eq!(merged, Stored::Merged(first.id().to_owned()));
+    let again = mem
+        .store(&op, keyed("the release train leaves on Thursdays.", "k-2"))
+        .await
+        .expect("again");
+    assert_eq!(again, merged);
+    assert_eq!(mem.stats().await.expect("stats").total, 1);
+    drop(mem);
+    assert_eq!(h.count("memory_log", "action = 'insert'").await, 1);
+    assert_eq!(h.count("memory_log", "action = 'merge'").await, 1);
+}
+both!(a_store_made_again_with_its_key_returns_the_first);

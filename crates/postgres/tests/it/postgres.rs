@@ -181,6 +181,7 @@ async fn instances_follow_each_others_vectors() {
         created_by: "test".into(),
         confidence: None,
         taint: None,
+        idempotency_key: None,
     };
     let q = MemoryQuery {
         text: "violet comet".into(),
