@@ -674,6 +674,7 @@ async fn not_run_again(j: &JournalCall, call: &ToolCall, declined: bool) -> (Cha
             &j.key,
             &call.name,
             &outcome,
+            true,
         )
         .await
     {
@@ -802,9 +803,15 @@ async fn one_call(
             request_id: run.request_id.clone(),
             elapsed_ms: run.elapsed_ms,
         };
+        // A finished effect's outcome is durable before the turn goes on; a read's goes with
+        // the next hand-off.
+        let effect = invoker
+            .registry()
+            .get(&call.name)
+            .is_none_or(|t| t.spec().side_effects != strata_engine::SideEffects::None);
         if let Err(e) = j
             .turn
-            .record_outcome("tool_done", &j.key, &call.name, &outcome)
+            .record_outcome("tool_done", &j.key, &call.name, &outcome, effect)
             .await
         {
             tracing::warn!(error = %e, tool = %call.name, "the call's outcome was not journaled; a crash now would leave it unknown");

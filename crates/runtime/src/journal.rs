@@ -19,8 +19,9 @@
 //! A turn collects its records and hands them to one writer before it waits on anything slow
 //! (a model call, an approval, storing its answer); the writer commits what has queued, of
 //! every turn, in order and in one transaction. A turn waits for the commit only before a
-//! tool runs and before a caller's message counts as taken (its start, when the caller named
-//! the turn); every other record is written behind the turn, durable a commit later. A
+//! tool runs, after a tool with side effects ran (its outcome) and before a caller's message
+//! counts as taken (its start, when the caller named the turn); every other record is
+//! written behind the turn, durable a commit later. A
 //! record lost to a crash in that window is as if the process had died just before it; a
 //! durable record makes every earlier one durable too.
 //!
@@ -986,21 +987,24 @@ impl TurnJournal {
         .await
     }
 
-    /// Records call `key`'s outcome (`kind`: `tool_done` or `unknown_outcome`).
+    /// Records call `key`'s outcome (`kind`: `tool_done` or `unknown_outcome`). With
+    /// `durable` (a call with side effects, an unknown outcome) it is durable when this
+    /// returns: a crash after never finds the call started without an outcome, so a finished
+    /// effect is neither sent again nor reported unknown. Otherwise (a read) it goes with the
+    /// turn's next hand-off: lost in a crash, the read runs again.
     pub async fn record_outcome(
         &self,
         kind: &str,
         key: &str,
         tool: &str,
         outcome: &RecordedOutcome,
+        durable: bool,
     ) -> Result<(), StoreError> {
         let mut data = serde_json::to_value(outcome).unwrap_or(Value::Null);
         if let Some(o) = data.as_object_mut() {
             o.insert("tool".into(), Value::String(tool.to_owned()));
         }
-        // Behind: lost in a crash, the call counts as started without an outcome — run again
-        // when that is safe, otherwise not repeated (unknown outcome); never run twice.
-        self.append(kind, key, data, false).await
+        self.append(kind, key, data, durable).await
     }
 }
 
