@@ -1116,7 +1116,7 @@ mod tests {
 
     #[test]
     fn the_idempotency_key_names_the_turn_the_step_the_tool_and_the_arguments() {
-        let store = Arc::new(Writer::new(Arc::new(NoStore)));
+        let store = Arc::new(Writer::new(recording(0)));
         let a = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
         let b = TurnJournal::new("turn-1", store.clone(), 1024, &[]);
         let args = json!({"path": "a.txt", "content": "x"});
@@ -1177,7 +1177,7 @@ mod tests {
             step(4, "tool_started", "t1.1", json!({})),
             step(5, "model", "m2", json!({"cut": true, "bytes": 9})),
         ];
-        let tj = TurnJournal::new("t", Arc::new(Writer::new(Arc::new(NoStore))), 1024, &steps);
+        let tj = TurnJournal::new("t", Arc::new(Writer::new(recording(0))), 1024, &steps);
         assert!(tj.resumed());
         assert_eq!(tj.recorded_model(1), Some(resp));
         // A cut response is asked for again.
@@ -1210,6 +1210,14 @@ mod tests {
     struct Recording {
         batches: StdMutex<Vec<Vec<JournalOp>>>,
         gate: tokio::sync::Semaphore,
+    }
+
+    /// A recording store whose writes wait for `permits` permits (more are added by a test).
+    fn recording(permits: usize) -> Arc<Recording> {
+        Arc::new(Recording {
+            batches: StdMutex::new(Vec::new()),
+            gate: tokio::sync::Semaphore::new(permits),
+        })
     }
 
     fn turn_of(op: &JournalOp) -> &str {
@@ -1269,10 +1277,7 @@ mod tests {
 
     #[tokio::test]
     async fn writes_behind_land_in_order_and_a_barrier_waits_for_all_before_it() {
-        let store = Arc::new(Recording {
-            batches: StdMutex::new(Vec::new()),
-            gate: tokio::sync::Semaphore::new(0),
-        });
+        let store = recording(0);
         let w = Writer::new(store.clone());
         // The first write is held in its commit; what comes meanwhile queues up.
         w.behind(vec![end("a")]);
@@ -1304,10 +1309,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_bad_write_fails_its_own_caller_and_not_the_writes_it_shared_a_commit_with() {
-        let store = Arc::new(Recording {
-            batches: StdMutex::new(Vec::new()),
-            gate: tokio::sync::Semaphore::new(0),
-        });
+        let store = recording(0);
         let w = Writer::new(store.clone());
         w.behind(vec![end("first")]);
         tokio::task::yield_now().await;
@@ -1331,10 +1333,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tools_start_waits_for_its_commit_and_a_reads_only_when_set_to() {
-        let store = Arc::new(Recording {
-            batches: StdMutex::new(Vec::new()),
-            gate: tokio::sync::Semaphore::new(0),
-        });
+        let store = recording(0);
         let writer = Arc::new(Writer::new(store.clone()));
         let mut tj = TurnJournal::new("t", writer, 1024, &[]);
         use strata_engine::SideEffects;
@@ -1355,35 +1354,5 @@ mod tests {
         assert_eq!(tj.take().len(), 1);
         // … but an effect always waits.
         assert!(!started(&tj, "t3.0", SideEffects::Local).await);
-    }
-
-    struct NoStore;
-
-    #[async_trait]
-    impl JournalStore for NoStore {
-        async fn journal_begin(&self, _: &JournalTurn) -> Result<bool, StoreError> {
-            Ok(true)
-        }
-        async fn journal_reopen(&self, _: &str, _: &str) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn journal_append(&self, _: &str, _: &[JournalStep]) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn journal_end(&self, _: &str, _: i64, _: &str) -> Result<(), StoreError> {
-            Ok(())
-        }
-        async fn journal_turn(
-            &self,
-            _: &str,
-        ) -> Result<Option<(JournalTurn, Vec<JournalStep>)>, StoreError> {
-            Ok(None)
-        }
-        async fn journal_turns(&self, _: TurnFilter) -> Result<Vec<JournalTurn>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn journal_prune(&self, _: i64) -> Result<u64, StoreError> {
-            Ok(0)
-        }
     }
 }

@@ -90,33 +90,33 @@ fn prepared(ops: &[JournalOp]) -> Result<Vec<Op>, StoreError> {
 }
 
 /// The writer thread's job for `ops`: one transaction (a savepoint of the writer's, when it
-/// commits several jobs at once).
+/// commits several jobs at once); the rows it changed (a start of a turn that has one: none).
 fn job(ops: Vec<Op>) -> impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send {
     move |c| {
+        let mut changed = 0;
         for op in &ops {
-            match op {
-                Op::Begin(t, start) => {
-                    c.prepare_cached(BEGIN)?.execute(params![
-                        t.turn_id,
-                        t.owner,
-                        t.started_ms,
-                        t.start.agent_id,
-                        t.start.session_id,
-                        start
-                    ])?;
-                }
+            changed += match op {
+                Op::Begin(t, start) => c.prepare_cached(BEGIN)?.execute(params![
+                    t.turn_id,
+                    t.owner,
+                    t.started_ms,
+                    t.start.agent_id,
+                    t.start.session_id,
+                    start
+                ])?,
                 Op::Append(id, rows) => {
                     let mut st = c.prepare_cached(APPEND)?;
                     for r in rows {
                         st.execute(params![id, r.0, r.1, r.2, r.3, r.4])?;
                     }
+                    rows.len()
                 }
                 Op::End(id, at, outcome) => {
-                    c.prepare_cached(END)?.execute(params![id, at, outcome])?;
+                    c.prepare_cached(END)?.execute(params![id, at, outcome])?
                 }
-            }
+            };
         }
-        Ok(ops.len())
+        Ok(changed)
     }
 }
 
@@ -141,19 +141,9 @@ impl JournalStore for SqliteStore {
 
     async fn journal_begin(&self, turn: &JournalTurn) -> Result<bool, StoreError> {
         let start = serde_json::to_string(&turn.start).map_err(fail)?;
-        let t = turn.clone();
-        self.write(move |c| {
-            c.prepare_cached(BEGIN)?.execute(params![
-                t.turn_id,
-                t.owner,
-                t.started_ms,
-                t.start.agent_id,
-                t.start.session_id,
-                start
-            ])
-        })
-        .await
-        .map(|n| n == 1)
+        self.write(job(vec![Op::Begin(Box::new(turn.clone()), start)]))
+            .await
+            .map(|n| n == 1)
     }
 
     async fn journal_reopen(&self, turn_id: &str, owner: &str) -> Result<(), StoreError> {
@@ -170,17 +160,8 @@ impl JournalStore for SqliteStore {
     }
 
     async fn journal_append(&self, turn_id: &str, steps: &[JournalStep]) -> Result<(), StoreError> {
-        let id = turn_id.to_owned();
-        let rows = step_rows(steps)?;
-        self.write(move |c| {
-            let mut st = c.prepare_cached(APPEND)?;
-            for r in &rows {
-                st.execute(params![id, r.0, r.1, r.2, r.3, r.4])?;
-            }
-            Ok(rows.len())
-        })
-        .await
-        .map(|_| ())
+        let op = Op::Append(turn_id.to_owned(), step_rows(steps)?);
+        self.write(job(vec![op])).await.map(|_| ())
     }
 
     async fn journal_end(
@@ -189,10 +170,8 @@ impl JournalStore for SqliteStore {
         at_ms: i64,
         outcome: &str,
     ) -> Result<(), StoreError> {
-        let (id, outcome) = (turn_id.to_owned(), outcome.to_owned());
-        self.write(move |c| c.prepare_cached(END)?.execute(params![id, at_ms, outcome]))
-            .await
-            .map(|_| ())
+        let op = Op::End(turn_id.to_owned(), at_ms, outcome.to_owned());
+        self.write(job(vec![op])).await.map(|_| ())
     }
 
     async fn journal_turn(

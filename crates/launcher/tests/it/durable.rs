@@ -83,6 +83,44 @@ fn unknown_outcome_alerts(dir: &std::path::Path) -> usize {
         .count()
 }
 
+/// Runs `serve` with the crash switch at `point` (`STRATA_TEST_CRASH_AT`) until it dies there:
+/// the chat gets no answer.
+async fn run_killed_at(overlay: &std::path::Path, point: &str) {
+    let mut first = common::serve_env(overlay, &[], &[("STRATA_TEST_CRASH_AT", point)]);
+    assert!(
+        chat(&first.base).await.is_err(),
+        "{point}: the first run answered"
+    );
+    let _ = first.child.wait();
+}
+
+/// A turn that makes one call of `tool` with `args` and then answers `answer`, killed after
+/// the call ran and before its outcome was recorded, then resumed by a second `serve`: the
+/// retried chat gets `answer`. Returns the fake model and the overlay.
+async fn one_call_killed_after_it_ran(
+    tool: &str,
+    args: Value,
+    answer: &str,
+) -> (FakeServer, tempfile::TempDir) {
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::tool_calls(&[("c1", tool, args)]),
+        openai::text(answer),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    common::write(
+        ov.path(),
+        "config/agents.yaml",
+        &format!("agents:\n  main:\n    tools: [{tool}]\n"),
+    );
+    run_killed_at(ov.path(), "tool_ran:1").await;
+    let second = common::serve(ov.path());
+    let (st, v) = chat(&second.base).await.expect("retry");
+    assert_eq!((st, v["response"].as_str()), (200, Some(answer)), "{v}");
+    drop(second);
+    (fake, ov)
+}
+
 /// Kills `serve` at `point` (`STRATA_TEST_CRASH_AT`), starts it again, and checks the turn
 /// finished once with each effect once.
 async fn killed_at(point: &str) {
@@ -270,10 +308,7 @@ async fn an_unknown_outcome_is_asked_about_and_runs_again_only_when_approved() {
     sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
     script(&fake, &sink.url);
     let ov = overlay(&fake.url, "ask");
-    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:2")]);
-    assert!(chat(&first.base).await.is_err());
-    let _ = first.child.wait();
-    drop(first);
+    run_killed_at(ov.path(), "tool_ran:2").await;
     let second = common::serve(ov.path());
     let base = second.base.clone();
     let turn = tokio::spawn(async move { chat(&base).await });
@@ -496,33 +531,13 @@ async fn two_hundred_turns_survive_five_kills() {
 /// be an unknown outcome, not run again, and alerted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_made_before_a_kill_is_found_again_not_made_twice() {
-    let fake = FakeServer::start().await.expect("fake llm");
-    fake.script([
-        openai::tool_calls(&[(
-            "c1",
-            "schedule_create",
-            json!({"name": "standup", "when": "in 3h", "prompt": "Remind the team of the standup"}),
-        )]),
-        openai::text("Scheduled."),
-    ]);
-    let ov = overlay(&fake.url, "skip");
-    common::write(
-        ov.path(),
-        "config/agents.yaml",
-        "agents:\n  main:\n    tools: [schedule_create, schedule_list]\n",
-    );
-    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
-    assert!(chat(&first.base).await.is_err());
-    let _ = first.child.wait();
-    drop(first);
-
+    let (fake, ov) = one_call_killed_after_it_ran(
+        "schedule_create",
+        json!({"name": "standup", "when": "in 3h", "prompt": "Remind the team of the standup"}),
+        "Scheduled.",
+    )
+    .await;
     let second = common::serve(ov.path());
-    let (st, v) = chat(&second.base).await.expect("retry");
-    assert_eq!(
-        (st, v["response"].as_str()),
-        (200, Some("Scheduled.")),
-        "{v}"
-    );
     // The model read a made schedule, not an error and not an unknown outcome.
     let told = fake.requests()[1].body["messages"].to_string();
     assert!(
@@ -552,30 +567,12 @@ async fn a_schedule_made_before_a_kill_is_found_again_not_made_twice() {
 /// first as a near-duplicate). One memory, no unknown outcome.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_stored_before_a_kill_is_returned_again_not_stored_twice() {
-    let fake = FakeServer::start().await.expect("fake llm");
-    fake.script([
-        openai::tool_calls(&[(
-            "c1",
-            "memory_store",
-            json!({"content": "The team standup is at nine every weekday", "scope": "global"}),
-        )]),
-        openai::text("Noted."),
-    ]);
-    let ov = overlay(&fake.url, "skip");
-    common::write(
-        ov.path(),
-        "config/agents.yaml",
-        "agents:\n  main:\n    tools: [memory_store]\n",
-    );
-    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
-    assert!(chat(&first.base).await.is_err());
-    let _ = first.child.wait();
-    drop(first);
-
-    let second = common::serve(ov.path());
-    let (st, v) = chat(&second.base).await.expect("retry");
-    assert_eq!((st, v["response"].as_str()), (200, Some("Noted.")), "{v}");
-    drop(second);
+    let (fake, ov) = one_call_killed_after_it_ran(
+        "memory_store",
+        json!({"content": "The team standup is at nine every weekday", "scope": "global"}),
+        "Noted.",
+    )
+    .await;
     let o = common::strata(ov.path())
         .args(["memory", "list", "--json"])
         .output()
