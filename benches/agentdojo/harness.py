@@ -786,7 +786,7 @@ def run_suite(args, name: str, harness_port: int, work: Path) -> dict:
     if left_out:
         log(f"== {name}: left out (their script does not reach the goal even alone): {left_out}")
         inj_ids = [i for i in inj_ids if i not in left_out]
-    attack = load_attack(ATTACK, suite, AttackedPipeline())
+    attack = load_attack(args.attack, suite, AttackedPipeline())
 
     with STATE.lock:
         STATE.suite = suite
@@ -943,6 +943,8 @@ def tag_safety(args: argparse.Namespace) -> str:
     """The results' and overlays' name part for a content-safety policy other than the default,
     and for an operator's trust settings (`--trust FILE`: `-trust-<file stem>`)."""
     tag = "" if args.content_safety == "wrap" else f"-{args.content_safety}"
+    if args.attack != ATTACK:
+        tag += f"-attack-{args.attack}"
     if args.trust_file is not None:
         tag += f"-trust-{args.trust_file.stem}"
     return tag
@@ -975,6 +977,12 @@ def main() -> int:
         help="an operator's settings for the suites' tools (YAML: suite -> tool -> "
         "`mcp.servers.<suite>.tools` settings, e.g. trust.yaml beside this script); "
         "default: none, every result untrusted",
+    )
+    p.add_argument(
+        "--attack",
+        default=ATTACK,
+        help=f"agentdojo's attack (default {ATTACK}; e.g. direct, ignore_previous, "
+        "system_message, tool_knowledge, injecagent)",
     )
     p.add_argument("--user-tasks", type=lambda s: s.split(","), help="only these user task ids")
     p.add_argument(
@@ -1025,7 +1033,7 @@ def main() -> int:
         "benchmark_version": args.benchmark_version,
         "agentdojo": version("agentdojo"),
         "mcp": version("mcp"),
-        "attack": ATTACK,
+        "attack": args.attack,
         "defence": args.defence,
         "content_safety": args.content_safety,
         "trust": str(args.trust_file) if args.trust_file is not None else None,

@@ -135,6 +135,13 @@ pub fn features(text: &str) -> Features {
     }
 }
 
+/// A score at or above which a text is, on every set we hold, an injection: no benign text of
+/// the corpus (both splits, hard negatives included), of AgentDojo's tool results or of the
+/// independent sets reaches it (the highest reaches 9.6), and 692 of AgentDojo's 762
+/// templated attacks do (`tests/it/heldout.rs` keeps both true). The engine's default
+/// policy cuts passages that score this high out of tool results.
+pub const CERTAIN: f32 = 9.7;
+
 /// Scores `text` and says why.
 pub fn analyse(text: &str) -> Analysis {
     let f = features(text);

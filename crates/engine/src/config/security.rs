@@ -415,6 +415,11 @@ pub struct ContentSafetyConfig {
     pub alert_threshold: f32,
     /// Under `block`, scores at or above this replace the content with a refusal (0–10).
     pub block_threshold: f32,
+    /// Under `wrap`, `block` and `redact`, the passages of a tool result that score at or
+    /// above this are cut out, each replaced by a note (`redact` cuts from `block_threshold`
+    /// when that is lower). The default, 9.7, is a score no benign text of any set we hold
+    /// reaches (`strata_safety::CERTAIN`); above 10 nothing is cut.
+    pub redact_threshold: f32,
     /// The per-agent behaviour monitor.
     pub monitor: MonitorConfig,
     /// Scoring of incoming messages from senders who are not owners.
@@ -460,6 +465,7 @@ impl Default for ContentSafetyConfig {
             policy: SafetyPolicy::Wrap,
             alert_threshold: 4.0,
             block_threshold: 7.0,
+            redact_threshold: strata_safety::CERTAIN,
             monitor: MonitorConfig::default(),
             inbound: InboundSafetyConfig::default(),
         }
@@ -474,7 +480,9 @@ impl Default for ContentSafetyConfig {
 pub enum SafetyPolicy {
     /// Sanitise, score, record and alert; the content reaches the model as is.
     Log,
-    /// As `log`, and the content reaches the model inside an untrusted-data envelope.
+    /// As `log`, and the content reaches the model inside an untrusted-data envelope; the
+    /// passages of a tool result at or above `redact_threshold` (near-certain injections) are
+    /// cut out.
     #[default]
     Wrap,
     /// As `wrap`, and content scoring at or above `block_threshold` is withheld.

@@ -146,8 +146,11 @@ async fn the_stage_wraps_blocks_and_alerts_on_web_facing_output() {
     let r = inv.invoke(call("fetch_page", evil)).await;
     assert_eq!(r.status, Status::Ok);
     let text = r.value.as_str().unwrap_or_default();
+    // Wrapped; scoring 10/10 (above `redact_threshold`), its injection is cut out.
     assert!(
-        text.starts_with("<<untrusted-") && text.contains(evil),
+        text.starts_with("<<untrusted-")
+            && !text.contains("API keys")
+            && text.contains("withheld by content safety"),
         "{text}"
     );
     // The next sensitive call shortly after web content raises a behaviour alert.

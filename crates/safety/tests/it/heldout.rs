@@ -174,3 +174,68 @@ fn the_independent_sets_are_caught_with_few_false_alarms() {
     let (inj, ben) = independent("independent3.jsonl");
     assert!(inj.0 >= 39 && ben.0 <= 3, "independent3: {inj:?} {ben:?}");
 }
+
+/// The score at or above which `wrap` (the engine's default policy) cuts a passage out of a
+/// tool result (`security.content_safety.redact_threshold`'s default).
+const CUT: f32 = strata_safety::CERTAIN;
+
+/// The default policy cuts what scores `CUT` or more, so no benign text of any set — the
+/// corpus's both splits, AgentDojo's tool results, the independent sets, hard negatives
+/// included — may reach it (the highest today: 9.6, an IT notice "never share your
+/// password … administrators will never ask"), and nearly all of AgentDojo's templated
+/// attacks (held out) do.
+#[test]
+fn only_injections_reach_the_score_the_default_policy_cuts_at() {
+    let mut top: Vec<(f32, String)> = Vec::new();
+    let mut attacks = (0, 0);
+    let mut below: BTreeMap<String, usize> = BTreeMap::new();
+    for file in [
+        "train.jsonl",
+        "test.jsonl",
+        "agentdojo.jsonl",
+        "independent.jsonl",
+        "independent2.jsonl",
+        "independent3.jsonl",
+    ] {
+        for s in load(file) {
+            let score = strata_safety::analyse(&s.text).score;
+            if !s.injection {
+                let head: String = s.text.chars().take(100).collect();
+                top.push((score, format!("{file} [{}] {head:?}", s.source)));
+            } else if file == "agentdojo.jsonl" && s.group != "direct" {
+                attacks.1 += 1;
+                if score >= CUT {
+                    attacks.0 += 1;
+                } else {
+                    *below
+                        .entry(format!("{} {}", s.group, s.source))
+                        .or_insert(0usize) += 1;
+                }
+            }
+        }
+    }
+    top.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!("benign texts scoring highest:");
+    for (score, what) in top.iter().take(8) {
+        println!("  {score:4.1} {what}");
+    }
+    println!("AgentDojo templated attacks below {CUT}, by template and carrier: {below:?}");
+    println!(
+        "AgentDojo templated attacks at or above {CUT}: {}/{}",
+        attacks.0, attacks.1
+    );
+    assert!(
+        top.first().is_none_or(|(s, _)| *s < CUT),
+        "a benign text reaches the default cut ({CUT}): {}",
+        top[0].1
+    );
+    // Today 692/762: every `important_instructions` one (the attack the benchmark runs) and
+    // its variants; some `ignore_previous`, `system_message` and `injecagent` ones score
+    // lower and are wrapped, not cut.
+    assert!(
+        attacks.0 * 100 >= attacks.1 * 90,
+        "AgentDojo's templated attacks reaching {CUT}: {}/{}",
+        attacks.0,
+        attacks.1
+    );
+}
