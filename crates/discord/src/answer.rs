@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use strata_engine::Principal;
 use strata_engine::agent::{Message, is_no_reply};
-use strata_engine::connector::{ChannelRef, InboundMessage, OutboundMessage};
+use strata_engine::connector::{ChannelRef, Connector, InboundMessage, OutboundMessage};
 use strata_engine::turns::{AgentDirectory, TurnRequest};
 use tokio::sync::mpsc;
 use twilight_model::id::Id;
@@ -29,7 +29,10 @@ pub(crate) async fn answer(
         connector: msg.connector.clone(),
         channel_id: msg.channel_id.clone(),
     };
-    // "Typing…" while the agent works: once now, then every 8 s (Discord shows it ~10 s).
+    // Discord's message id: a message delivered twice (a gateway replay, a second instance
+    // holding the account) is one turn, answered once.
+    let turn_id = format!("discord:{}:{agent}", msg.message_id);
+    // "Typing… while the agent works: once now, then every 8 s (Discord shows it ~10 s).
     let mut typing = None;
     if let Some(ch) = msg.channel_id.parse::<u64>().ok().and_then(Id::new_checked) {
         let _ = account.http.create_typing_trigger(ch).await;
@@ -106,9 +109,7 @@ pub(crate) async fn answer(
             message: Message::text(msg.text.clone()),
             depth: 0,
             taint: None,
-            // Discord's message id: a message delivered twice (a gateway replay, a second
-            // instance holding the account) is one turn, answered once.
-            turn_id: Some(format!("discord:{}:{agent}", msg.message_id)),
+            turn_id: Some(turn_id.clone()),
         })
         .await;
     if let Some(t) = typing {
@@ -182,7 +183,15 @@ pub(crate) async fn answer(
         text,
         reply_to: Some(msg.message_id.clone()),
     };
-    if let Err(e) = account.send_with_files(out, files).await {
+    // A text reply goes under the turn's id: if this process dies before the turn's end is
+    // written, the resumed turn posts it again under the same nonce and Discord makes no
+    // second message.
+    let posted = if files.is_empty() {
+        account.send_keyed(out, &turn_id).await
+    } else {
+        account.send_with_files(out, files).await
+    };
+    if let Err(e) = posted {
         tracing::warn!(agent = %agent, error = %e, "posting the reply failed");
     }
 }

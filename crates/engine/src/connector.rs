@@ -110,6 +110,19 @@ pub trait Connector: Send + Sync {
     ) -> Result<(), ConnectorError>;
     /// Sends one message.
     async fn send(&self, message: OutboundMessage) -> Result<(), ConnectorError>;
+    /// Sends one message so that sending it again under the same `key` posts nothing new,
+    /// where the protocol dedupes (Discord: the message `nonce` with `enforce_nonce`). The
+    /// default sends it plainly: override it together with [`Self::dedupes_sends`].
+    async fn send_keyed(&self, message: OutboundMessage, key: &str) -> Result<(), ConnectorError> {
+        let _ = key;
+        self.send(message).await
+    }
+    /// Whether [`Self::send_keyed`] dedupes by its key. A tool that posts through a connector
+    /// that does not refuses to post again when a resumed turn runs its call a second time
+    /// (the first post may have gone out): at most once instead of exactly once.
+    fn dedupes_sends(&self) -> bool {
+        false
+    }
     /// Whether `channel_id` is a channel a group reads (not one person's direct messages):
     /// where a message between agents may be posted. The default says yes.
     async fn is_group_channel(&self, channel_id: &str) -> bool {

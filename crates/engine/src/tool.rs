@@ -71,6 +71,9 @@ pub struct ToolContext {
     /// The call's idempotency key, when a turn journal recorded the call before it ran (see
     /// [`Self::idempotency_key`]).
     pub idempotency_key: Option<String>,
+    /// The call is being run again: a turn resumed after a crash found it started without an
+    /// outcome, and the tool is declared `idempotent` (see [`Self::is_resumed_call`]).
+    pub resumed: bool,
 }
 
 /// The tools a call can see: the registry of the Invoker running it, as a tool sees it.
@@ -100,6 +103,15 @@ impl ToolContext {
     /// call stored. `None` outside a journaled turn (the CLI, the control API).
     pub fn idempotency_key(&self) -> Option<&str> {
         self.idempotency_key.as_deref()
+    }
+
+    /// True when this call had started before a crash and is run again under the same
+    /// [`Self::idempotency_key`]: its first run may have taken effect. A tool that honours
+    /// keys only through some of the systems it reaches (a message nonce on one connector,
+    /// not on another) refuses to act again here where the key would not be honoured, so
+    /// the call stays at most once.
+    pub fn is_resumed_call(&self) -> bool {
+        self.resumed
     }
 
     /// The merged configuration.

@@ -618,6 +618,7 @@ impl LlmAgent {
                     idempotency_key: j.idempotency_key(&key, &call.name, &call.arguments),
                     key,
                     turn: j.clone(),
+                    resumed: false,
                 }
             });
             one_call(self.invoker.clone(), inv, call, turn.stream.clone())
@@ -719,6 +720,9 @@ async fn one_call(
                     let spec = t.spec();
                     spec.side_effects == strata_engine::SideEffects::None || spec.idempotent
                 });
+                if safe && let Some(j) = inv.journal.as_mut() {
+                    j.resumed = true;
+                }
                 if !safe {
                     // `journal.unknown_outcome`, read once: `ask` (a person may have it run
                     // again) or `skip`.

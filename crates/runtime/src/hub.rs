@@ -137,7 +137,37 @@ impl ConnectorHub {
         text: &str,
         reply_to: Option<String>,
     ) -> Result<(), ConnectorError> {
-        let c = self.get(&to.connector).ok_or_else(|| ConnectorError {
+        self.send_keyed(to, text, reply_to, None).await
+    }
+
+    /// Sends `text` to `to`, under an idempotency `key` when given: a connector that dedupes
+    /// ([`Connector::dedupes_sends`]) posts nothing new for a key it has seen.
+    pub async fn send_keyed(
+        &self,
+        to: &ChannelRef,
+        text: &str,
+        reply_to: Option<String>,
+        key: Option<&str>,
+    ) -> Result<(), ConnectorError> {
+        let c = self.connector(to)?;
+        let message = OutboundMessage {
+            channel_id: to.channel_id.clone(),
+            text: text.to_owned(),
+            reply_to,
+        };
+        match key {
+            Some(key) => c.send_keyed(message, key).await,
+            None => c.send(message).await,
+        }
+    }
+
+    /// Whether the connector of `to` dedupes keyed sends (false when it is not running).
+    pub fn dedupes_sends(&self, to: &ChannelRef) -> bool {
+        self.get(&to.connector).is_some_and(|c| c.dedupes_sends())
+    }
+
+    fn connector(&self, to: &ChannelRef) -> Result<std::sync::Arc<dyn Connector>, ConnectorError> {
+        self.get(&to.connector).ok_or_else(|| ConnectorError {
             connector: to.connector.clone(),
             detail: format!(
                 "no such connector is running (running: {})",
@@ -146,13 +176,7 @@ impl ConnectorHub {
                     n => n.join(", "),
                 }
             ),
-        })?;
-        c.send(OutboundMessage {
-            channel_id: to.channel_id.clone(),
-            text: text.to_owned(),
-            reply_to,
         })
-        .await
     }
 }
 

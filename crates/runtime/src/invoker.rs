@@ -681,6 +681,7 @@ impl Invoker {
             tools: self.registry.clone(),
             taint: call.taint.clone(),
             idempotency_key: call.journal.as_ref().map(|j| j.idempotency_key.clone()),
+            resumed: call.journal.as_ref().is_some_and(|j| j.resumed),
         };
         // The journal's record that the call is about to run, durable before it does: no
         // effect ever runs without it.

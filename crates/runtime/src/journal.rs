@@ -391,6 +391,9 @@ pub struct JournalCall {
     pub key: String,
     /// Its idempotency key ([`TurnJournal::idempotency_key`]).
     pub idempotency_key: String,
+    /// The call had started before a crash without an outcome and runs again (its tool is
+    /// safe to repeat): the tool sees it as [`strata_engine::ToolContext::is_resumed_call`].
+    pub resumed: bool,
 }
 
 /// A recorded tool call, as a resumed turn finds it.

@@ -554,15 +554,46 @@ impl AgentManager {
             tracing::info!(turn = %t.turn_id, agent = %req.agent_id, session = %req.session_id, "resuming a turn its process did not finish");
             tokio::spawn(async move {
                 let id = t.turn_id;
+                let channel = req.channel_id.clone();
                 match manager.run_here(req).await {
-                    Ok(_) => {
-                        tracing::info!(turn = %id, "resumed turn finished; a retry with its id gets its answer")
+                    Ok(r) => {
+                        tracing::info!(turn = %id, "resumed turn finished; a retry with its id gets its answer");
+                        manager.post_resumed_answer(&id, &channel, &r).await;
                     }
                     Err(e) => tracing::warn!(turn = %id, error = %e, "resumed turn failed"),
                 }
             });
         }
         Ok(n)
+    }
+
+    /// Posts a resumed turn's answer where its message came from, when that is a running
+    /// connector's channel (a Discord message; not `/chat`, whose caller retries for it): the
+    /// process that ran it died before the connector could post it. Under the turn's id, so a
+    /// connector that dedupes (Discord's nonce) makes no second message if the first process
+    /// got as far as posting; through one that does not, an answer the first process had
+    /// already stored (it may have gone out) is not posted again.
+    async fn post_resumed_answer(&self, turn_id: &str, channel: &str, r: &Reply) {
+        let Some(ch) = strata_engine::connector::ChannelRef::parse(channel) else {
+            return;
+        };
+        let hub = self.env.connectors();
+        if hub.get(&ch.connector).is_none()
+            || r.silent
+            || strata_engine::agent::is_no_reply(&r.text)
+            || r.text.trim().is_empty()
+            || (r.replayed && !hub.dedupes_sends(&ch))
+        {
+            return;
+        }
+        match hub.send_keyed(&ch, &r.text, None, Some(turn_id)).await {
+            Ok(()) => {
+                tracing::info!(turn = %turn_id, channel = %ch, "resumed turn's answer posted")
+            }
+            Err(e) => {
+                tracing::warn!(turn = %turn_id, channel = %ch, error = %e, "resumed turn's answer not posted")
+            }
+        }
     }
 
     /// Forgets a session (`/reset`).

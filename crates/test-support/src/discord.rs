@@ -323,6 +323,23 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
             return axum::http::StatusCode::NO_CONTENT.into_response();
         }
     }
+    // A post with `enforce_nonce` whose nonce this bot used in the channel gets the message it
+    // made then, and makes none (Discord keeps nonces a few minutes; the fake, for its life).
+    let is_post = parts.method == axum::http::Method::POST
+        && segments.len() == 6
+        && segments[5] == "messages";
+    if is_post && v["enforce_nonce"] == true && !v["nonce"].is_null() {
+        let seen = f
+            .history
+            .lock()
+            .expect("lock")
+            .iter()
+            .find(|m| m["channel_id"] == channel && m["nonce"] == v["nonce"])
+            .cloned();
+        if let Some(m) = seen {
+            return axum::Json(m).into_response();
+        }
+    }
     // Echo a message object for POST .../messages, with a fresh id.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -331,10 +348,10 @@ async fn rest(State(f): State<Fake>, req: Request) -> Response {
         "author": {"id": "900", "username": "strata-bot", "discriminator": "0", "avatar": null, "bot": true},
         "attachments": [], "embeds": [], "mentions": [], "mention_roles": [],
         "mention_everyone": false, "pinned": false, "tts": false,
-        "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null
+        "timestamp": "2026-12-02T00:00:00+00:00", "edited_timestamp": null,
+        "nonce": v["nonce"]
     });
-    if parts.method == axum::http::Method::POST && segments.len() == 6 && segments[5] == "messages"
-    {
+    if is_post {
         f.history.lock().expect("lock").push(posted.clone());
     }
     axum::Json(posted).into_response()

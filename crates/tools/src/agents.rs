@@ -305,7 +305,11 @@ async fn find_home(
 
 /// Posts a message in a channel through a running connector (Discord, …). `channel` is
 /// `<connector>:<channel id>`, e.g. `discord:main:123456789012345678`.
-#[tool(capabilities = [messaging], side_effects = external, timeout_secs = 30)]
+///
+/// Honours its idempotency key where the connector dedupes posts (Discord: the message
+/// nonce with `enforce_nonce`); through one that does not, a call run again after a crash
+/// posts nothing and says the first post's outcome is unknown.
+#[tool(capabilities = [messaging], side_effects = external, idempotent, timeout_secs = 30)]
 async fn send_message(
     ctx: &ToolContext,
     /// `<connector>:<channel id>`.
@@ -344,7 +348,14 @@ async fn send_message(
             ),
         ));
     }
-    hub.send(&to, &text, None)
+    if ctx.is_resumed_call() && !hub.dedupes_sends(&to) {
+        return Err(ToolError::failed(format!(
+            "not sent again: this post to {to} had started before Strata stopped, whether it \
+             went out is unknown, and `{}` cannot tell a repeat from a new post",
+            to.connector
+        )));
+    }
+    hub.send_keyed(&to, &text, None, ctx.idempotency_key())
         .await
         .map_err(|e| ToolError::failed(format!("sending to {to} failed: {e}")))?;
     Ok(json!({"sent": true, "channel": to.to_string(), "chars": text.chars().count()}))

@@ -13,7 +13,7 @@ use strata_engine::config::{Access, AgentTier};
 use strata_engine::connector::ChannelRef;
 use strata_engine::{Principal, ToolContext, ToolError, tool};
 use strata_runtime::EnvExt;
-use strata_runtime::goal::Goals;
+use strata_runtime::goal::{CallKey, Goals};
 use strata_runtime::goal::{
     Change, Choice, Goal, GoalError, GoalEvent, GoalState, ProposalKind, TaskStatus,
 };
@@ -104,12 +104,18 @@ fn changed((goal, event): (Goal, GoalEvent)) -> Changed {
 }
 
 /// Posts `text` to the goal's channel, when it has one (a failure is logged, not returned:
-/// the change itself is saved).
+/// the change itself is saved). Under the call's idempotency key: a call run again after a
+/// crash posts nothing new where the connector dedupes (Discord's nonce), and nothing at all
+/// where it does not (the first post may have gone out).
 async fn tell(ctx: &ToolContext, goal: &Goal, text: &str) {
     let Some(ch) = goal.channel.as_deref().and_then(ChannelRef::parse) else {
         return;
     };
-    if let Err(e) = ctx.env.connectors().send(&ch, text, None).await {
+    let hub = ctx.env.connectors();
+    if ctx.is_resumed_call() && !hub.dedupes_sends(&ch) {
+        return;
+    }
+    if let Err(e) = hub.send_keyed(&ch, text, None, ctx.idempotency_key()).await {
         tracing::warn!(goal = %goal.id, error = %e, "goal channel message not posted");
     }
 }
@@ -125,7 +131,7 @@ async fn part_change(
     let goals = service(ctx)?;
     require_part(ctx, &goals.get(goal).await.map_err(fail)?)?;
     let done = goals
-        .change(goal, &actor(ctx), change)
+        .change_keyed(goal, &actor(ctx), change, CallKey::of(ctx))
         .await
         .map_err(fail)?;
     if let Some(text) = say(&done.0, &done.1) {
@@ -196,7 +202,7 @@ pub struct Created {
 /// participants' agents answering there), and keeps a log of every change. For work that
 /// takes days and several participants ("prepare the Q3 board pack"). Coordinator and
 /// privileged agents and owners may create goals (`goals.create_tiers`).
-#[tool(capabilities = [messaging], side_effects = external, timeout_secs = 60)]
+#[tool(capabilities = [messaging], side_effects = external, idempotent, timeout_secs = 60)]
 async fn goal_create(
     ctx: &ToolContext,
     /// What the goal is, in a line.
@@ -226,14 +232,23 @@ async fn goal_create(
         others.push(participant(ctx, &p)?);
     }
     let goal = goals
-        .create(
+        .create_keyed(
             &actor(ctx),
             &title,
             description.as_deref().unwrap_or(""),
             &others,
+            CallKey::of(ctx),
         )
         .await
         .map_err(fail)?;
+    // Run again after a crash, the goal the first run made is back: its channel too, when
+    // the first run got as far as recording it.
+    if goal.channel.is_some() {
+        return Ok(Created {
+            goal,
+            channel_error: None,
+        });
+    }
     match open_channel(ctx, &goals, &goal).await {
         Ok(goal) => Ok(Created {
             goal,
@@ -248,7 +263,7 @@ async fn goal_create(
 
 /// Takes part in a goal: you, or `who` (`agent:<id>` or `person:<id>`) when you take part
 /// already. A goal's agents answer in its channel.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_join(
     ctx: &ToolContext,
     /// The goal's id.
@@ -266,7 +281,12 @@ async fn goal_join(
         require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
     }
     let done = goals
-        .change(&goal, &me, Change::Join { who: who.clone() })
+        .change_keyed(
+            &goal,
+            &me,
+            Change::Join { who: who.clone() },
+            CallKey::of(ctx),
+        )
         .await
         .map_err(fail)?;
     tell(ctx, &done.0, &format!("➕ {who} joined the goal.")).await;
@@ -276,7 +296,7 @@ async fn goal_join(
 /// Moves a goal along its life: proposed → brainstorm → strategy → executing → done, one
 /// step back to rethink, `paused`, or `abandoned` — with the reason. Anything else is refused
 /// with the states it may go to.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_set(
     ctx: &ToolContext,
     /// The goal's id.
@@ -310,7 +330,7 @@ async fn goal_set(
 /// A goal's tasks: `add` (title, assignee, due), `update` (task and any of title, assignee,
 /// due, status), `assign` (task, assignee), `complete` (task). Due dates are `YYYY-MM-DD`
 /// or RFC 3339; the scheduler says when one is past.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 #[allow(clippy::too_many_arguments)]
 async fn goal_task(
     ctx: &ToolContext,
@@ -382,7 +402,7 @@ async fn goal_task(
 /// `goals.objection_window` (default 24 h), then `goal_decide` settles it — earlier when
 /// every participant voted yes. `kind`: `plan` (default), `spend` (spends money) or `team`
 /// (changes the team); those two wait for a person's approval when decided.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_propose(
     ctx: &ToolContext,
     /// The goal's id.
@@ -426,7 +446,7 @@ async fn goal_propose(
 /// Votes on a goal's proposal: `yes`, `no`, or `object` (with a reason: an objection blocks
 /// the proposal while it stands; vote again to withdraw it). Participants only; a later vote
 /// replaces your earlier one.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_vote(
     ctx: &ToolContext,
     /// The goal's id.
@@ -443,7 +463,7 @@ async fn goal_vote(
         ToolError::invalid("choice", format!("`{choice}` is not yes, no or object"))
     })?;
     goals
-        .change(
+        .change_keyed(
             &goal,
             &actor(ctx),
             Change::Vote {
@@ -451,6 +471,7 @@ async fn goal_vote(
                 choice,
                 reason,
             },
+            CallKey::of(ctx),
         )
         .await
         .map(changed)
@@ -495,7 +516,7 @@ async fn goal_decide(
 
 /// Asks a person something the goal cannot go on without: the goal becomes
 /// `blocked_on_user` (the scheduler reminds them when it waits long) until `goal_resume`.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_block(
     ctx: &ToolContext,
     /// The goal's id.
@@ -519,7 +540,7 @@ async fn goal_block(
 
 /// Takes a paused or blocked goal back to where it was, with the reason (for a blocked one:
 /// the answer).
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 30)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 30)]
 async fn goal_resume(
     ctx: &ToolContext,
     /// The goal's id.

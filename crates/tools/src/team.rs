@@ -6,6 +6,11 @@
 //! agent's `agent_tier`, or adding someone above staff — is refused unless the caller is an
 //! owner. Writes are atomic (temp file, fsync, rename) and serialised within the process.
 //! The running access policy is built at start: changes apply from the next start.
+//!
+//! The writes honour their idempotency key by being states, not increments: run again after
+//! a crash (`ToolContext::is_resumed_call`), an add that finds the member it would add, an
+//! update that finds the values it would set, and a remove that finds nobody to remove
+//! report what the first run did and write nothing.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -134,7 +139,7 @@ async fn team_get(
 
 /// Adds a person (name and access required) or an agent (agent_tier required) to the team.
 /// Needs a human's approval; adding anyone above staff needs an owner.
-#[tool(capabilities = [file_write], side_effects = local, hitl, timeout_secs = 10)]
+#[tool(capabilities = [file_write], side_effects = local, hitl, idempotent, timeout_secs = 10)]
 async fn team_add(
     ctx: &ToolContext,
     /// person or agent.
@@ -153,12 +158,8 @@ async fn team_add(
     check_id(&id)?;
     let _g = WRITE.lock().await;
     let mut team = load(ctx)?;
-    if team.people.iter().any(|p| p.id == id) || team.agents.iter().any(|a| a.id == id) {
-        return Err(ToolError::invalid(
-            "id",
-            format!("`{id}` is already on the team"),
-        ));
-    }
+    let taken = team.people.iter().any(|p| p.id == id) || team.agents.iter().any(|a| a.id == id);
+    let before = taken.then(|| team.clone());
     let entry = match kind {
         Kind::Person => {
             let name = name
@@ -204,13 +205,27 @@ async fn team_add(
             json!({"kind": "agent", "agent": a})
         }
     };
+    if let Some(before) = before {
+        // Run again after a crash: the first run added exactly this member.
+        let same = match &entry["kind"] {
+            k if k == "person" => before.people.iter().any(|p| json!(p) == entry["person"]),
+            _ => before.agents.iter().any(|a| json!(a) == entry["agent"]),
+        };
+        if ctx.is_resumed_call() && same {
+            return Ok(json!({"added": entry, "note": NOTE}));
+        }
+        return Err(ToolError::invalid(
+            "id",
+            format!("`{id}` is already on the team"),
+        ));
+    }
     save(&path(ctx), &team)?;
     Ok(json!({"added": entry, "note": NOTE}))
 }
 
 /// Changes a team member: a person's name, access or contacts (contacts replace the old
 /// ones), an agent's tier. Needs a human's approval; changing a tier needs an owner.
-#[tool(capabilities = [file_write], side_effects = local, hitl, timeout_secs = 10)]
+#[tool(capabilities = [file_write], side_effects = local, hitl, idempotent, timeout_secs = 10)]
 async fn team_update(
     ctx: &ToolContext,
     /// The person's or agent's id.
@@ -270,13 +285,16 @@ async fn team_update(
             format!("nobody with id `{id}` on the team"),
         ));
     }
-    save(&path(ctx), &team)?;
+    // Setting what is already there (a call run again after a crash) writes nothing.
+    if before != after {
+        save(&path(ctx), &team)?;
+    }
     Ok(json!({"before": before, "after": after, "note": NOTE}))
 }
 
 /// Removes a person or an agent from the team. Needs a human's approval; removing an owner
 /// needs an owner, and the last owner cannot be removed.
-#[tool(capabilities = [file_write], side_effects = local, hitl, timeout_secs = 10)]
+#[tool(capabilities = [file_write], side_effects = local, hitl, idempotent, timeout_secs = 10)]
 async fn team_remove(
     ctx: &ToolContext,
     /// The person's or agent's id.
@@ -302,6 +320,9 @@ async fn team_remove(
         json!({"kind": "person", "person": team.people.remove(i)})
     } else if let Some(i) = team.agents.iter().position(|a| a.id == id) {
         json!({"kind": "agent", "agent": team.agents.remove(i)})
+    } else if ctx.is_resumed_call() {
+        // Run again after a crash: the first run removed them.
+        return Ok(json!({"removed": {"id": id}, "note": NOTE}));
     } else {
         return Err(ToolError::invalid(
             "id",

@@ -348,6 +348,7 @@ async fn a_calls_idempotency_key_reaches_the_server_in_meta() {
         tools: registry.clone(),
         taint: None,
         idempotency_key: key.map(str::to_owned),
+        resumed: false,
     };
     let text = |out: Result<strata_engine::ToolOutput, strata_engine::ToolError>| {
         out.expect("called")

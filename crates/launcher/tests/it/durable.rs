@@ -102,12 +102,28 @@ async fn one_call_killed_after_it_ran(
     args: Value,
     answer: &str,
 ) -> (FakeServer, tempfile::TempDir) {
+    one_call_killed_after_it_ran_with(tool, args, answer, "").await
+}
+
+/// [`one_call_killed_after_it_ran`] with `extra` appended to `config/config.yaml`.
+async fn one_call_killed_after_it_ran_with(
+    tool: &str,
+    args: Value,
+    answer: &str,
+    extra: &str,
+) -> (FakeServer, tempfile::TempDir) {
     let fake = FakeServer::start().await.expect("fake llm");
     fake.script([
         openai::tool_calls(&[("c1", tool, args)]),
         openai::text(answer),
     ]);
     let ov = overlay(&fake.url, "skip");
+    if !extra.is_empty() {
+        let config = ov.path().join("config/config.yaml");
+        let mut text = std::fs::read_to_string(&config).expect("config");
+        text.push_str(extra);
+        std::fs::write(&config, text).expect("config");
+    }
     common::write(
         ov.path(),
         "config/agents.yaml",
@@ -595,4 +611,161 @@ async fn a_memory_stored_before_a_kill_is_returned_again_not_stored_twice() {
         "{told}"
     );
     assert_eq!(unknown_outcome_alerts(ov.path()), 0);
+}
+
+/// `send_message` honours its key through Discord: killed after the post went out and before
+/// its outcome was recorded, the resumed turn posts again under the same nonce with
+/// `enforce_nonce`, and Discord (the fake keeps nonces as Discord does) answers with the
+/// first message. One message in the channel, no unknown outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discord_post_made_before_a_kill_is_not_posted_twice() {
+    let discord = strata_test_support::discord::fake().await;
+    let (fake, ov) = one_call_killed_after_it_ran_with(
+        "send_message",
+        json!({"channel": "discord:main:300", "text": "The weekly report is out."}),
+        "Posted.",
+        &common::fake_discord(discord.port),
+    )
+    .await;
+    assert_eq!(discord.posted_in("300"), ["The weekly report is out."]);
+    let posts: Vec<Value> = discord
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p == "/api/v10/channels/300/messages")
+        .map(|(_, _, body)| body.clone())
+        .collect();
+    assert_eq!(
+        posts.len(),
+        2,
+        "posted once, and again on resume: {posts:?}"
+    );
+    assert!(
+        posts[0]["nonce"].is_string()
+            && posts[0]["nonce"] == posts[1]["nonce"]
+            && posts.iter().all(|p| p["enforce_nonce"] == true),
+        "{posts:?}"
+    );
+    let told = fake.requests()[1].body["messages"].to_string();
+    assert!(told.contains(r#"\"sent\":true"#), "{told}");
+    assert_eq!(unknown_outcome_alerts(ov.path()), 0);
+}
+
+/// Goal changes keep their key in the goal's event: `goal_create` killed after it made the
+/// goal, its channel and posted the charter, and before its outcome was recorded, runs again
+/// on resume and finds the goal its key made — one goal, one channel, one charter, the model
+/// told the same goal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_made_before_a_kill_is_found_again_not_made_twice() {
+    let discord = strata_test_support::discord::fake().await;
+    let (fake, ov) = one_call_killed_after_it_ran_with(
+        "goal_create",
+        json!({"title": "Prepare the Q3 board pack", "description": "Slides and numbers"}),
+        "Goal created.",
+        &format!(
+            "{}goals:\n  connector: \"discord:main\"\n  category: \"777000\"\n",
+            common::fake_discord(discord.port)
+        ),
+    )
+    .await;
+    let second = common::serve(ov.path());
+    let (st, v) = common::api("GET", &format!("{}/api/goals", second.base), BOSS, None).await;
+    assert_eq!(st, 200, "{v}");
+    let goals = v["value"]["goals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(goals.len(), 1, "{v}");
+    let id = goals[0]["id"].as_str().expect("id").to_owned();
+    let channel = goals[0]["channel"].as_str().expect("a channel").to_owned();
+    let made: usize = discord
+        .rest
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(m, p, _)| m == "POST" && p.ends_with("/channels") && p.contains("/guilds/"))
+        .count();
+    assert_eq!(made, 1, "one channel made");
+    let charter: Vec<String> = discord
+        .posted_in(channel.rsplit(':').next().unwrap_or_default())
+        .into_iter()
+        .filter(|t| t.contains("Goal: Prepare the Q3 board pack"))
+        .collect();
+    assert_eq!(charter.len(), 1, "{charter:?}");
+    let told = fake.requests()[1].body["messages"].to_string();
+    assert!(told.contains(&id), "{told}");
+    assert_eq!(unknown_outcome_alerts(ov.path()), 0);
+    drop(second);
+}
+
+/// A Discord message's turn killed mid-way (after its tool ran, before the model's answer)
+/// is resumed at the next start, and its answer is posted in the channel the message came
+/// from — once: the connector that would have posted it died with the first process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discord_turn_killed_mid_way_is_answered_in_its_channel_after_the_restart() {
+    let discord = strata_test_support::discord::fake().await;
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::tool_calls(&[(
+            "c1",
+            "write_file",
+            json!({"path": "tmp/note.txt", "content": "standup moved to ten\n"}),
+        )]),
+        openai::text("Noted: the standup moved to ten."),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    let d = ov.path();
+    let config = d.join("config/config.yaml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&common::fake_discord(discord.port));
+    std::fs::write(&config, text).expect("config");
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [write_file]\n    routing:\n      discord:\n        \
+         account: main\n        channels: [\"300\"]\n        mentions: false\n",
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}}]}"#,
+    );
+    let mut first = common::serve_env(d, &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
+    common::gateway_up(&discord).await;
+    discord.send(strata_test_support::discord::message(
+        4_000_001,
+        "300",
+        Some("9"),
+        "42",
+        false,
+        "note that the standup moved to ten",
+        false,
+    ));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while first.child.try_wait().ok().flatten().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not die at tool_ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(discord.posted_in("300").is_empty(), "nothing answered yet");
+    let second = common::serve(d);
+    for _ in 0..300 {
+        if !discord.posted_in("300").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Give a second post, if one were coming, the time to land.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        discord.posted_in("300"),
+        ["Noted: the standup moved to ten."]
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("tmp/note.txt")).expect("note"),
+        "standup moved to ten\n"
+    );
+    // The model was asked twice in all: the call, then the answer after the restart.
+    assert_eq!(fake.requests().len(), 2);
+    drop(second);
 }

@@ -309,3 +309,67 @@ async fn wait_pending(
     }
     panic!("no pending approval {id}");
 }
+
+/// A change keeps its call's idempotency key in its event, in the same save: run again after
+/// a crash (`resumed`), a change the key already made is returned as it was and not made
+/// twice — a task is added once, a goal created once; without `resumed` the key is only kept.
+async fn a_keyed_change_run_again_is_not_made_twice(kind: Kind) {
+    use strata_runtime::goal::CallKey;
+    let Some(h) = Harness::new(kind) else { return };
+    let store = h.store().await;
+    let (g, _) = goals(store.clone());
+    let key = |key, resumed| Some(CallKey { key, resumed });
+    let goal = g
+        .create_keyed(
+            "agent:coord",
+            "Ship the app",
+            "",
+            &[],
+            key("k-create", false),
+        )
+        .await
+        .expect("create");
+    let again = g
+        .create_keyed(
+            "agent:coord",
+            "Ship the app",
+            "",
+            &[],
+            key("k-create", true),
+        )
+        .await
+        .expect("create again");
+    assert_eq!(again.id, goal.id);
+    assert_eq!(g.list().await.expect("list").len(), 1);
+    let add = || Change::AddTask {
+        title: "Write the release notes".into(),
+        assignee: None,
+        due: None,
+    };
+    let (after, ev) = g
+        .change_keyed(&goal.id, "agent:coord", add(), key("k-task", false))
+        .await
+        .expect("add");
+    assert_eq!(ev.detail["idempotency_key"], "k-task");
+    let (again, ev2) = g
+        .change_keyed(&goal.id, "agent:coord", add(), key("k-task", true))
+        .await
+        .expect("add again");
+    assert_eq!((ev2.seq, again.tasks.len()), (ev.seq, 1));
+    assert_eq!(again.version, after.version, "nothing saved");
+    // Another key is another change, resumed or not.
+    let (more, _) = g
+        .change_keyed(&goal.id, "agent:coord", add(), key("k-task-2", true))
+        .await
+        .expect("another");
+    assert_eq!(more.tasks.len(), 2);
+    // Still there for another instance over the same store.
+    let (g2, _) = goals(h.store().await);
+    let (seen, ev3) = g2
+        .change_keyed(&goal.id, "agent:coord", add(), key("k-task", true))
+        .await
+        .expect("from another instance");
+    assert_eq!((ev3.seq, seen.tasks.len()), (ev.seq, 2));
+}
+
+both!(a_keyed_change_run_again_is_not_made_twice);

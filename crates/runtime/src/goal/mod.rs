@@ -9,7 +9,7 @@
 
 mod service;
 
-pub use service::{Clock, Gate, GoalChannel, Goals, Nudge};
+pub use service::{CallKey, Clock, Gate, GoalChannel, Goals, Nudge};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -143,8 +143,32 @@ impl Goals {
         description: &str,
         participants: &[String],
     ) -> Result<Goal, GoalError> {
+        self.create_keyed(actor, title, description, participants, None)
+            .await
+    }
+
+    /// [`Self::create`] under a tool call's idempotency key: the key is kept in the
+    /// `created` event's detail (`idempotency_key`); with `key.resumed` (the call is run again
+    /// after a crash) the goal an earlier run created under it is returned instead of a
+    /// second one.
+    pub async fn create_keyed(
+        &self,
+        actor: &str,
+        title: &str,
+        description: &str,
+        participants: &[String],
+        key: Option<CallKey<'_>>,
+    ) -> Result<Goal, GoalError> {
+        if let Some(k) = key.filter(|k| k.resumed) {
+            for goal in self.list().await? {
+                let first = self.store.goal_events(&goal.id, 0, 1).await?;
+                if first.first().is_some_and(|e| k.marks(e)) {
+                    return Ok(goal);
+                }
+            }
+        }
         for _ in 0..TRIES {
-            let (goal, ev) = Goal::create(
+            let (goal, mut ev) = Goal::create(
                 title,
                 description,
                 actor,
@@ -153,6 +177,9 @@ impl Goals {
                 self.objection_secs,
                 self.now(),
             )?;
+            if let Some(k) = key {
+                k.mark(&mut ev);
+            }
             if self.store.insert_goal(&goal, &ev).await? {
                 return Ok(goal);
             }
@@ -191,6 +218,20 @@ impl Goals {
         actor: &str,
         change: Change,
     ) -> Result<(Goal, GoalEvent), GoalError> {
+        self.change_keyed(id, actor, change, None).await
+    }
+
+    /// [`Self::change`] under a tool call's idempotency key: the key is kept in the event's
+    /// detail (`idempotency_key`), in the same save as the change; with `key.resumed` (the
+    /// call is run again after a crash) a change an earlier run saved under it is not made
+    /// again — the goal as it is and that event are returned.
+    pub async fn change_keyed(
+        &self,
+        id: &str,
+        actor: &str,
+        change: Change,
+        key: Option<CallKey<'_>>,
+    ) -> Result<(Goal, GoalEvent), GoalError> {
         let lock = self
             .locks
             .lock()
@@ -199,12 +240,21 @@ impl Goals {
             .or_default()
             .clone();
         let _one_at_a_time = lock.lock().await;
+        if let Some(k) = key.filter(|k| k.resumed) {
+            let events = self.store.goal_events(id, 0, usize::MAX).await?;
+            if let Some(ev) = events.into_iter().rev().find(|e| k.marks(e)) {
+                return Ok((self.get(id).await?, ev));
+            }
+        }
         for attempt in 0..TRIES {
             if attempt > 0 {
                 back_off(attempt).await;
             }
             let mut goal = self.get(id).await?;
-            let ev = goal.apply(actor, change.clone(), self.now())?;
+            let mut ev = goal.apply(actor, change.clone(), self.now())?;
+            if let Some(k) = key {
+                k.mark(&mut ev);
+            }
             goal.version += 1;
             if self
                 .store
@@ -664,5 +714,35 @@ mod tests {
         );
         goals.remember(&g);
         assert_eq!(goals.channel("discord:main:1"), None);
+    }
+}
+
+/// A tool call's idempotency key, as goal changes keep it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallKey<'a> {
+    /// The key ([`strata_engine::ToolContext::idempotency_key`]).
+    pub key: &'a str,
+    /// The call is run again after a crash
+    /// ([`strata_engine::ToolContext::is_resumed_call`]): look for what it did first.
+    pub resumed: bool,
+}
+
+impl CallKey<'_> {
+    /// The key of `ctx`'s call, when it has one.
+    pub fn of(ctx: &strata_engine::ToolContext) -> Option<CallKey<'_>> {
+        ctx.idempotency_key().map(|key| CallKey {
+            key,
+            resumed: ctx.is_resumed_call(),
+        })
+    }
+
+    fn mark(&self, ev: &mut GoalEvent) {
+        if let Some(o) = ev.detail.as_object_mut() {
+            o.insert("idempotency_key".into(), self.key.into());
+        }
+    }
+
+    fn marks(&self, ev: &GoalEvent) -> bool {
+        ev.detail.get("idempotency_key").and_then(|k| k.as_str()) == Some(self.key)
     }
 }

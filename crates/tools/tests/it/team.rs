@@ -249,3 +249,102 @@ async fn tier_changes_need_an_owner() {
     assert_eq!(team.agents.len(), 2);
     assert_eq!(team.people.len(), 2);
 }
+
+impl World {
+    /// Runs `tool` as the owner the way a turn resumed after a crash runs a call that had
+    /// started without an outcome: under its idempotency key, `is_resumed_call` true, past
+    /// the approval the first run had.
+    async fn call_again(&self, tool: &str, args: Value, resumed: bool) -> Result<Value, String> {
+        let ctx = strata_engine::ToolContext {
+            agent_id: Some("main".into()),
+            session_id: None,
+            channel_id: None,
+            principal: Principal::Person {
+                id: "olivia".into(),
+            },
+            request_id: "req-again".into(),
+            env: self.invoker.env().clone(),
+            depth: 0,
+            policy: self.invoker.policy().clone(),
+            tools: self.invoker.registry().clone(),
+            taint: None,
+            idempotency_key: Some("0123456789abcdef0123456789abcdef".into()),
+            resumed,
+        };
+        let t = self.invoker.registry().get(tool).expect("registered");
+        assert!(t.tool.spec().idempotent, "{tool} honours keys");
+        t.tool
+            .call(&ctx, args)
+            .await
+            .map(|o| o.0)
+            .map_err(|e| e.to_string())
+    }
+
+    fn file(&self) -> (String, std::time::SystemTime) {
+        let p = self.dir.path().join("config/team.json");
+        let text = std::fs::read_to_string(&p).expect("read");
+        (
+            text,
+            std::fs::metadata(&p)
+                .and_then(|m| m.modified())
+                .expect("mtime"),
+        )
+    }
+}
+
+/// Team changes are states: run again after a crash, a change the first run made is reported
+/// as made and the file is not written again; a fresh call that repeats one is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_changes_run_again_after_a_crash_change_nothing_twice() {
+    let w = world();
+    let casey =
+        json!({"kind": "person", "id": "casey", "name": "Casey Example", "access": "staff"});
+    let r = w.call("olivia", "team_add", casey.clone(), true).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let first = w.file();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The same add, run again: the member the first run added, no write.
+    let again = w
+        .call_again("team_add", casey.clone(), true)
+        .await
+        .expect("ok");
+    assert_eq!(again["added"], r.value["added"]);
+    assert_eq!(w.file(), first);
+    // Not a resumed call: a repeat is an error, as before.
+    let fresh = w.call_again("team_add", casey.clone(), false).await;
+    assert!(fresh.is_err_and(|e| e.contains("already on the team")));
+    // Resumed, but someone else by that id is there: not ours, refused.
+    let other =
+        json!({"kind": "person", "id": "casey", "name": "Another Casey", "access": "staff"});
+    assert!(w.call_again("team_add", other, true).await.is_err());
+    // An update that finds its values set writes nothing.
+    let upd = json!({"id": "casey", "name": "Casey Q. Example"});
+    assert_eq!(
+        w.call("olivia", "team_update", upd.clone(), true)
+            .await
+            .status,
+        Status::Ok
+    );
+    let updated = w.file();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let again = w.call_again("team_update", upd, true).await.expect("ok");
+    assert_eq!(again["after"]["name"], "Casey Q. Example");
+    assert_eq!(w.file(), updated);
+    // A remove that finds nobody: removed by the first run.
+    let rm = json!({"id": "casey"});
+    assert_eq!(
+        w.call("olivia", "team_remove", rm.clone(), true)
+            .await
+            .status,
+        Status::Ok
+    );
+    let removed = w.file();
+    let again = w
+        .call_again("team_remove", rm.clone(), true)
+        .await
+        .expect("ok");
+    assert_eq!(again["removed"]["id"], "casey");
+    assert_eq!(w.file(), removed);
+    assert!(w.call_again("team_remove", rm, false).await.is_err());
+    assert!(w.team().people.iter().all(|p| p.id != "casey"));
+}
