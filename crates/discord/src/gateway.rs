@@ -88,6 +88,7 @@ pub(crate) async fn run_account(
     mut stop: watch::Receiver<bool>,
     cursor: Option<Arc<Mutex<Cursor>>>,
     mut backfill: Option<Cursor>,
+    cursor_file: Option<std::path::PathBuf>,
 ) {
     let AccountCtx {
         account,
@@ -110,6 +111,7 @@ pub(crate) async fn run_account(
         categories: Categories::default(),
         seen: Seen::new(),
         cursor,
+        cursor_file,
         account: account.clone(),
         files,
         routes: routes.clone(),
@@ -176,6 +178,9 @@ pub(crate) async fn run_account(
                     let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
                     if c.after == 0 {
                         c.after = Cursor::at(std::time::SystemTime::now());
+                        if let Some(f) = &inbox.cursor_file {
+                            save_cursor(f, &c);
+                        }
                     }
                 }
             }
@@ -260,6 +265,44 @@ pub(crate) struct Cursor {
     pub(crate) channels: Vec<u64>,
 }
 
+/// The resume point kept in `path` by a process that runs the gateway without a lease (one
+/// node): `None` when there is none (a first start) or it cannot be read (said in the log).
+pub(crate) fn load_cursor(path: &std::path::Path) -> Option<Cursor> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "Discord resume point not read: messages that arrived while stopped are not fetched");
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "Discord resume point is not valid: messages that arrived while stopped are not fetched");
+            None
+        }
+    }
+}
+
+/// Writes `cursor` to `path` whole (a temporary file renamed over it), so a crash leaves the
+/// old point or the new one. Not synced: a point lost to a power cut only makes the next
+/// start fetch messages again that were taken already, and a message's turn id answers it
+/// once.
+pub(crate) fn save_cursor(path: &std::path::Path, cursor: &Cursor) {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(cursor).unwrap_or_default())?;
+        std::fs::rename(&tmp, path)
+    };
+    if let Err(e) = write() {
+        tracing::warn!(file = %path.display(), error = %e, "Discord resume point not saved");
+    }
+}
+
 /// Channels a cursor remembers.
 const CURSOR_CHANNELS: usize = 32;
 /// Messages fetched per channel when a new holder catches up.
@@ -291,6 +334,8 @@ struct Inbox {
     categories: Categories,
     seen: Seen,
     cursor: Option<Arc<Mutex<Cursor>>>,
+    /// Where a process without a lease keeps the cursor (saved as each message is taken).
+    cursor_file: Option<std::path::PathBuf>,
     account: Arc<DiscordAccount>,
     files: Arc<Attachments>,
     routes: BTreeMap<String, strata_engine::config::DiscordRouting>,
@@ -354,9 +399,11 @@ impl Inbox {
             return;
         }
         if let Some(c) = &self.cursor {
-            c.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .took(m.id.get(), m.channel_id.get());
+            let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+            c.took(m.id.get(), m.channel_id.get());
+            if let Some(f) = &self.cursor_file {
+                save_cursor(f, &c);
+            }
         }
         let mentions_me = my_id.is_some_and(|id| m.mentions.iter().any(|u| u.id.get() == id));
         // A goal's channel: its agents (those this account speaks for) answer there.

@@ -80,6 +80,7 @@ pub(crate) async fn hold(
             held_rx,
             Some(cursor.clone()),
             backfill,
+            None,
         ));
         // Closed before the database could hand the lease to another.
         let margin = lease.ttl / 3;

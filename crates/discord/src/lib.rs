@@ -738,13 +738,33 @@ pub fn start(
         let gw = gw.build();
         tasks.push(match &lease {
             Some(l) => tokio::spawn(lease::hold(ctx, gw, l.clone(), stop.clone())),
-            None => tokio::spawn(run_account(
-                ctx,
-                Shard::with_config(ShardId::ONE, gw),
-                stop.clone(),
-                None,
-                None,
-            )),
+            None => {
+                // One process runs the gateway: it keeps its resume point in the data dir and,
+                // started again, fetches what arrived while it was down.
+                let name: String = ctx
+                    .account
+                    .account
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let file = data_dir.join("discord").join(format!("{name}.cursor.json"));
+                let saved = gateway::load_cursor(&file);
+                let cursor = Arc::new(Mutex::new(saved.clone().unwrap_or_default()));
+                tokio::spawn(run_account(
+                    ctx,
+                    Shard::with_config(ShardId::ONE, gw),
+                    stop.clone(),
+                    Some(cursor),
+                    saved.filter(|c| c.after > 0),
+                    Some(file),
+                ))
+            }
         });
     }
     tasks

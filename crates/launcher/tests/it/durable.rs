@@ -769,3 +769,91 @@ async fn a_discord_turn_killed_mid_way_is_answered_in_its_channel_after_the_rest
     assert_eq!(fake.requests().len(), 2);
     drop(second);
 }
+
+/// Waits (up to 15 s) until `n` messages are posted in channel 300.
+async fn posted_at_least(discord: &strata_test_support::discord::Fake, n: usize) {
+    for _ in 0..300 {
+        if discord.posted_in("300").len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Discord message id for now, as Discord makes them (milliseconds since its epoch, shifted).
+fn snowflake_now(n: u64) -> u64 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    ((ms - 1_420_070_400_000) << 22) + n
+}
+
+/// Discord messages that arrive while `serve` is down (killed -9) are fetched at the next
+/// start from the resume point it saved and answered, once; the message answered before the
+/// kill is not answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_messages_sent_while_serve_was_down_are_answered_after_the_restart() {
+    let discord = strata_test_support::discord::fake().await;
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::text("First answer."),
+        openai::text("Second answer."),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    let d = ov.path();
+    let config = d.join("config/config.yaml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&common::fake_discord(discord.port));
+    std::fs::write(&config, text).expect("config");
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: []\n    routing:\n      discord:\n        \
+         account: main\n        channels: [\"300\"]\n        mentions: false\n",
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}}]}"#,
+    );
+    let say = |id: u64, text: &str| {
+        discord.send(strata_test_support::discord::message(
+            id,
+            "300",
+            Some("9"),
+            "42",
+            false,
+            text,
+            false,
+        ))
+    };
+    let mut first = common::serve(d);
+    common::gateway_up(&discord).await;
+    say(snowflake_now(1), "first question");
+    posted_at_least(&discord, 1).await;
+    assert_eq!(discord.posted_in("300"), ["First answer."]);
+    first.child.kill().expect("kill -9");
+    let _ = first.child.wait();
+    // Sent while nothing listens: Discord keeps it in the channel, the gateway hears nothing.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    say(snowflake_now(2), "second question");
+    let second = common::serve(d);
+    posted_at_least(&discord, 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        discord.posted_in("300"),
+        ["First answer.", "Second answer."]
+    );
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "each question asked the model once"
+    );
+    assert!(
+        fake.requests()[1].body["messages"]
+            .to_string()
+            .contains("second question")
+    );
+    drop(second);
+}
