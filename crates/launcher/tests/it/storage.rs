@@ -936,3 +936,138 @@ async fn a_schedule_due_once_runs_once_across_two_instances() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("digest"));
     drop(served);
 }
+
+/// PostgreSQL lost in the middle of a turn (its connections dropped and refused, as a restart
+/// does, through a proxy in front of the real server): the effect the model asks for next
+/// does not run — its `tool_started` record cannot be written, so nothing is sent — and the
+/// model is told it was not run (its answer says so; a turn that cannot store its answer
+/// still gives it, `Manager`'s rule). Once the database is back, a turn sends its POST once,
+/// under the key its journal's `tool_started` record holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_lost_mid_turn_runs_no_effect_without_its_started_record() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let Some(mut schema) = Schema::new() else {
+        return;
+    };
+    let server = strata_test_support::url_host_port(&schema.url);
+    let proxy = strata_test_support::TcpProxy::start(&server).await;
+    let direct = schema.url.clone();
+    schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
+    let (sink, landed) = strata_test_support::effect_sink().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let post = json!({"method": "POST", "url": format!("{sink}/reports"), "body": "weekly"});
+    // The model reads a file, then asks for the POST — that answer taking 1.5 s, while the
+    // test cuts the database — then answers with what the tool said.
+    let llm = strata_test_support::llm_fn(Duration::from_millis(0), move |body| {
+        let results = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+            .unwrap_or(0);
+        seen.fetch_add(1, Ordering::SeqCst);
+        match results {
+            0 => openai::tool_calls(&[("c1", "read_file", json!({"path": "notes/brief.txt"}))]),
+            1 => {
+                std::thread::sleep(Duration::from_millis(1500));
+                openai::tool_calls(&[("c2", "http_request", post.clone())])
+            }
+            _ => openai::text(&format!(
+                "Tool said: {}",
+                body["messages"]
+                    .as_array()
+                    .and_then(|m| m.last())
+                    .map(|m| m["content"].to_string())
+                    .unwrap_or_default()
+            )),
+        }
+    })
+    .await;
+    let ov = tempfile::tempdir().expect("tmp");
+    let d = ov.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
+             storage:\n  backend: postgres\n  postgres:\n    url: {}\n    schema: {}\n    \
+             pool_size: 4\n    connect_timeout_secs: 1\n\
+             security:\n  network:\n    allow: [127.0.0.1]\n  rate_limits:\n    mode: log\n\
+             memory:\n  record_exchanges: false\n",
+            common::fake_llm(&llm, "literal-test-key", "fake-model"),
+            schema.url,
+            schema.name
+        ),
+    );
+    common::write(
+        d,
+        "config/agents.yaml",
+        "agents:\n  main:\n    tools: [read_file, http_request]\n    capabilities: [read, network, secrets]\n",
+    );
+    common::write(d, "notes/brief.txt", "Post the weekly report.");
+    schema.url = direct;
+    let s = common::serve(d);
+    let chat = |id: &'static str| {
+        let base = s.base.clone();
+        async move {
+            let r = common::client()
+                .post(format!("{base}/chat"))
+                .header("X-Strata-Token", BOSS)
+                .json(&json!({"message": "post the weekly report", "session_id": id, "request_id": id}))
+                .send()
+                .await
+                .expect("chat");
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let turn = tokio::spawn(chat("turn-outage-1"));
+    for _ in 0..200 {
+        if calls.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        calls.load(Ordering::SeqCst) >= 2,
+        "the turn never asked for the POST"
+    );
+    proxy.cut().await;
+    let (status, v) = turn.await.expect("join");
+    // Nothing was sent while the database was gone, and the answer does not claim it was.
+    assert!(
+        landed.lock().expect("lock").is_empty(),
+        "{:?}",
+        landed.lock()
+    );
+    assert!(
+        status != 200
+            || v["response"]
+                .as_str()
+                .is_some_and(|r| r.contains("was not run")),
+        "{status} {v}"
+    );
+    proxy.restore();
+    // Back: a turn posts once, under the key its journal recorded before sending.
+    let mut answered = (0, Value::Null);
+    for _ in 0..50 {
+        answered = chat("turn-outage-2").await;
+        if answered.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(answered.0, 200, "{}", answered.1);
+    let landed = landed.lock().expect("lock").clone();
+    assert_eq!(landed.len(), 1, "{landed:?} {}", answered.1);
+    let key = landed[0].2.clone().expect("an Idempotency-Key");
+    let (st, j) = api(
+        "GET",
+        &format!("{}/api/turns/turn-outage-2", s.base),
+        BOSS,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{j}");
+    assert!(j.to_string().contains(&key), "{j}");
+    drop(s);
+}
