@@ -774,11 +774,11 @@ pub fn start(
 mod nonce_tests {
     #[test]
     fn nonces_fit_discord_and_tell_keys_apart() {
-        let a = super::send_nonce("discord:1448000000000000001:main", 0);
-        let b = super::send_nonce("discord:1448000000000000001:helper", 0);
-        let c = super::send_nonce("discord:1448000000000000001:main", 1);
+        let a = super::send_nonce("discord:message-1:main", 0);
+        let b = super::send_nonce("discord:message-1:helper", 0);
+        let c = super::send_nonce("discord:message-1:main", 1);
         assert!(a.len() <= 25 && super::send_nonce("k", 99_999).len() <= 25);
         assert!(a != b && a != c && b != c);
-        assert_eq!(a, super::send_nonce("discord:1448000000000000001:main", 0));
+        assert_eq!(a, super::send_nonce("discord:message-1:main", 0));
     }
 }

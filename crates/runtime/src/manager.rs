@@ -233,7 +233,19 @@ impl AgentManager {
     /// asked for by another turn runs where its caller runs), here otherwise.
     pub async fn turn(&self, req: TurnRequest) -> Result<Reply, AgentError> {
         match self.queue.get() {
-            Some(q) if req.depth == 0 => q.submit(req).await,
+            Some(q) if req.depth == 0 => {
+                let id = req.turn_id.clone();
+                let r = q.submit(req).await;
+                // Answered from the store: the turn was done, though the member that ran it
+                // may have died before ending its journal (its redelivery would end it only
+                // after the queue's ack wait). End it now, as `run_here` does.
+                if let (Ok(reply), Some(id), Some(j)) = (&r, &id, self.env.journal())
+                    && reply.replayed
+                {
+                    j.close_if_open(id).await;
+                }
+                r
+            }
             _ => self.run_here(req).await,
         }
     }

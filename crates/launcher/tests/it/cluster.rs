@@ -1111,3 +1111,40 @@ async fn a_member_killed_mid_turn_is_continued_from_its_journal_by_another() {
     drop(others);
     shared.drop_now().await;
 }
+
+/// The durable-turn kill points in the cluster: the scripted turn of `durable.rs` (a read, an
+/// append that does not honour keys, a POST that does) on one member, killed at each step
+/// boundary; the client's retry goes to another member, which continues the turn from the
+/// journal the dead one kept in PostgreSQL. The same assertions as on one node: the turn ends
+/// once, no answered model call is made again, each effect lands once (the append at most
+/// once and alerted when its outcome is unknown), the POST again only under its key.
+mod every_step {
+    use super::{BOSS, Shared, member_with};
+    use serde_json::json;
+    use strata_test_support::{FakeResponse, FakeServer};
+
+    async fn member_killed_at(point: &str) {
+        let Some(shared) = Shared::new() else { return };
+        let fake = FakeServer::start().await.expect("fake llm");
+        let sink = FakeServer::start().await.expect("sink");
+        sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
+        crate::durable::script(&fake, &sink.url);
+        let config = crate::durable::turn_config("skip");
+        let members: Vec<tempfile::TempDir> = (0..2)
+            .map(|_| member_with(&fake.url, &shared, &config))
+            .collect();
+        for m in &members {
+            crate::durable::turn_files(m.path());
+        }
+        crate::durable::killed_at_in(
+            point,
+            (&fake, &sink),
+            (members[0].path(), members[1].path()),
+            BOSS,
+        )
+        .await;
+        shared.drop_now().await;
+    }
+
+    crate::durable::every_kill_point!(member_killed_at);
+}

@@ -14,21 +14,19 @@ use crate::common;
 
 const BOSS: &str = "durable-boss-token";
 
-fn overlay(llm_url: &str, unknown_outcome: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    let d = dir.path();
-    common::write(
-        d,
-        "config/config.yaml",
-        &format!(
-            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n\
-             security:\n  network:\n    allow: [127.0.0.1]\n  hitl:\n    timeout: 5\n  \
-             rate_limits:\n    mode: log\n\
-             memory:\n  record_exchanges: false\n\
-             journal:\n  unknown_outcome: {unknown_outcome}\n",
-            common::fake_llm(llm_url, "literal-test-key", "fake-model")
-        ),
-    );
+/// The settings the scripted turn needs besides the provider and the token (YAML, top level):
+/// POSTs to 127.0.0.1, no rate limits in the way, nothing recorded beside the turn.
+pub(crate) fn turn_config(unknown_outcome: &str) -> String {
+    format!(
+        "security:\n  network:\n    allow: [127.0.0.1]\n  hitl:\n    timeout: 5\n  \
+         rate_limits:\n    mode: log\n\
+         memory:\n  record_exchanges: false\n\
+         journal:\n  unknown_outcome: {unknown_outcome}\n"
+    )
+}
+
+/// The agent of the scripted turn and what it reads, in overlay `d`.
+pub(crate) fn turn_files(d: &std::path::Path) {
     common::write(
         d,
         "config/agents.yaml",
@@ -37,12 +35,27 @@ fn overlay(llm_url: &str, unknown_outcome: &str) -> tempfile::TempDir {
     );
     common::write(d, "notes/brief.txt", "Post the weekly report.");
     std::fs::create_dir_all(d.join("tmp")).expect("mkdir");
+}
+
+fn overlay(llm_url: &str, unknown_outcome: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    common::write(
+        d,
+        "config/config.yaml",
+        &format!(
+            "{}server:\n  tokens:\n    - {{name: boss, token: {BOSS}, tier: owner}}\n{}",
+            common::fake_llm(llm_url, "literal-test-key", "fake-model"),
+            turn_config(unknown_outcome)
+        ),
+    );
+    turn_files(d);
     dir
 }
 
 /// The scripted turn: a read, an effect that does not honour keys (an append), an effect
 /// that does (a POST with an `Idempotency-Key`), then the answer.
-fn script(fake: &FakeServer, sink: &str) {
+pub(crate) fn script(fake: &FakeServer, sink: &str) {
     fake.script([
         openai::tool_calls(&[("c1", "read_file", json!({"path": "notes/brief.txt"}))]),
         openai::tool_calls(&[(
@@ -60,9 +73,13 @@ fn script(fake: &FakeServer, sink: &str) {
 }
 
 async fn chat(base: &str) -> Result<(u16, Value), reqwest::Error> {
+    chat_as(base, BOSS).await
+}
+
+async fn chat_as(base: &str, token: &str) -> Result<(u16, Value), reqwest::Error> {
     let r = common::client()
         .post(format!("{base}/chat"))
-        .header("X-Strata-Token", BOSS)
+        .header("X-Strata-Token", token)
         .json(
             &json!({"message": "post the weekly report", "session_id": "weekly",
                       "request_id": "turn-weekly-1"}),
@@ -145,9 +162,25 @@ async fn killed_at(point: &str) {
     sink.script((0..10).map(|_| FakeResponse::ok(json!({"stored": true}))));
     script(&fake, &sink.url);
     let ov = overlay(&fake.url, "skip");
+    killed_at_in(point, (&fake, &sink), (ov.path(), ov.path()), BOSS).await;
+}
 
-    let mut first = common::serve_env(ov.path(), &[], &[("STRATA_TEST_CRASH_AT", point)]);
-    let answer = chat(&first.base).await;
+/// The body of [`killed_at`]: `serve` on overlay `first` is killed at `point`, `serve` on
+/// overlay `second` (the same one on one node; another member of the cluster) gets the
+/// client's retry. Effects are counted in both overlays.
+pub(crate) async fn killed_at_in(
+    point: &str,
+    (fake, sink): (&FakeServer, &FakeServer),
+    (first_dir, second_dir): (&std::path::Path, &std::path::Path),
+    token: &str,
+) {
+    let dirs: Vec<&std::path::Path> = if first_dir == second_dir {
+        vec![first_dir]
+    } else {
+        vec![first_dir, second_dir]
+    };
+    let mut first = common::serve_env(first_dir, &[], &[("STRATA_TEST_CRASH_AT", point)]);
+    let answer = chat_as(&first.base, token).await;
     // SIGKILL: no answer, and the process is gone.
     assert!(
         answer.is_err(),
@@ -162,18 +195,18 @@ async fn killed_at(point: &str) {
     drop(first);
 
     // Started again: the turn is resumed, and the client's retry gets its one answer.
-    let second = common::serve(ov.path());
-    let (st, v) = chat(&second.base).await.expect("retry");
+    let second = common::serve(second_dir);
+    let (st, v) = chat_as(&second.base, token).await.expect("retry");
     assert_eq!(st, 200, "{point}: {v}");
     assert_eq!(v["response"], "Done: the report is posted.", "{point}: {v}");
     // And again: the same answer, nothing run.
-    let (_, again) = chat(&second.base).await.expect("second retry");
+    let (_, again) = chat_as(&second.base, token).await.expect("second retry");
     assert_eq!(again["response"], v["response"], "{point}");
     // The journal: the turn ended once, resumed once, its steps in order.
     let (st, j) = common::api(
         "GET",
         &format!("{}/api/turns/turn-weekly-1", second.base),
-        BOSS,
+        token,
         None,
     )
     .await;
@@ -221,7 +254,7 @@ async fn killed_at(point: &str) {
     let (_, open) = common::api(
         "GET",
         &format!("{}/api/turns?unfinished=true", second.base),
-        BOSS,
+        token,
         None,
     )
     .await;
@@ -234,7 +267,10 @@ async fn killed_at(point: &str) {
     // The append happened once — at most once when its outcome was unknown: it is not run
     // again, so killed after its start was recorded and before it ran, it never happens
     // (the model is told so, and a person is alerted).
-    let log = std::fs::read_to_string(ov.path().join("tmp/log.txt")).unwrap_or_default();
+    let log: String = dirs
+        .iter()
+        .map(|d| std::fs::read_to_string(d.join("tmp/log.txt")).unwrap_or_default())
+        .collect();
     let appended = if point == "tool_started:2" {
         ""
     } else {
@@ -264,11 +300,13 @@ async fn killed_at(point: &str) {
     // unknown; the append is the one that does not honour keys, so it alone is alerted
     // (once).
     let expected_alerts = usize::from(point == "tool_ran:2" || point == "tool_started:2");
-    let alerts = common::audit_when(ov.path(), |t| {
+    let alerts = common::audit_when(second_dir, |t| {
         expected_alerts == 0 || t.contains(r#""kind":"unknown_outcome""#)
     });
     assert_eq!(
-        unknown_outcome_alerts(ov.path()),
+        dirs.iter()
+            .map(|d| unknown_outcome_alerts(d))
+            .sum::<usize>(),
         expected_alerts,
         "{point}: {alerts}"
     );
@@ -281,38 +319,48 @@ async fn killed_at(point: &str) {
     drop(second);
 }
 
+/// One test per kill point, each calling `$f(point)`.
 macro_rules! kill_points {
-    ($($name:ident => $point:literal,)*) => {
+    ($f:ident; $($name:ident => $point:literal,)*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                killed_at($point).await
+                $f($point).await
             }
         )*
     };
 }
+pub(crate) use kill_points;
 
-kill_points! {
-    killed_before_model_call_1 => "model_call:1",
-    killed_after_model_call_1 => "model_recorded:1",
-    killed_before_model_call_2 => "model_call:2",
-    killed_after_model_call_2 => "model_recorded:2",
-    killed_before_model_call_3 => "model_call:3",
-    killed_after_model_call_3 => "model_recorded:3",
-    killed_before_the_answer_is_asked_for => "model_call:4",
-    killed_after_the_answer_came => "model_recorded:4",
-    killed_before_the_read_runs => "tool_started:1",
-    killed_after_the_read_ran => "tool_ran:1",
-    killed_after_the_read_was_recorded => "tool_done:1",
-    killed_before_the_append_runs => "tool_started:2",
-    killed_after_the_append_ran => "tool_ran:2",
-    killed_after_the_append_was_recorded => "tool_done:2",
-    killed_before_the_post_runs => "tool_started:3",
-    killed_after_the_post_ran => "tool_ran:3",
-    killed_after_the_post_was_recorded => "tool_done:3",
-    killed_after_the_answer_was_stored => "turn_stored:1",
-    killed_after_the_turn_ended => "turn_ended:1",
+/// Every step boundary of the scripted turn, as `kill_points!` takes them after `$f;`.
+macro_rules! every_kill_point {
+    ($f:ident) => {
+        crate::durable::kill_points! { $f;
+        killed_before_model_call_1 => "model_call:1",
+        killed_after_model_call_1 => "model_recorded:1",
+        killed_before_model_call_2 => "model_call:2",
+        killed_after_model_call_2 => "model_recorded:2",
+        killed_before_model_call_3 => "model_call:3",
+        killed_after_model_call_3 => "model_recorded:3",
+        killed_before_the_answer_is_asked_for => "model_call:4",
+        killed_after_the_answer_came => "model_recorded:4",
+        killed_before_the_read_runs => "tool_started:1",
+        killed_after_the_read_ran => "tool_ran:1",
+        killed_after_the_read_was_recorded => "tool_done:1",
+        killed_before_the_append_runs => "tool_started:2",
+        killed_after_the_append_ran => "tool_ran:2",
+        killed_after_the_append_was_recorded => "tool_done:2",
+        killed_before_the_post_runs => "tool_started:3",
+        killed_after_the_post_ran => "tool_ran:3",
+        killed_after_the_post_was_recorded => "tool_done:3",
+        killed_after_the_answer_was_stored => "turn_stored:1",
+        killed_after_the_turn_ended => "turn_ended:1",
+            }
+    };
 }
+pub(crate) use every_kill_point;
+
+every_kill_point!(killed_at);
 
 /// With `journal.unknown_outcome: ask` (the default) the call whose outcome is unknown waits
 /// for a person: approved, it runs again (here: the append happens a second time, as the
