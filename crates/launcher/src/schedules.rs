@@ -63,11 +63,11 @@ impl Runner {
 
 #[async_trait]
 impl RunSchedule for Runner {
-    async fn run(&self, s: &Schedule) -> Result<String, String> {
+    async fn run(&self, s: &Schedule, due: i64) -> Result<String, String> {
         match &s.action {
             Action::Prompt { agent, prompt } => {
                 let to = s.deliver_to.as_deref().and_then(ChannelRef::parse);
-                self.turn(s, agent, prompt, to).await
+                self.turn(s, due, agent, prompt, to).await
             }
             Action::Heartbeat { agent, prompt_file } => {
                 let path = self
@@ -90,7 +90,7 @@ impl RunSchedule for Runner {
                     .as_deref()
                     .and_then(ChannelRef::parse)
                     .or_else(|| self.invoker.env().connectors().home(agent));
-                self.turn(s, agent, &prompt, to).await
+                self.turn(s, due, agent, &prompt, to).await
             }
             Action::Skill {
                 name,
@@ -113,7 +113,7 @@ impl RunSchedule for Runner {
                             Some(a) => a.compression.apply(prompt.to_owned()),
                             None => prompt.to_owned(),
                         };
-                        self.turn(s, agent, &prompt, to).await
+                        self.turn(s, due, agent, &prompt, to).await
                     }
                     SkillAction::Command(_) => {
                         let r = self
@@ -143,14 +143,19 @@ impl RunSchedule for Runner {
 
 impl Runner {
     /// A turn of `agent` in the schedule's session; its answer posted to `to` unless it is
-    /// `NO_REPLY`.
+    /// `NO_REPLY`. The turn's id is the run's (`schedule:<name>:<due>`): journaled before it
+    /// does anything, a run cut off by a crash is resumed at the next start (its answer
+    /// posted then, `AgentManager::post_resumed_answer`), and the same run taken again once
+    /// the dead instance's claim lapses gets the stored answer instead of running twice.
     async fn turn(
         &self,
         s: &Schedule,
+        due: i64,
         agent: &str,
         prompt: &str,
         to: Option<ChannelRef>,
     ) -> Result<String, String> {
+        let turn_id = format!("schedule:{}:{due}", s.name);
         let reply = self
             .directory
             .run_turn(TurnRequest {
@@ -167,18 +172,22 @@ impl Runner {
                 message: Message::text(prompt),
                 depth: 0,
                 taint: None,
-                turn_id: None,
+                turn_id: Some(turn_id.clone()),
             })
             .await
             .map_err(|e| e.to_string())?;
         if is_no_reply(&reply.text) {
             return Ok("NO_REPLY: nothing to say, nothing posted".into());
         }
+        if reply.replayed {
+            // Done before: the run that did it (or the resume of it) posted it.
+            return Ok(reply.text);
+        }
         if let Some(to) = to {
             self.invoker
                 .env()
                 .connectors()
-                .send(&to, &reply.text, None)
+                .send_keyed(&to, &reply.text, None, Some(&turn_id))
                 .await
                 .map_err(|e| format!("answered, but not delivered to {to}: {e}"))?;
         }

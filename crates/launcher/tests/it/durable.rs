@@ -905,3 +905,69 @@ async fn discord_messages_sent_while_serve_was_down_are_answered_after_the_resta
     );
     drop(second);
 }
+
+/// A scheduled run is a turn with the run's id (`schedule:<name>:<due>`): killed after its
+/// tool ran, it is resumed at the next start — the model not asked again for what it had
+/// answered, the write not made twice — and its answer is posted where the schedule
+/// delivers, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_run_killed_mid_turn_is_resumed_and_delivered_once() {
+    let discord = strata_test_support::discord::fake().await;
+    let fake = FakeServer::start().await.expect("fake llm");
+    fake.script([
+        openai::tool_calls(&[(
+            "c1",
+            "write_file",
+            json!({"path": "tmp/digest.txt", "content": "three tickets closed\n"}),
+        )]),
+        openai::text("Digest written: three tickets closed."),
+    ]);
+    let ov = overlay(&fake.url, "skip");
+    let d = ov.path();
+    let config = d.join("config/config.yaml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&common::fake_discord(discord.port));
+    text.push_str(
+        "schedules:\n  digest:\n    every: 1h\n    agent: main\n    \
+         prompt: Write the ticket digest.\n    deliver_to: discord:main:300\n",
+    );
+    std::fs::write(&config, text).expect("config");
+    let mut first = common::serve_env(d, &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
+    let out = common::strata(d)
+        .args(["schedule", "run", "digest"])
+        .output()
+        .expect("schedule run");
+    assert!(out.status.success(), "{out:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while first.child.try_wait().ok().flatten().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not die at tool_ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(discord.posted_in("300").is_empty());
+    let second = common::serve(d);
+    posted_at_least(&discord, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        discord.posted_in("300"),
+        ["Digest written: three tickets closed."]
+    );
+    assert_eq!(fake.requests().len(), 2, "the model asked twice in all");
+    assert_eq!(
+        std::fs::read_to_string(d.join("tmp/digest.txt")).expect("digest"),
+        "three tickets closed\n"
+    );
+    let (st, v) = common::api("GET", &format!("{}/api/turns", second.base), BOSS, None).await;
+    assert_eq!(st, 200, "{v}");
+    let ids: Vec<&str> = v["value"]["turns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["turn_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        ids.len() == 1 && ids[0].starts_with("schedule:digest:"),
+        "{ids:?}"
+    );
+    drop(second);
+}

@@ -21,8 +21,9 @@ use strata_engine::session::StoreError;
 /// Runs what a schedule says (a prompt, a skill, a job): the answer's text, or why not.
 #[async_trait]
 pub trait RunSchedule: Send + Sync {
-    /// Runs `schedule` once.
-    async fn run(&self, schedule: &Schedule) -> Result<String, String>;
+    /// Runs `schedule`'s run due at `due` (Unix seconds): the pair names the run, so a run
+    /// taken again after its instance died can be told from a new one (a turn's id).
+    async fn run(&self, schedule: &Schedule, due: i64) -> Result<String, String>;
 }
 
 /// Failures in a row before an alert (and again at every multiple).
@@ -268,7 +269,8 @@ impl Scheduler {
     async fn run(&self, s: &Schedule, due: i64, now: Timestamp) {
         let clock = Instant::now();
         tracing::info!(schedule = %s.name, due = %at(due), "scheduled run started");
-        let (status, detail) = match tokio::time::timeout(s.timeout, self.runner.run(s)).await {
+        let (status, detail) = match tokio::time::timeout(s.timeout, self.runner.run(s, due)).await
+        {
             Ok(Ok(text)) => ("ok", Some(text.lines().next().unwrap_or("").to_owned())),
             Ok(Err(why)) => ("failed", Some(why)),
             Err(_) => (

@@ -235,7 +235,7 @@ impl Runner {
 
 #[strata_engine::async_trait]
 impl RunSchedule for Runner {
-    async fn run(&self, _: &Schedule) -> Result<String, String> {
+    async fn run(&self, _: &Schedule, _: i64) -> Result<String, String> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         if let Some(h) = &self.hold {
             h.notified().await;
