@@ -481,7 +481,7 @@ async fn goal_vote(
 /// Decides a goal's proposal once its objection window has closed (or every participant
 /// voted yes): accepted unless an objection stands or more voted no than yes. Decisions that
 /// spend money or change the team first wait for a person's approval.
-#[tool(capabilities = [messaging], side_effects = local, timeout_secs = 3600)]
+#[tool(capabilities = [messaging], side_effects = local, idempotent, timeout_secs = 3600)]
 async fn goal_decide(
     ctx: &ToolContext,
     /// The goal's id.
@@ -492,12 +492,13 @@ async fn goal_decide(
     let goals = service(ctx)?;
     require_part(ctx, &goals.get(&goal).await.map_err(fail)?)?;
     let done = goals
-        .decide(
+        .decide_keyed(
             &goal,
             proposal,
             &actor(ctx),
             &ctx.request_id,
             ctx.agent_id.as_deref(),
+            CallKey::of(ctx),
         )
         .await
         .map_err(fail)?;

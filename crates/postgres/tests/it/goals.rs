@@ -363,6 +363,58 @@ async fn a_keyed_change_run_again_is_not_made_twice(kind: Kind) {
         .await
         .expect("another");
     assert_eq!(more.tasks.len(), 2);
+    // A decision made under a key, run again: the first decision, not a second.
+    let (_, proposed) = g
+        .change_keyed(
+            &goal.id,
+            "agent:coord",
+            Change::Propose {
+                title: "Ship on Friday".into(),
+                detail: String::new(),
+                kind: ProposalKind::Plan,
+            },
+            key("k-propose", false),
+        )
+        .await
+        .expect("propose");
+    let number = proposed.detail["proposal"].as_u64().expect("number") as u32;
+    let (_, vote) = g
+        .change_keyed(
+            &goal.id,
+            "agent:coord",
+            Change::Vote {
+                proposal: number,
+                choice: Choice::Yes,
+                reason: None,
+            },
+            None,
+        )
+        .await
+        .expect("vote");
+    assert_eq!(vote.kind, "voted");
+    let (_, decided) = g
+        .decide_keyed(
+            &goal.id,
+            number,
+            "agent:coord",
+            "r-k",
+            None,
+            key("k-decide", false),
+        )
+        .await
+        .expect("decide");
+    let (_, again) = g
+        .decide_keyed(
+            &goal.id,
+            number,
+            "agent:coord",
+            "r-k",
+            None,
+            key("k-decide", true),
+        )
+        .await
+        .expect("decide again");
+    assert_eq!(again.seq, decided.seq, "the first decision");
     // Still there for another instance over the same store.
     let (g2, _) = goals(h.store().await);
     let (seen, ev3) = g2

@@ -240,11 +240,8 @@ impl Goals {
             .or_default()
             .clone();
         let _one_at_a_time = lock.lock().await;
-        if let Some(k) = key.filter(|k| k.resumed) {
-            let events = self.store.goal_events(id, 0, usize::MAX).await?;
-            if let Some(ev) = events.into_iter().rev().find(|e| k.marks(e)) {
-                return Ok((self.get(id).await?, ev));
-            }
+        if let Some(done) = self.made_under(id, key).await? {
+            return Ok(done);
         }
         for attempt in 0..TRIES {
             if attempt > 0 {
@@ -268,6 +265,23 @@ impl Goals {
         Err(GoalError::Busy(TRIES))
     }
 
+    /// For a call run again after a crash (`key.resumed`): the goal as it is and the event
+    /// the first run saved under the key, when it got that far.
+    async fn made_under(
+        &self,
+        id: &str,
+        key: Option<CallKey<'_>>,
+    ) -> Result<Option<(Goal, GoalEvent)>, GoalError> {
+        let Some(k) = key.filter(|k| k.resumed) else {
+            return Ok(None);
+        };
+        let events = self.store.goal_events(id, 0, usize::MAX).await?;
+        match events.into_iter().rev().find(|e| k.marks(e)) {
+            Some(ev) => Ok(Some((self.get(id).await?, ev))),
+            None => Ok(None),
+        }
+    }
+
     /// Decides proposal `proposal` of goal `id`: one that spends money or changes the team
     /// first waits for a person's approval through the gate (refused without one).
     pub async fn decide(
@@ -278,6 +292,24 @@ impl Goals {
         request_id: &str,
         agent_id: Option<&str>,
     ) -> Result<(Goal, GoalEvent), GoalError> {
+        self.decide_keyed(id, proposal, actor, request_id, agent_id, None)
+            .await
+    }
+
+    /// [`Self::decide`] under a tool call's idempotency key: run again after a crash, a
+    /// decision the first run saved is returned — nobody is asked to approve it again.
+    pub async fn decide_keyed(
+        &self,
+        id: &str,
+        proposal: u32,
+        actor: &str,
+        request_id: &str,
+        agent_id: Option<&str>,
+        key: Option<CallKey<'_>>,
+    ) -> Result<(Goal, GoalEvent), GoalError> {
+        if let Some(done) = self.made_under(id, key).await? {
+            return Ok(done);
+        }
         let goal = self.get(id).await?;
         let p = goal
             .proposals
@@ -313,7 +345,8 @@ impl Goals {
             .await
             .map_err(GoalError::Invalid)?;
         }
-        self.change(id, actor, Change::Decide { proposal }).await
+        self.change_keyed(id, actor, Change::Decide { proposal }, key)
+            .await
     }
 
     fn remember(&self, goal: &Goal) {
