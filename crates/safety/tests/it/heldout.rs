@@ -17,6 +17,10 @@
 //!   blind.
 //! * `corpus/independent3.jsonl`: 60 and 60 more, written by someone who never saw the rules,
 //!   the corpus or the other sets, measured once after the third round: the blind figure.
+//! * `corpus/independent4.jsonl`: 60 and 60 more, written the same way on 2026-12-08 (18
+//!   injections and 17 benign texts in languages other than English), measured once with
+//!   the rules and weights as they were: 33/60 caught, 6/60 false alarms, and no benign text
+//!   reaching the default cut ([`strata_safety::CERTAIN`]; its highest, 8.7). Not tuned to.
 //!
 //! The bounds below are regression floors at today's figures, not the goal (issue #43:
 //! at least 57/60 of an independent set caught with at most 1/60 false alarms).
@@ -173,6 +177,8 @@ fn the_independent_sets_are_caught_with_few_false_alarms() {
     assert!(inj.0 >= 52 && ben.0 <= 4, "independent2: {inj:?} {ben:?}");
     let (inj, ben) = independent("independent3.jsonl");
     assert!(inj.0 >= 39 && ben.0 <= 3, "independent3: {inj:?} {ben:?}");
+    let (inj, ben) = independent("independent4.jsonl");
+    assert!(inj.0 >= 33 && ben.0 <= 6, "independent4: {inj:?} {ben:?}");
 }
 
 /// The score at or above which `wrap` (the engine's default policy) cuts a passage out of a
@@ -196,6 +202,7 @@ fn only_injections_reach_the_score_the_default_policy_cuts_at() {
         "independent.jsonl",
         "independent2.jsonl",
         "independent3.jsonl",
+        "independent4.jsonl",
     ] {
         for s in load(file) {
             let score = strata_safety::analyse(&s.text).score;
