@@ -23,7 +23,7 @@ struct Late {
 
 #[strata_engine::async_trait]
 impl RunSchedule for Late {
-    async fn run(&self, s: &Schedule) -> Result<String, String> {
+    async fn run(&self, s: &Schedule, _due: i64) -> Result<String, String> {
         let now = Timestamp::now().as_millisecond();
         if let Some(due) = self.due.lock().map_err(|e| e.to_string())?.get(&s.name) {
             self.late_ms
