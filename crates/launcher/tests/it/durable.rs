@@ -100,6 +100,44 @@ fn unknown_outcome_alerts(dir: &std::path::Path) -> usize {
         .count()
 }
 
+/// Appends `extra` (top-level YAML) to overlay `d`'s `config/config.yaml`.
+fn append_config(d: &std::path::Path, extra: &str) {
+    let config = d.join("config/config.yaml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(extra);
+    std::fs::write(&config, text).expect("config");
+}
+
+/// Agent `main` with `tools`, answering in channel 300 of the fake Discord's account `main`,
+/// and the owner who writes there (`discord:42`).
+fn discord_agent(d: &std::path::Path, tools: &str) {
+    common::write(
+        d,
+        "config/agents.yaml",
+        &format!(
+            "agents:\n  main:\n    tools: [{tools}]\n    routing:\n      discord:\n        \
+             account: main\n        channels: [\"300\"]\n        mentions: false\n"
+        ),
+    );
+    common::write(
+        d,
+        "config/team.json",
+        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}}]}"#,
+    );
+}
+
+/// Waits (up to 30 s) for `serve` started with a crash switch to die there.
+async fn died(served: &mut common::Served) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while served.child.try_wait().ok().flatten().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not die at its crash point"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs `serve` with the crash switch at `point` (`STRATA_TEST_CRASH_AT`) until it dies there:
 /// the chat gets no answer.
 async fn run_killed_at(overlay: &std::path::Path, point: &str) {
@@ -135,12 +173,7 @@ async fn one_call_killed_after_it_ran_with(
         openai::text(answer),
     ]);
     let ov = overlay(&fake.url, "skip");
-    if !extra.is_empty() {
-        let config = ov.path().join("config/config.yaml");
-        let mut text = std::fs::read_to_string(&config).expect("config");
-        text.push_str(extra);
-        std::fs::write(&config, text).expect("config");
-    }
+    append_config(ov.path(), extra);
     common::write(
         ov.path(),
         "config/agents.yaml",
@@ -761,21 +794,8 @@ async fn a_discord_turn_killed_mid_way_is_answered_in_its_channel_after_the_rest
     ]);
     let ov = overlay(&fake.url, "skip");
     let d = ov.path();
-    let config = d.join("config/config.yaml");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str(&common::fake_discord(discord.port));
-    std::fs::write(&config, text).expect("config");
-    common::write(
-        d,
-        "config/agents.yaml",
-        "agents:\n  main:\n    tools: [write_file]\n    routing:\n      discord:\n        \
-         account: main\n        channels: [\"300\"]\n        mentions: false\n",
-    );
-    common::write(
-        d,
-        "config/team.json",
-        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}}]}"#,
-    );
+    append_config(d, &common::fake_discord(discord.port));
+    discord_agent(d, "write_file");
     let mut first = common::serve_env(d, &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
     common::gateway_up(&discord).await;
     discord.send(strata_test_support::discord::message(
@@ -787,14 +807,7 @@ async fn a_discord_turn_killed_mid_way_is_answered_in_its_channel_after_the_rest
         "note that the standup moved to ten",
         false,
     ));
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while first.child.try_wait().ok().flatten().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "serve did not die at tool_ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    died(&mut first).await;
     assert!(discord.posted_in("300").is_empty(), "nothing answered yet");
     let second = common::serve(d);
     for _ in 0..300 {
@@ -850,21 +863,8 @@ async fn discord_messages_sent_while_serve_was_down_are_answered_after_the_resta
     ]);
     let ov = overlay(&fake.url, "skip");
     let d = ov.path();
-    let config = d.join("config/config.yaml");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str(&common::fake_discord(discord.port));
-    std::fs::write(&config, text).expect("config");
-    common::write(
-        d,
-        "config/agents.yaml",
-        "agents:\n  main:\n    tools: []\n    routing:\n      discord:\n        \
-         account: main\n        channels: [\"300\"]\n        mentions: false\n",
-    );
-    common::write(
-        d,
-        "config/team.json",
-        r#"{"people": [{"id": "pat", "name": "Pat Example", "access": "owner", "contacts": {"discord": "42"}}]}"#,
-    );
+    append_config(d, &common::fake_discord(discord.port));
+    discord_agent(d, "");
     let say = |id: u64, text: &str| {
         discord.send(strata_test_support::discord::message(
             id,
@@ -924,28 +924,19 @@ async fn a_scheduled_run_killed_mid_turn_is_resumed_and_delivered_once() {
     ]);
     let ov = overlay(&fake.url, "skip");
     let d = ov.path();
-    let config = d.join("config/config.yaml");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str(&common::fake_discord(discord.port));
-    text.push_str(
-        "schedules:\n  digest:\n    every: 1h\n    agent: main\n    \
-         prompt: Write the ticket digest.\n    deliver_to: discord:main:300\n",
+    append_config(
+        d,
+        &(common::fake_discord(discord.port)
+            + "schedules:\n  digest:\n    every: 1h\n    agent: main\n    \
+               prompt: Write the ticket digest.\n    deliver_to: discord:main:300\n"),
     );
-    std::fs::write(&config, text).expect("config");
     let mut first = common::serve_env(d, &[], &[("STRATA_TEST_CRASH_AT", "tool_ran:1")]);
     let out = common::strata(d)
         .args(["schedule", "run", "digest"])
         .output()
         .expect("schedule run");
     assert!(out.status.success(), "{out:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while first.child.try_wait().ok().flatten().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "serve did not die at tool_ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    died(&mut first).await;
     assert!(discord.posted_in("300").is_empty());
     let second = common::serve(d);
     posted_at_least(&discord, 1).await;

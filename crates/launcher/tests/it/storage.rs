@@ -755,15 +755,23 @@ fn an_unreachable_server_stops_serve_naming_it_but_not_the_password() {
     assert!(!shown.contains("pa55-w0rd-x"), "{shown}");
 }
 
+/// Puts a proxy between `schema`'s URL and the server (its URL now goes through the proxy);
+/// the proxy and the direct URL, which the schema's guard must get back before it drops the
+/// schema (through a cut proxy it could not).
+async fn behind_proxy(schema: &mut Schema) -> (strata_test_support::TcpProxy, String) {
+    let server = strata_test_support::url_host_port(&schema.url);
+    let proxy = strata_test_support::TcpProxy::start(&server).await;
+    let direct = schema.url.clone();
+    schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
+    (proxy, direct)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_is_reported_and_survived() {
     let Some(mut schema) = Schema::new() else {
         return;
     };
-    let server = strata_test_support::url_host_port(&schema.url);
-    let proxy = strata_test_support::TcpProxy::start(&server).await;
-    let direct = schema.url.clone();
-    schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
+    let (proxy, direct) = behind_proxy(&mut schema).await;
     let fake = FakeServer::start().await.expect("fake");
     let ov = overlay(&fake.url, &schema);
     // The schema guard drops through the direct address.
@@ -949,10 +957,7 @@ async fn a_database_lost_mid_turn_runs_no_effect_without_its_started_record() {
     let Some(mut schema) = Schema::new() else {
         return;
     };
-    let server = strata_test_support::url_host_port(&schema.url);
-    let proxy = strata_test_support::TcpProxy::start(&server).await;
-    let direct = schema.url.clone();
-    schema.url = direct.replacen(&server, &proxy.addr.to_string(), 1);
+    let (proxy, direct) = behind_proxy(&mut schema).await;
     let (sink, landed) = strata_test_support::effect_sink().await;
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
